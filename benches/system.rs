@@ -1,0 +1,3 @@
+//! The system benchmark (DESIGN.md §6).
+
+fn main() {}

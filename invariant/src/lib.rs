@@ -1,0 +1,1 @@
+//! rein-invariant: the rules of the session-log contract as pure functions.

@@ -1,0 +1,1 @@
+//! rein-plugins: rein's retry plugins.

@@ -1,0 +1,19 @@
+//! rein-runtime: the event vocabulary, the durable session log and its stores, the actors of an
+//! agent (session, turn, step, provider, plugin host) and the request-error waterfall.
+//!
+//! # Layout
+//!
+//! Pure core first:
+//! - [`failure`]: `Failure` (always valid) and the known codes.
+//! - [`event`]: the typed events and the log envelope.
+//! - [`json_number`]: canonical JSON numbers (`500`, not `500.0`).
+//! - [`clock`]: the injected clock (wall or virtual).
+//!
+//! Shells:
+//! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
+
+pub mod clock;
+pub mod event;
+pub mod failure;
+pub mod json_number;
+pub mod store;

@@ -1,0 +1,132 @@
+//! Where session logs live: one [`SessionStore`] trait, three stores.
+//!
+//! - [`memory::MemoryStore`]: in memory, for tests and benchmarks.
+//! - [`jsonl::JsonlStore`]: a directory with one `<session>.jsonl` per session (the CLI default).
+//! - [`sqlite::SqliteStore`]: one SQLite database (WAL) for many sessions; a single writer
+//!   batches the appends of all sessions into one transaction (group commit).
+//!
+//! # Why the store acknowledges, not the caller
+//!
+//! "Durable before effect" (a retry is recorded before its wait begins) is only true if an append
+//! resolves after the store holds the records at the promised [`Durability`]. So `append` is a
+//! future that resolves exactly then; the session-log actor replies to its caller only after it.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::event::Envelope;
+
+pub mod memory;
+
+/// A boxed, sendable future (the trait must be object-safe: the runtime holds `Arc<dyn SessionStore>`).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How durable an acknowledged append is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Handed to the operating system: survives a process crash, not a power loss.
+    #[default]
+    Os,
+    /// Synced to the disk (`fdatasync`) before the append is acknowledged.
+    Disk,
+}
+
+/// A session's log as read back.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Loaded {
+    /// The events, in `seq` order.
+    pub events: Vec<Envelope>,
+    /// A torn last line that was cut while loading, if any.
+    pub torn: Option<TornTail>,
+}
+
+/// The bytes of a torn (partially written) last line, cut on reopen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TornTail {
+    /// The 1-based line number the torn line had.
+    pub line: u64,
+    /// How many bytes were cut.
+    pub bytes: u64,
+    /// Where the cut bytes were kept (`<session>.jsonl.torn`), when the store keeps them.
+    pub kept_in: Option<std::path::PathBuf>,
+}
+
+/// What can go wrong in a store.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// An I/O error on a file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line that is not a valid event, other than a torn last line. Nothing was rewritten.
+    #[error("{path}:{line}: corrupt log line: {message}")]
+    Corrupt {
+        /// The file (or `db#session`).
+        path: String,
+        /// The 1-based line (or row) number.
+        line: u64,
+        /// Why it does not parse.
+        message: String,
+    },
+    /// A session id that cannot name a log.
+    #[error("invalid session id {0:?}: use letters, digits, '-', '_' and '.' (not leading)")]
+    InvalidSessionId(String),
+    /// An error from SQLite.
+    #[error("sqlite: {0}")]
+    Sqlite(String),
+    /// The store's writer is gone.
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// A place that holds session logs.
+pub trait SessionStore: Send + Sync + 'static {
+    /// The durability an acknowledged append has.
+    fn durability(&self) -> Durability;
+
+    /// Appends `events` (already sequenced by the session-log actor) to `session`'s log, all or
+    /// nothing. Resolves once the store holds them at [`SessionStore::durability`].
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Reads a session's log; `None` when the session does not exist. A torn last line is cut
+    /// (and reported in [`Loaded::torn`]); any other corrupt line is [`StoreError::Corrupt`].
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>>;
+
+    /// The ids of every stored session.
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+}
+
+/// Checks that a session id is safe as a file name: `[A-Za-z0-9_.-]`, not starting with `.`,
+/// 1..=128 bytes.
+pub fn check_session_id(id: &str) -> Result<(), StoreError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && !id.starts_with('.')
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok { Ok(()) } else { Err(StoreError::InvalidSessionId(id.to_owned())) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_ids_must_be_safe_file_names() {
+        for ok in ["s1", "a-b_c.d", "0f8fad5b-d9cb-469f-a165-70867728950e"] {
+            assert!(check_session_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", ".hidden", "a/b", "..", "a b", "ü", &"x".repeat(129)] {
+            assert!(check_session_id(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! rein: an actor-based agent runtime whose model-request failures flow through an ordered
+//! waterfall of supervised retry plugins. This crate re-exports the family.
+
+pub use rein_invariant as invariant;
+pub use rein_plugins as plugins;
+pub use rein_runtime as runtime;

@@ -1,0 +1,3 @@
+//! The `rein` command line.
+
+fn main() {}
