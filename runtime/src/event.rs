@@ -658,10 +658,7 @@ mod tests {
                 Event::TurnEnd(TurnEnd { turn: 3, reason: TurnEndReason::Interrupted }),
                 r#"{"seq":0,"time":5,"type":"turn/end","data":{"turn":3,"reason":{"kind":"interrupted"}}}"#,
             ),
-            (
-                Event::AgentIdle(AgentIdle {}),
-                r#"{"seq":0,"time":5,"type":"agent/idle","data":{}}"#,
-            ),
+            (Event::AgentIdle(AgentIdle {}), r#"{"seq":0,"time":5,"type":"agent/idle","data":{}}"#),
             (
                 Event::PluginCrashed(PluginCrashed {
                     plugin: "p".into(),
@@ -717,7 +714,14 @@ mod tests {
             .collect();
         assert_eq!(
             visible,
-            ["user/message", "assistant/message", "assistant/message", "tool/call", "tool/result", "context/compacted"]
+            [
+                "user/message",
+                "assistant/message",
+                "assistant/message",
+                "tool/call",
+                "tool/result",
+                "context/compacted"
+            ]
         );
     }
 }

@@ -141,13 +141,7 @@ impl Failure {
         if message.is_empty() {
             return Err(FailureError::EmptyMessage);
         }
-        Ok(Self {
-            code,
-            message,
-            status: None,
-            provider_retry_after_ms: None,
-            request_id: None,
-        })
+        Ok(Self { code, message, status: None, provider_retry_after_ms: None, request_id: None })
     }
 
     /// Sets the HTTP status (100..=599).
@@ -249,9 +243,7 @@ impl TryFrom<RawFailure> for Failure {
             failure = failure.with_status(valid)?;
         }
         if let Some(ms) = raw.provider_retry_after_ms {
-            let value = ms
-                .as_f64()
-                .ok_or_else(|| FailureError::RetryAfter(ms.to_string()))?;
+            let value = ms.as_f64().ok_or_else(|| FailureError::RetryAfter(ms.to_string()))?;
             failure = failure.with_retry_after_ms(value)?;
         }
         if let Some(id) = raw.request_id {
