@@ -9,6 +9,10 @@
 //! - [`json_number`]: canonical JSON numbers (`500`, not `500.0`).
 //! - [`clock`]: the injected clock (wall or virtual).
 //!
+//! - [`projection`]: the `Projection` trait (pure folds of a log).
+//! - [`validator`]: the `Validator` trait (checks run before an append commits).
+//! - [`provider`]: the request/completion types and the `Adapter` trait.
+//!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
 
@@ -16,4 +20,7 @@ pub mod clock;
 pub mod event;
 pub mod failure;
 pub mod json_number;
+pub mod projection;
+pub mod provider;
 pub mod store;
+pub mod validator;
