@@ -1,3 +1,29 @@
-//! The `rein` command line.
+//! The `rein` command line: a thin dispatcher over the subcommands in `cli/`.
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+/// rein: an actor-based agent runtime whose model-request failures flow through a supervised
+/// waterfall of retry plugins.
+#[derive(Debug, Parser)]
+#[command(name = "rein", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check session logs against every rule of the session-log contract (SPEC §8).
+    Check(cli::check::CheckArgs),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Check(args) => cli::check::run(&args),
+    }
+}

@@ -14,6 +14,7 @@
 use rein_runtime::event::Envelope;
 
 use crate::rules::{self, Rule};
+use crate::schema::{LineError, parse_line};
 use crate::state::State;
 use crate::violation::Violation;
 
@@ -39,6 +40,19 @@ impl Checker {
         let violations = self.check(event);
         self.state.fold(event);
         violations
+    }
+
+    /// Reads one line of a log (without its newline) and pushes its event. A line that is not an
+    /// event is returned as the error, and the checker moves past it
+    /// ([`Checker::skip_unreadable`]).
+    pub fn push_line(&mut self, line: impl AsRef<[u8]>) -> Result<Vec<Violation>, LineError> {
+        match parse_line(line) {
+            Ok(event) => Ok(self.push(&event)),
+            Err(error) => {
+                self.skip_unreadable(error.seq());
+                Err(error)
+            }
+        }
     }
 
     /// Records that a line of the log could not be read as an event (already reported as
@@ -87,4 +101,50 @@ pub fn check_finished_log<'a>(events: impl IntoIterator<Item = &'a Envelope>) ->
     let mut violations: Vec<Violation> = events.into_iter().flat_map(|e| checker.push(e)).collect();
     violations.extend(checker.finish());
     violations
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const START: &str =
+        r#"{"seq":0,"time":0,"type":"session/start","data":{"session":"s","format":1}}"#;
+    const TURN_1: &str = r#"{"seq":1,"time":0,"type":"turn/start","data":{"turn":1}}"#;
+    const TURN_END_2: &str =
+        r#"{"seq":2,"time":0,"type":"turn/end","data":{"turn":1,"reason":{"kind":"completed"}}}"#;
+
+    #[test]
+    fn one_unreadable_line_is_one_problem() {
+        // A corrupt line without a readable seq: the next seq is accepted as it comes.
+        let mut checker = Checker::new();
+        assert_eq!(checker.push_line(START), Ok(vec![]));
+        let corrupt = checker.push_line("{\"seq\":1,");
+        assert_eq!(corrupt.map_err(|e| e.rule()), Err(Rule::CorruptLine));
+        assert_eq!(checker.push_line(TURN_1.replace("\"seq\":1", "\"seq\":2")), Ok(vec![]));
+        // A schema error with a readable seq: the next event must follow that seq.
+        let mut checker = Checker::new();
+        checker.push_line(START).unwrap();
+        let error = checker.push_line(TURN_1.replace(r#"{"turn":1}"#, r#"{"turn":"one"}"#));
+        assert_eq!(error.map_err(|e| (e.rule(), e.seq())), Err((Rule::EventSchema, Some(1))));
+        let violations = checker.push_line(TURN_END_2).unwrap();
+        assert_eq!(violations.len(), 1, "only the turn/end without a turn: {violations:?}");
+        assert_eq!(violations[0].rule, Rule::TurnEndMatchesTurn);
+    }
+
+    #[test]
+    fn an_open_turn_is_fine_until_the_log_is_finished() {
+        let mut checker = Checker::new();
+        checker.push_line(START).unwrap();
+        checker.push_line(TURN_1).unwrap();
+        assert_eq!(checker.open_turn(), Some(1));
+        assert_eq!(checker.events(), 2);
+        let open = checker.finish();
+        assert_eq!(open.len(), 1);
+        assert_eq!(
+            open[0].to_string(),
+            "turn/start seq 1: turn 1 never ends: the log stops at seq 1 without its turn/end [turn-left-open]"
+        );
+        checker.push_line(TURN_END_2).unwrap();
+        assert!(checker.finish().is_empty());
+    }
 }

@@ -265,4 +265,14 @@ mod tests {
             assert_eq!(rule.to_string(), name);
         }
     }
+
+    #[test]
+    fn the_architecture_doc_lists_every_rule_as_the_code_does() {
+        let doc = include_str!("../../docs/architecture.md");
+        for rule in Rule::ALL {
+            let row =
+                format!("| `{}` | {} | {} |", rule.name(), rule.family().name(), rule.summary());
+            assert!(doc.contains(&row), "docs/architecture.md lacks the row {row}");
+        }
+    }
 }

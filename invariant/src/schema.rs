@@ -79,14 +79,16 @@ impl fmt::Display for LineError {
 
 impl std::error::Error for LineError {}
 
-/// Reads one line (without its newline) as an event.
-pub fn parse_line(line: &str) -> Result<Envelope, LineError> {
+/// Reads one line (without its newline) as an event. Bytes that are not UTF-8 make a corrupt
+/// line, like any other text that is not JSON.
+pub fn parse_line(line: impl AsRef<[u8]>) -> Result<Envelope, LineError> {
+    let line = line.as_ref();
     // The fast path: a valid line is parsed once.
-    if let Ok(envelope) = serde_json::from_str::<Envelope>(line) {
+    if let Ok(envelope) = serde_json::from_slice::<Envelope>(line) {
         return Ok(envelope);
     }
     let value: Value =
-        serde_json::from_str(line).map_err(|e| LineError::Corrupt { message: e.to_string() })?;
+        serde_json::from_slice(line).map_err(|e| LineError::Corrupt { message: e.to_string() })?;
     parse_value(&value)
 }
 
@@ -219,5 +221,11 @@ mod tests {
         let e = err(r#"{"seq":3,"time":1,"type":"turn/start","data":{"turn":"x"}}"#);
         assert_eq!(e.seq(), Some(3));
         assert_eq!(err("{").seq(), None);
+    }
+
+    #[test]
+    fn bytes_that_are_not_utf8_are_a_corrupt_line() {
+        let e = parse_line(b"{\"seq\":0,\"t\xff\":1}").expect_err("not UTF-8");
+        assert_eq!(e.rule(), Rule::CorruptLine);
     }
 }
