@@ -15,6 +15,8 @@
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
+//! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
+//!   chains, open turn), validators hook and the repair on reopen.
 
 pub mod clock;
 pub mod event;
@@ -22,5 +24,6 @@ pub mod failure;
 pub mod json_number;
 pub mod projection;
 pub mod provider;
+pub mod session_log;
 pub mod store;
 pub mod validator;
