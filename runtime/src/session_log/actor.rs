@@ -8,6 +8,7 @@ use std::any::Any;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc::UnboundedReceiver;
+use tracing::Instrument;
 
 use crate::event::{Envelope, Event};
 use crate::validator::Validator;
@@ -54,28 +55,33 @@ impl Actor for SessionLogActor {
         message: Msg,
         state: &mut LogState,
     ) -> Result<(), ActorProcessingErr> {
+        let span = tracing::debug_span!("session_log", session.id = %state.session());
         // A caller that gave up waiting dropped its port; the step is done either way, so a
         // failed reply is not an error of the log.
-        match message {
-            Msg::Append(events, reply) => {
-                let _ = reply.send(state.append(events).await);
-            }
-            Msg::Subscribe(reply) => {
-                let _ = reply.send(state.subscribe());
-            }
-            Msg::AddValidator(validator, reply) => {
-                let _ = reply.send(state.add_validator(validator).await);
-            }
-            Msg::Register(projection, reply) => {
-                let _ = reply.send(state.register(projection).await);
-            }
-            Msg::Read(key, reply) => {
-                let _ = reply.send(state.snapshot(key));
-            }
-            Msg::Events(reply) => {
-                let _ = reply.send(state.events().await);
+        async move {
+            match message {
+                Msg::Append(events, reply) => {
+                    let _ = reply.send(state.append(events).await);
+                }
+                Msg::Subscribe(reply) => {
+                    let _ = reply.send(state.subscribe());
+                }
+                Msg::AddValidator(validator, reply) => {
+                    let _ = reply.send(state.add_validator(validator).await);
+                }
+                Msg::Register(projection, reply) => {
+                    let _ = reply.send(state.register(projection).await);
+                }
+                Msg::Read(key, reply) => {
+                    let _ = reply.send(state.snapshot(key));
+                }
+                Msg::Events(reply) => {
+                    let _ = reply.send(state.events().await);
+                }
             }
         }
+        .instrument(span)
+        .await;
         Ok(())
     }
 }

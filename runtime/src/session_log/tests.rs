@@ -18,7 +18,7 @@ use crate::event::{
 };
 use crate::failure::Failure;
 use crate::store::memory::MemoryStore;
-use crate::store::{BoxFuture, Durability, Loaded};
+use crate::store::{BoxFuture, Durability, Loaded, TornTail};
 
 // ---------------------------------------------------------------- events
 
@@ -204,6 +204,38 @@ impl SessionStore for CorruptStore {
     }
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+/// A `MemoryStore` that reports a torn last line cut on every load.
+#[derive(Debug, Default)]
+struct TornStore {
+    inner: MemoryStore,
+}
+
+fn torn_tail() -> TornTail {
+    TornTail { line: 4, bytes: 17, kept_in: Some("logs/s1.jsonl.torn".into()) }
+}
+
+impl SessionStore for TornStore {
+    fn durability(&self) -> Durability {
+        Durability::Os
+    }
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.append(session, events)
+    }
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        Box::pin(async move {
+            let events = self.inner.events(session);
+            Ok(Some(Loaded { events, torn: Some(torn_tail()) }))
+        })
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.sessions()
     }
 }
 
@@ -442,6 +474,38 @@ async fn reopening_closes_an_open_turn_and_projections_equal_a_fresh_fold() {
         assert_eq!(store.events("s1").len(), after.len() + 1);
         log.close().await;
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
+    let store = Arc::new(TornStore::default());
+    let crashed = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
+    store.inner.append("s1", &crashed).await.unwrap();
+    let clock = Arc::new(VirtualClock::start());
+    let (log, report) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    assert_eq!(
+        report,
+        OpenReport {
+            created: false,
+            torn: Some(torn_tail()),
+            interrupted_turn: Some(1),
+            events: 5
+        }
+    );
+    assert_eq!(
+        kinds(&store.inner.events("s1")[3..]),
+        ["turn/end", "agent/idle"],
+        "the cut line's turn is closed like any open turn"
+    );
+    log.close().await;
+
+    // A log whose only line was torn is new.
+    let store = Arc::new(TornStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let (log, report) = SessionLog::open(store.clone(), clock, "s2", None).await.unwrap();
+    assert!(report.created && report.torn.is_some());
+    assert_eq!(store.inner.events("s2"), stamped(vec![session_start("s2")], 0, 0));
+    log.close().await;
 }
 
 #[tokio::test(start_paused = true)]
