@@ -138,7 +138,7 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// The open step's latest attempt, if it is attempt `turn`/`step`'s.
+    /// The open step's latest attempt, if a step is open and has one.
     pub(crate) fn current_attempt(&self) -> Option<&Attempt> {
         self.open_step.as_ref().and_then(|s| s.attempt.as_ref())
     }
