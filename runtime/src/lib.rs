@@ -16,11 +16,15 @@
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
 
+pub mod census;
 pub mod clock;
+pub mod crash;
 pub mod event;
 pub mod failure;
+pub mod history;
 pub mod json_number;
 pub mod projection;
 pub mod provider;
 pub mod store;
+pub mod tool;
 pub mod validator;
