@@ -8,13 +8,17 @@
 //! - [`event`]: the typed events and the log envelope.
 //! - [`json_number`]: canonical JSON numbers (`500`, not `500.0`).
 //! - [`clock`]: the injected clock (wall or virtual).
-//!
+//! - [`random`]: injected jitter samples (an explicit sequence, then a seeded RNG).
+//! - [`retry_policy`]: a route's retry policy (normal/always, backoff curve), its strict
+//!   declaration format, the effective-policy resolution and the canonical `policyKey`.
 //! - [`projection`]: the `Projection` trait (pure folds of a log).
 //! - [`validator`]: the `Validator` trait (checks run before an append commits).
 //! - [`provider`]: the request/completion types and the `Adapter` trait.
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
+//! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
+//!   chains, open turn), validators hook and the repair on reopen.
 
 pub mod census;
 pub mod clock;
@@ -25,6 +29,9 @@ pub mod history;
 pub mod json_number;
 pub mod projection;
 pub mod provider;
+pub mod random;
+pub mod retry_policy;
+pub mod session_log;
 pub mod store;
 pub mod tool;
 pub mod validator;
