@@ -16,7 +16,8 @@
 //!
 //! `assistant/message.toolCalls` and the `tool/call` events that follow it say the same thing.
 //! The messages take the calls from the `tool/call` events, attached to the assistant message of
-//! the same turn and step: then a compaction that drops a call (always with its result) drops it
+//! the same turn and step (results of earlier calls may come in between — the step runs each
+//! call before writing the next): then a compaction that drops a call (always with its result) drops it
 //! from the model's view too, and the two can never disagree.
 
 use crate::event::{Envelope, Event, ToolCall};
@@ -98,8 +99,9 @@ impl History {
     /// the same turn and step), tool results.
     pub fn messages(&self) -> Vec<Message> {
         let mut out: Vec<Message> = Vec::with_capacity(self.visible.len());
-        // The (turn, step) of the assistant message last pushed, while calls may still join it.
-        let mut open: Option<(u32, u32)> = None;
+        // The assistant message of the latest (turn, step), which its calls join — also when
+        // results of earlier calls of that step came in between.
+        let mut open: Option<(u32, u32, usize)> = None;
         for entry in &self.visible {
             match &entry.visible {
                 Visible::User { text } => {
@@ -107,26 +109,30 @@ impl History {
                     out.push(Message::User { text: text.clone() });
                 }
                 Visible::Assistant { turn, step, text } => {
-                    open = Some((*turn, *step));
+                    open = Some((*turn, *step, out.len()));
                     out.push(Message::Assistant { text: text.clone(), tool_calls: Vec::new() });
                 }
                 Visible::ToolCall { turn, step, call } => {
-                    let joins = open == Some((*turn, *step));
-                    match out.last_mut() {
-                        Some(Message::Assistant { tool_calls, .. }) if joins => {
-                            tool_calls.push(call.clone());
-                        }
-                        _ => {
-                            open = Some((*turn, *step));
-                            out.push(Message::Assistant {
-                                text: String::new(),
-                                tool_calls: vec![call.clone()],
-                            });
-                        }
+                    let joined = match open {
+                        Some((t, s, index)) if (t, s) == (*turn, *step) => match out.get_mut(index)
+                        {
+                            Some(Message::Assistant { tool_calls, .. }) => {
+                                tool_calls.push(call.clone());
+                                true
+                            }
+                            _ => false,
+                        },
+                        _ => false,
+                    };
+                    if !joined {
+                        open = Some((*turn, *step, out.len()));
+                        out.push(Message::Assistant {
+                            text: String::new(),
+                            tool_calls: vec![call.clone()],
+                        });
                     }
                 }
                 Visible::ToolResult { id, output, is_error } => {
-                    open = None;
                     out.push(Message::Tool {
                         id: id.clone(),
                         output: output.clone(),
@@ -305,11 +311,24 @@ mod tests {
                 ],
                 vec![
                     Message::User { text: "hi".into() },
-                    Message::Assistant { text: "".into(), tool_calls: vec![call("a")] },
+                    Message::Assistant { text: "".into(), tool_calls: vec![call("a"), call("b")] },
                     Message::Tool { id: "a".into(), output: "out a".into(), is_error: false },
-                    Message::Assistant { text: "".into(), tool_calls: vec![call("b")] },
                     Message::Tool { id: "b".into(), output: "out b".into(), is_error: false },
                     Message::Assistant { text: "done".into(), tool_calls: vec![] },
+                ],
+            ),
+            (
+                "a call of a later step starts its own message",
+                vec![
+                    assistant(1, 1, "t", &["a"]),
+                    tool_call(1, 1, "a"),
+                    tool_result(1, 1, "a"),
+                    tool_call(1, 2, "b"),
+                ],
+                vec![
+                    Message::Assistant { text: "t".into(), tool_calls: vec![call("a")] },
+                    Message::Tool { id: "a".into(), output: "out a".into(), is_error: false },
+                    Message::Assistant { text: "".into(), tool_calls: vec![call("b")] },
                 ],
             ),
             (
