@@ -11,6 +11,15 @@
 //! pool) because it blocks in SQLite and in `fdatasync` for its whole life; callers wait on a
 //! `oneshot` without blocking a tokio worker.
 //!
+//! # Why the writer remembers each session's next `seq`
+//!
+//! Every request is checked to continue its session's log (a store never acknowledges what it
+//! could not read back). Reading the last `seq` from the table costs a B-tree probe per request,
+//! so the writer keeps the next `seq` of the sessions it wrote (updated only when a transaction
+//! commits; forgotten for a session whose insert fails, and wholesale past 100 000 sessions). As
+//! with the JSONL store, a database is owned by one store: appends from another process to the
+//! same sessions are not expected (the primary key still refuses a duplicate).
+//!
 //! # Why a savepoint per request
 //!
 //! A batch mixes requests from unrelated sessions. Each request runs inside its own `SAVEPOINT`:
@@ -27,6 +36,7 @@
 //! first opens the WAL, so the WAL's own name survives a power loss too. For [`Durability::Os`]
 //! the commit alone is the acknowledgement (the frames are in the OS; a process crash keeps them).
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,6 +51,9 @@ use crate::store::{Durability, StoreError};
 
 /// At most this many requests share one transaction (a bound on latency under a flood).
 const MAX_BATCH: usize = 4096;
+
+/// The writer remembers the next `seq` of at most this many sessions (then starts afresh).
+const MAX_CACHED_SESSIONS: usize = 100_000;
 
 /// One append: `lines` are `(seq, json)` in order, all for `session`.
 pub(super) struct Request {
@@ -66,7 +79,7 @@ impl Writer {
         syncer: Arc<dyn Syncer>,
     ) -> std::io::Result<Self> {
         let (queue, requests) = mpsc::channel();
-        let mut state = State { conn, db, durability, syncer, wal: None };
+        let mut state = State { conn, db, durability, syncer, wal: None, next_seq: HashMap::new() };
         if durability == Durability::Disk {
             state.open_wal().map_err(std::io::Error::other)?;
         }
@@ -101,6 +114,8 @@ struct State {
     syncer: Arc<dyn Syncer>,
     /// The `-wal` file, opened at the first durable commit.
     wal: Option<File>,
+    /// The next `seq` of sessions written by this writer (committed only).
+    next_seq: HashMap<String, u64>,
 }
 
 impl State {
@@ -126,14 +141,21 @@ impl State {
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             return batch.iter().map(|_| Err(self.sqlite(&e))).collect();
         }
+        let mut pending = HashMap::new();
         let written: Vec<Result<(), StoreError>> =
-            batch.iter().map(|request| self.write_one(request)).collect();
+            batch.iter().map(|request| self.write_one(request, &mut pending)).collect();
         let committed = self.conn.execute_batch("COMMIT").map_err(|e| {
             if !self.conn.is_autocommit() {
                 let _ = self.conn.execute_batch("ROLLBACK");
             }
             e.to_string()
         });
+        if committed.is_ok() {
+            if self.next_seq.len() + pending.len() > MAX_CACHED_SESSIONS {
+                self.next_seq.clear();
+            }
+            self.next_seq.extend(pending);
+        }
         let any_written = written.iter().any(Result::is_ok);
         let durable = match committed {
             Ok(()) if any_written && self.durability == Durability::Disk => self.sync_wal(),
@@ -144,39 +166,24 @@ impl State {
     }
 
     /// One request inside its own savepoint: checks that it continues its session's log, then
-    /// inserts its lines. On error only this request is rolled back.
-    fn write_one(&self, request: &Request) -> Result<(), StoreError> {
-        let run = || -> Result<Result<(), StoreError>, rusqlite::Error> {
-            let mut last = self.conn.prepare_cached(
-                "SELECT seq FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1",
-            )?;
-            let next = match last.query_row(params![request.session], |row| row.get::<_, i64>(0)) {
-                Ok(seq) => u64::try_from(seq).unwrap_or(0) + 1,
-                Err(rusqlite::Error::QueryReturnedNoRows) => 0,
-                Err(e) => return Err(e),
-            };
-            if next != request.first {
-                return Ok(Err(StoreError::OutOfOrder {
-                    session: request.session.clone(),
-                    expected: next,
-                    found: request.first,
-                }));
-            }
-            let mut insert = self
-                .conn
-                .prepare_cached("INSERT INTO events (session, seq, line) VALUES (?1, ?2, ?3)")?;
-            for (seq, line) in &request.lines {
-                insert.execute(params![request.session, seq, line])?;
-            }
-            Ok(Ok(()))
-        };
+    /// inserts its lines. On error only this request is rolled back. `pending` holds the next
+    /// `seq` of the sessions this (uncommitted) batch wrote.
+    fn write_one(
+        &mut self,
+        request: &Request,
+        pending: &mut HashMap<String, u64>,
+    ) -> Result<(), StoreError> {
         self.conn
             .prepare_cached("SAVEPOINT append")
             .and_then(|mut s| s.execute([]))
             .map_err(|e| self.sqlite(&e))?;
-        let outcome = match run() {
+        let outcome = match self.insert(request, pending) {
             Ok(outcome) => outcome,
-            Err(e) => Err(self.sqlite(&e)),
+            Err(e) => {
+                // Perhaps the cached next seq is stale: ask the table next time.
+                self.next_seq.remove(&request.session);
+                Err(self.sqlite(&e))
+            }
         };
         let close = if outcome.is_ok() {
             self.conn.prepare_cached("RELEASE append").and_then(|mut s| s.execute([]))
@@ -188,6 +195,46 @@ impl State {
         };
         close.map_err(|e| self.sqlite(&e))?;
         outcome
+    }
+
+    /// The checks and inserts of one request (inside its savepoint).
+    fn insert(
+        &self,
+        request: &Request,
+        pending: &mut HashMap<String, u64>,
+    ) -> Result<Result<(), StoreError>, rusqlite::Error> {
+        let cached = pending.get(&request.session).or_else(|| self.next_seq.get(&request.session));
+        let next = match cached {
+            Some(&next) => next,
+            None => self.stored_next_seq(&request.session)?,
+        };
+        if next != request.first {
+            return Ok(Err(StoreError::OutOfOrder {
+                session: request.session.clone(),
+                expected: next,
+                found: request.first,
+            }));
+        }
+        let mut insert = self
+            .conn
+            .prepare_cached("INSERT INTO events (session, seq, line) VALUES (?1, ?2, ?3)")?;
+        for (seq, line) in &request.lines {
+            insert.execute(params![request.session, seq, line])?;
+        }
+        pending.insert(request.session.clone(), request.first + request.lines.len() as u64);
+        Ok(Ok(()))
+    }
+
+    /// The next `seq` of a session, read from the table.
+    fn stored_next_seq(&self, session: &str) -> Result<u64, rusqlite::Error> {
+        let mut last = self.conn.prepare_cached(
+            "SELECT seq FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1",
+        )?;
+        match last.query_row(params![session], |row| row.get::<_, i64>(0)) {
+            Ok(seq) => Ok(u64::try_from(seq).unwrap_or(0) + 1),
+            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(0),
+            Err(e) => Err(e),
+        }
     }
 
     /// Opens the `-wal` file (it exists once the connection is in WAL mode and has read the
