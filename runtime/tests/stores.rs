@@ -6,10 +6,7 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::pin::pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Waker};
+use std::sync::Arc;
 
 use proptest::prelude::*;
 use rein_runtime::event::*;
@@ -17,7 +14,7 @@ use rein_runtime::failure::Failure;
 use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::sqlite::SqliteStore;
-use rein_runtime::store::sync::{CountingSyncer, Syncer};
+use rein_runtime::store::sync::CountingSyncer;
 use rein_runtime::store::{Durability, SessionStore, StoreError, TornTail};
 
 fn envelope(seq: u64, event: Event) -> Envelope {
@@ -518,73 +515,19 @@ async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() 
     }
 }
 
-/// A syncer that, once armed, holds the writer inside its next sync until released.
-struct Gate {
-    armed: AtomicBool,
-    entered: tokio::sync::mpsc::UnboundedSender<()>,
-    release: Mutex<std::sync::mpsc::Receiver<()>>,
-    calls: AtomicU64,
-}
-
-impl Syncer for Gate {
-    fn sync(&self, _file: &std::fs::File) -> std::io::Result<()> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        if self.armed.swap(false, Ordering::SeqCst) {
-            let _ = self.entered.send(());
-            let _ = self.release.lock().unwrap().recv();
-        }
-        Ok(())
-    }
-}
-
-/// Polls a future once, so that an append queues its request without waiting for the reply.
-fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
-    future.poll(&mut Context::from_waker(Waker::noop()))
-}
-
-#[tokio::test]
-async fn appends_queued_during_a_commit_share_the_next_one_and_a_bad_one_fails_alone() {
-    let (entered_tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
-    let (release, release_rx) = std::sync::mpsc::channel();
-    let gate = Arc::new(Gate {
-        armed: AtomicBool::new(false),
-        entered: entered_tx,
-        release: Mutex::new(release_rx),
-        calls: AtomicU64::new(0),
-    });
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_append_among_concurrent_ones_fails_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
-        SqliteStore::open_with_syncer(dir.path().join("events.db"), Durability::Disk, gate.clone())
-            .unwrap(),
-    );
+    let store = SqliteStore::open(dir.path().join("events.db"), Durability::Disk).unwrap();
     store.append("b", &[idle(0)]).await.unwrap();
-
-    // Hold the writer inside the sync of a first batch.
-    gate.armed.store(true, Ordering::SeqCst);
-    let first = tokio::spawn({
-        let store = store.clone();
-        async move { store.append("x", &[idle(0)]).await }
-    });
-    entered.recv().await.unwrap();
-    let before = gate.calls.load(Ordering::SeqCst);
-
-    // Queue three appends behind it; "b" repeats a seq it already has.
     let (ea, eb, ec) = ([idle(0), idle(1)], [idle(0)], [idle(0)]);
-    let mut a = pin!(store.append("a", &ea));
-    let mut b = pin!(store.append("b", &eb));
-    let mut c = pin!(store.append("c", &ec));
-    assert!(poll_once(a.as_mut()).is_pending());
-    assert!(poll_once(b.as_mut()).is_pending());
-    assert!(poll_once(c.as_mut()).is_pending());
-    release.send(()).unwrap();
-
-    first.await.unwrap().unwrap();
-    a.await.unwrap();
-    let err = b.await.unwrap_err();
+    // "b" repeats a seq it already has.
+    let (a, b, c) =
+        tokio::join!(store.append("a", &ea), store.append("b", &eb), store.append("c", &ec));
+    a.unwrap();
+    let err = b.unwrap_err();
     assert!(matches!(err, StoreError::OutOfOrder { expected: 1, found: 0, .. }), "{err}");
-    c.await.unwrap();
-    assert_eq!(gate.calls.load(Ordering::SeqCst) - before, 1, "a, b and c shared one commit");
-
+    c.unwrap();
     assert_eq!(store.load("a").await.unwrap().unwrap().events, ea);
     assert_eq!(store.load("b").await.unwrap().unwrap().events, [idle(0)]);
     assert_eq!(store.load("c").await.unwrap().unwrap().events, ec);

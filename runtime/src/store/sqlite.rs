@@ -12,6 +12,7 @@
 //! from here is byte for byte what [`JsonlStore`](super::jsonl::JsonlStore) would have written.
 //!
 //! - [`writer`]: the single writer thread and its group commit (see there for durability).
+//! - [`flusher`]: for `Disk`, the thread that syncs committed batches and answers their callers.
 //!
 //! Appends go to the writer over a channel and wait for its reply on a `oneshot`, so no tokio
 //! worker ever blocks in SQLite. Reads use a second connection (`query_only`) behind a mutex, on
@@ -19,8 +20,8 @@
 //! parse, or a gap in a session's `seq`s, is [`StoreError::Corrupt`] with the path
 //! `<db>#<session>` and line `seq + 1`. Transactions are atomic, so there is never a torn line.
 //!
-//! Dropping the store closes the writer's queue and joins its thread (after it wrote what was
-//! already queued): no thread outlives the store.
+//! Dropping the store closes the writer's queue and joins its thread and the flusher's (after
+//! they answered what was already queued): no thread outlives the store.
 //!
 //! # Why a larger WAL and page cache than SQLite's defaults
 //!
@@ -46,6 +47,7 @@ use super::{
 };
 use crate::event::Envelope;
 
+mod flusher;
 mod writer;
 
 /// The schema, exactly (other tools read this table).
@@ -61,7 +63,7 @@ const WRITER_CACHE_KIB: i64 = 16 * 1024;
 const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Session logs in one SQLite database. Share it as `Arc<SqliteStore>`; dropping the last one
-/// stops the writer thread.
+/// stops (and joins) the writer and flusher threads.
 pub struct SqliteStore {
     path: PathBuf,
     durability: Durability,
@@ -109,8 +111,7 @@ impl SqliteStore {
         reader.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         reader.pragma_update(None, "query_only", true).map_err(sqlite)?;
 
-        let writer = Writer::spawn(conn, path.clone(), durability, syncer)
-            .map_err(|source| StoreError::Io { path: path.display().to_string(), source })?;
+        let writer = Writer::spawn(conn, path.clone(), durability, syncer)?;
         Ok(Self { path, durability, writer, reader: Arc::new(Mutex::new(reader)) })
     }
 

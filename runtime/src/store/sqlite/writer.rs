@@ -8,8 +8,9 @@
 //! commit is in progress share the next transaction and its single sync: the cost of durability
 //! is paid per batch, not per append, so throughput grows with concurrency instead of collapsing
 //! under lock contention. The thread is a plain OS thread (not a tokio task, not the blocking
-//! pool) because it blocks in SQLite and in `fdatasync` for its whole life; callers wait on a
-//! `oneshot` without blocking a tokio worker.
+//! pool) because it blocks in SQLite for its whole life; callers wait on a `oneshot` without
+//! blocking a tokio worker. For `Disk`, the sync itself runs on the [`flusher`](super::flusher)
+//! thread, overlapping the next transaction.
 //!
 //! # Why the writer remembers each session's next `seq`
 //!
@@ -29,12 +30,13 @@
 //! # Why `synchronous=NORMAL` plus our own sync of the `-wal` file
 //!
 //! In WAL mode, `synchronous=FULL` syncs the WAL at every commit and `NORMAL` only at
-//! checkpoints. For [`Durability::Disk`] the writer uses `NORMAL` and, after each commit, calls
-//! the store's [`Syncer`] on the `-wal` file before acknowledging the batch: the committed frames
-//! are on the disk when the callers hear back, which is what `FULL` guarantees, but the sync goes
-//! through the `Syncer`, where tests can count it. The directory is synced once when the writer
-//! first opens the WAL, so the WAL's own name survives a power loss too. For [`Durability::Os`]
-//! the commit alone is the acknowledgement (the frames are in the OS; a process crash keeps them).
+//! checkpoints. For [`Durability::Disk`] the store uses `NORMAL` and, after each commit, the
+//! flusher calls the store's [`Syncer`] on the `-wal` file before the batch's callers are
+//! answered: the committed frames are on the disk when the callers hear back, which is what
+//! `FULL` guarantees, but the sync goes through the `Syncer`, where tests can count it. When the
+//! store opens, the WAL file and its directory are synced once, so the WAL's own name survives a
+//! power loss too. For [`Durability::Os`] the commit alone is the acknowledgement (the frames are
+//! in the OS; a process crash keeps them).
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -46,6 +48,7 @@ use std::thread::JoinHandle;
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
+use super::flusher::{Flusher, Waiting};
 use crate::store::sync::Syncer;
 use crate::store::{Durability, StoreError};
 
@@ -63,30 +66,39 @@ pub(super) struct Request {
     pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
-/// The handle of the writer thread: dropping it closes the queue and joins the thread (after
-/// the requests already queued are written).
+/// The handle of the writer thread (and, for `Disk`, the flusher thread): dropping it closes
+/// the queue and joins both threads (after the requests already queued are answered).
 pub(super) struct Writer {
     queue: Option<Sender<Request>>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Writer {
-    /// Starts the writer thread over `conn` (already in WAL mode, schema created).
+    /// Starts the writer thread over `conn` (already in WAL mode, schema created) and, for
+    /// `Disk`, the flusher thread, after syncing the WAL file and its directory once.
     pub(super) fn spawn(
         conn: Connection,
         db: PathBuf,
         durability: Durability,
         syncer: Arc<dyn Syncer>,
-    ) -> std::io::Result<Self> {
+    ) -> Result<Self, StoreError> {
+        let mut threads = Vec::new();
+        let flusher = match durability {
+            Durability::Os => None,
+            Durability::Disk => {
+                let flusher = open_wal(&db, syncer)?;
+                let (commits, waiting) = mpsc::channel();
+                threads.push(spawn_thread(&db, "rein-sql-flush", move || {
+                    flusher.run(&waiting);
+                })?);
+                Some(commits)
+            }
+        };
         let (queue, requests) = mpsc::channel();
-        let mut state = State { conn, db, durability, syncer, wal: None, next_seq: HashMap::new() };
-        if durability == Durability::Disk {
-            state.open_wal().map_err(std::io::Error::other)?;
-        }
-        let thread = std::thread::Builder::new()
-            .name("rein-sqlite-writer".into())
-            .spawn(move || state.run(&requests))?;
-        Ok(Self { queue: Some(queue), thread: Some(thread) })
+        let state = State { conn, db: db.clone(), flusher, next_seq: HashMap::new() };
+        // The writer is joined first: when it ends, it hangs up on the flusher, which then ends.
+        threads.insert(0, spawn_thread(&db, "rein-sql-writer", move || state.run(&requests))?);
+        Ok(Self { queue: Some(queue), threads })
     }
 
     /// Queues a request; its reply arrives on the request's `oneshot`.
@@ -99,21 +111,46 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         drop(self.queue.take());
-        if let Some(thread) = self.thread.take() {
-            // A panicked writer already failed its callers (their replies were dropped).
+        for thread in self.threads.drain(..) {
+            // A panicked thread already failed its callers (their replies were dropped).
             let _ = thread.join();
         }
     }
+}
+
+/// Starts a named thread.
+fn spawn_thread(
+    db: &Path,
+    name: &str,
+    run: impl FnOnce() + Send + 'static,
+) -> Result<JoinHandle<()>, StoreError> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(run)
+        .map_err(|source| StoreError::Io { path: db.display().to_string(), source })
+}
+
+/// Opens the `-wal` file (it exists once the connection is in WAL mode and has read the schema)
+/// and makes it and its directory entry durable, once, so that appends pay one sync per batch.
+fn open_wal(db: &Path, syncer: Arc<dyn Syncer>) -> Result<Flusher, StoreError> {
+    let wal_path = wal_path(db);
+    let io = |path: &Path, source| StoreError::Io { path: path.display().to_string(), source };
+    let wal = OpenOptions::new().write(true).open(&wal_path).map_err(|e| io(&wal_path, e))?;
+    if cfg!(unix) {
+        let dir = db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let handle = File::open(dir).map_err(|e| io(dir, e))?;
+        syncer.sync(&handle).map_err(|e| io(dir, e))?;
+    }
+    syncer.sync(&wal).map_err(|e| io(&wal_path, e))?;
+    Ok(Flusher { wal, wal_path, syncer })
 }
 
 /// What the writer thread owns.
 struct State {
     conn: Connection,
     db: PathBuf,
-    durability: Durability,
-    syncer: Arc<dyn Syncer>,
-    /// The `-wal` file, opened at the first durable commit.
-    wal: Option<File>,
+    /// For `Disk`: where committed batches wait for their sync.
+    flusher: Option<Sender<Waiting>>,
     /// The next `seq` of sessions written by this writer (committed only).
     next_seq: HashMap<String, u64>,
 }
@@ -129,14 +166,26 @@ impl State {
                 }
             }
             let outcomes = self.commit(&batch);
+            let mut waiting = Waiting::new();
             for (request, outcome) in batch.into_iter().zip(outcomes) {
-                // A caller that stopped waiting does not mind.
-                let _ = request.reply.send(outcome);
+                match (&self.flusher, outcome) {
+                    (Some(_), Ok(())) => waiting.push(request.reply),
+                    // A caller that stopped waiting does not mind.
+                    (_, outcome) => drop(request.reply.send(outcome)),
+                }
+            }
+            if let Some(flusher) = self.flusher.as_ref().filter(|_| !waiting.is_empty()) {
+                if let Err(mpsc::SendError(waiting)) = flusher.send(waiting) {
+                    for reply in waiting {
+                        let _ = reply.send(Err(StoreError::Closed));
+                    }
+                }
             }
         }
     }
 
-    /// Writes a batch in one transaction, each request in its own savepoint; syncs when `Disk`.
+    /// Writes a batch in one transaction, each request in its own savepoint. The outcome of each
+    /// request, once committed (not yet synced).
     fn commit(&mut self, batch: &[Request]) -> Vec<Result<(), StoreError>> {
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             return batch.iter().map(|_| Err(self.sqlite(&e))).collect();
@@ -156,13 +205,7 @@ impl State {
             }
             self.next_seq.extend(pending);
         }
-        let any_written = written.iter().any(Result::is_ok);
-        let durable = match committed {
-            Ok(()) if any_written && self.durability == Durability::Disk => self.sync_wal(),
-            Ok(()) => Ok(()),
-            Err(message) => Err(format!("commit failed: {message}")),
-        };
-        settle(written, durable, &self.db)
+        settle(written, committed.map_err(|message| format!("commit failed: {message}")), &self.db)
     }
 
     /// One request inside its own savepoint: checks that it continues its session's log, then
@@ -237,42 +280,13 @@ impl State {
         }
     }
 
-    /// Opens the `-wal` file (it exists once the connection is in WAL mode and has read the
-    /// schema) and makes it and its directory entry durable. Done once, when the store opens, so
-    /// that appends pay exactly one sync per batch.
-    fn open_wal(&mut self) -> Result<(), String> {
-        let wal_path = wal_path(&self.db);
-        let wal = OpenOptions::new()
-            .write(true)
-            .open(&wal_path)
-            .map_err(|e| format!("{}: {e}", wal_path.display()))?;
-        if cfg!(unix) {
-            let dir =
-                self.db.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-            let handle = File::open(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            self.syncer.sync(&handle).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        self.syncer.sync(&wal).map_err(|e| format!("{}: {e}", wal_path.display()))?;
-        self.wal = Some(wal);
-        Ok(())
-    }
-
-    /// Syncs the `-wal` file through the syncer.
-    fn sync_wal(&mut self) -> Result<(), String> {
-        if self.wal.is_none() {
-            self.open_wal()?;
-        }
-        let Some(wal) = self.wal.as_ref() else { return Ok(()) };
-        self.syncer.sync(wal).map_err(|e| format!("{}: {e}", wal_path(&self.db).display()))
-    }
-
     fn sqlite(&self, e: &rusqlite::Error) -> StoreError {
         StoreError::Sqlite(format!("{}: {e}", self.db.display()))
     }
 }
 
-/// The reply of each request of a batch: its own outcome, unless the batch as a whole (commit
-/// or sync) failed, which fails every request that had succeeded on its own.
+/// The reply of each request of a batch: its own outcome, unless the commit failed, which fails
+/// every request that had succeeded on its own.
 fn settle(
     written: Vec<Result<(), StoreError>>,
     durable: Result<(), String>,
@@ -304,6 +318,59 @@ pub(super) fn wal_path(db: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A writer state over a fresh database, with no flusher (`Os`).
+    fn state(db: &Path) -> State {
+        let conn = Connection::open(db).unwrap();
+        conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).unwrap();
+        conn.execute_batch(super::super::SCHEMA).unwrap();
+        State { conn, db: db.to_path_buf(), flusher: None, next_seq: HashMap::new() }
+    }
+
+    fn request(session: &str, seqs: &[i64]) -> Request {
+        let lines = seqs.iter().map(|&seq| (seq, format!("line {session}/{seq}"))).collect();
+        let first = seqs.first().map_or(0, |&s| u64::try_from(s).unwrap());
+        Request { session: session.into(), first, lines, reply: oneshot::channel().0 }
+    }
+
+    fn rows(db: &Path) -> Vec<(String, i64)> {
+        let conn = Connection::open(db).unwrap();
+        let mut query =
+            conn.prepare("SELECT session, seq FROM events ORDER BY session, seq").unwrap();
+        query.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn in_one_transaction_a_failing_request_is_rolled_back_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("events.db");
+        let mut state = state(&db);
+        assert!(state.commit(&[request("b", &[0])])[0].is_ok());
+        // Behind the writer's back, b gets seq 2: b's next request passes the seq check (the
+        // writer remembers 1) but its second row collides.
+        Connection::open(&db)
+            .unwrap()
+            .execute("INSERT INTO events VALUES ('b', 2, 'x')", [])
+            .unwrap();
+
+        let outcomes = state.commit(&[
+            request("a", &[0, 1]),
+            request("b", &[1, 2]),
+            request("c", &[0]),
+            request("a", &[2]),
+        ]);
+        assert!(outcomes[0].is_ok() && outcomes[2].is_ok() && outcomes[3].is_ok(), "{outcomes:?}");
+        assert!(
+            matches!(&outcomes[1], Err(StoreError::Sqlite(m)) if m.contains("UNIQUE")),
+            "{outcomes:?}"
+        );
+        let want = [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 2), ("c", 0)];
+        let want: Vec<(String, i64)> = want.iter().map(|&(s, q)| (s.to_owned(), q)).collect();
+        assert_eq!(rows(&db), want, "b/1 was undone with its request; the others committed");
+
+        // The writer asks the table again for b, and b goes on from there.
+        assert!(state.commit(&[request("b", &[3])])[0].is_ok());
+    }
 
     #[test]
     fn a_failed_commit_fails_only_the_requests_that_had_succeeded() {
