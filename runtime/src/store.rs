@@ -6,7 +6,7 @@
 //!   batches the appends of all sessions into one transaction (group commit).
 //!
 //! Shared by the durable stores:
-//! - [`line`]: one log line: encoding an append, decoding a line with its `seq` checked.
+//! - [`line`](mod@line): one log line: encoding an append, decoding a line with its `seq` checked.
 //! - [`sync`]: the [`sync::Syncer`] that makes [`Durability::Disk`] real (and countable in tests).
 //!
 //! # Why every store checks `seq`

@@ -5,13 +5,13 @@
 //! store's [`Syncer`] before the append is acknowledged. The first append of a session creates
 //! its file (and, for `Disk`, syncs the directory so the new name survives a power loss).
 //!
-//! Loading parses every line (see [`parse`] for the rules): a last line without its newline is
+//! Loading parses every line (see `jsonl/parse.rs` for the rules): a last line without its newline is
 //! torn and is cut, its bytes kept as one line of `<session>.jsonl.torn` beside the log, with a
 //! `tracing` warning naming the file and line; any other defect is [`StoreError::Corrupt`] and
 //! the file is left byte for byte as it was.
 //!
-//! - [`parse`]: the pure decision (events, torn, or corrupt) over a file's bytes.
-//! - [`log_file`]: the blocking I/O on one session's file.
+//! - `parse`: the pure decision (events, torn, or corrupt) over a file's bytes.
+//! - `log_file`: the blocking I/O on one session's file.
 //!
 //! # Why `spawn_blocking` and not a dedicated writer thread
 //!
@@ -344,6 +344,38 @@ mod tests {
             let loaded = fresh.load(session).await.unwrap().unwrap();
             assert_eq!(loaded.events, vec![idle(0), idle(1), idle(2)], "{session}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_reopened_log_finds_its_next_seq_behind_a_last_line_longer_than_a_read_chunk() {
+        use crate::event::UserMessage;
+        let dir = tempfile::tempdir().unwrap();
+        let long = |seq| Envelope {
+            seq,
+            time: 0,
+            event: Event::UserMessage(UserMessage { text: "é".repeat(10_000) }),
+        };
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        store.append("s", &[idle(0), long(1)]).await.unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        let err = store.append("s", &[idle(1)]).await.unwrap_err();
+        assert!(matches!(err, StoreError::OutOfOrder { expected: 2, found: 1, .. }), "{err}");
+        store.append("s", &[long(2), idle(3)]).await.unwrap();
+        let loaded = JsonlStore::open(dir.path(), Durability::Os).unwrap().load("s").await;
+        assert_eq!(loaded.unwrap().unwrap().events, [idle(0), long(1), long(2), idle(3)]);
+    }
+
+    #[tokio::test]
+    async fn an_append_behind_a_corrupt_last_line_fails_naming_it_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let first = serde_json::to_string(&idle(0)).unwrap();
+        std::fs::write(&path, format!("{first}\n{first}\nnot json\n")).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        let err = store.append("s", &[idle(3)]).await.unwrap_err();
+        assert!(err.to_string().starts_with(&format!("{}:3: ", path.display())), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
     }
 
     #[tokio::test]

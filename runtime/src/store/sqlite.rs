@@ -11,8 +11,8 @@
 //! `line` is exactly the JSONL line of the event (without its newline), so a session exported
 //! from here is byte for byte what [`JsonlStore`](super::jsonl::JsonlStore) would have written.
 //!
-//! - [`writer`]: the single writer thread and its group commit (see there for durability).
-//! - [`flusher`]: for `Disk`, the thread that syncs committed batches and answers their callers.
+//! - `writer`: the single writer thread and its group commit (see there for durability).
+//! - `flusher`: for `Disk`, the thread that syncs committed batches and answers their callers.
 //!
 //! Appends go to the writer over a channel and wait for its reply on a `oneshot`, so no tokio
 //! worker ever blocks in SQLite. Reads use a second connection (`query_only`) behind a mutex, on
