@@ -330,3 +330,73 @@ fn a_missing_or_foreign_database_exits_2_and_is_not_created() {
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains("cannot be read"), "{}", run.stderr);
 }
+
+/// A log that breaks one rule: the second official retry claims to be retry 3.
+fn violating() -> Vec<Envelope> {
+    let mut events = valid();
+    for e in &mut events {
+        if let rein_runtime::event::Event::LlmRetry(r) = &mut e.event {
+            if r.retry == 2 {
+                r.retry = 3;
+            }
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn logs_written_by_the_sqlite_store_are_checked_even_while_it_is_open() {
+    use rein_runtime::store::{Durability, SessionStore, sqlite::SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("logs.db");
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    store.append("good", &valid()).await.unwrap();
+    store.append("bad", &violating()).await.unwrap();
+
+    // The store is still open (WAL): a reader sees what it committed.
+    let run = rein(&["check", "--sqlite", arg(&db)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let name = format!("{}#bad", db.display());
+    assert!(
+        run.stdout.starts_with(&format!("{name}:11: llm/retry seq 10: retry 3 must equal 2")),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.ends_with("3 violation(s) in 2 log(s)\n"), "{}", run.stdout);
+
+    let run = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
+    assert_eq!((run.code, run.stdout), (0, format!("ok: 1 log(s), {} events\n", valid().len())));
+
+    // The checker's reads do not disturb the store: it still appends and loads.
+    let more = History::new().user().build();
+    let mut next = more[1].clone();
+    next.seq = valid().len() as u64;
+    store.append("good", &[next]).await.unwrap();
+    assert_eq!(store.load("good").await.unwrap().unwrap().events.len(), valid().len() + 1);
+}
+
+#[tokio::test]
+async fn logs_written_by_the_jsonl_store_are_checked_and_a_crash_tail_is_only_reported() {
+    use rein_runtime::store::{Durability, SessionStore, jsonl::JsonlStore};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+    store.append("s1", &valid()).await.unwrap();
+    let path = store.path("s1").unwrap();
+    drop(store);
+
+    // A crash mid-append leaves part of a line.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"{\"seq\":24,\"ti")
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let run = rein(&["check", arg(&path)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!("torn last line {} (13 bytes), ignored", valid().len() + 1))
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the checker does not cut it; a reopen does");
+}
