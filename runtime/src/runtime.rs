@@ -427,6 +427,20 @@ impl Runtime {
         &self.inner.shared.census
     }
 
+    /// How many actors ractor's supervision tree holds under the runtime's root (the root
+    /// included; 0 once it stopped): also counts the session-log actors, which are not in the
+    /// [`Census`].
+    pub fn supervision_tree(&self) -> usize {
+        fn count(cell: &ActorCell) -> usize {
+            1 + cell.get_children().iter().map(count).sum::<usize>()
+        }
+        let root = self.inner.root.get_cell();
+        match root.get_status() {
+            ractor::ActorStatus::Stopped => 0,
+            _ => count(&root),
+        }
+    }
+
     /// How many sessions are awake (hold actors) right now.
     pub fn awake_sessions(&self) -> usize {
         self.inner.shared.directory.awake()
