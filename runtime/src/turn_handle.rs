@@ -113,12 +113,15 @@ impl TurnHandle {
         }
         let turn = self.turn?;
         let event = self.events.as_mut()?.recv().await;
-        match &event {
-            Some(Envelope { event: Event::TurnEnd(end), .. }) if end.turn == turn => {
-                self.ended = true;
-            }
-            None => self.ended = true,
-            Some(_) => {}
+        let ended = match &event {
+            Some(Envelope { event: Event::TurnEnd(end), .. }) => end.turn == turn,
+            None => true,
+            Some(_) => false,
+        };
+        if ended {
+            // Unsubscribe: later turns' events are not this handle's.
+            self.ended = true;
+            self.events = None;
         }
         event
     }
