@@ -12,6 +12,7 @@ mod log;
 mod plugins;
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use adapters::{Scripted, call, fail, reply};
 use log::{assert_valid, kinds};
@@ -342,4 +343,41 @@ async fn a_crashing_plugin_leaves_a_plugin_crashed_event_and_the_chain_goes_on()
     );
     let after_error = log::from_kind(&events, "request/error");
     assert_eq!(kinds(after_error)[..3], ["request/error", "plugin/crashed", "request/start"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_can_be_streamed_late_mid_turn_or_after_the_session_hibernated() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        adapters::after(100, reply(&["a", "b"])),
+        adapters::after(100, reply(&["c"])),
+    ]);
+    let runtime = builder(&store, adapter).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+
+    // Mid-turn: what was committed is read back, the rest arrives live, nothing twice.
+    let mut first = session.prompt("one").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut streamed = Vec::new();
+    while let Some(event) = first.next_event().await {
+        streamed.push(event);
+    }
+    assert_eq!(first.turn(), Some(1));
+
+    // After the turn ended and the session hibernated: read from the store.
+    let mut second = session.prompt("two").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!session.is_awake());
+    let mut late = Vec::new();
+    while let Some(event) = second.next_event().await {
+        late.push(event);
+    }
+    assert_eq!(second.outcome().await.unwrap().turn, 2);
+
+    let events = finish(runtime, &store, "s").await;
+    let turn_one = &events[1..=9];
+    assert_eq!(streamed, turn_one);
+    assert_eq!(kinds(&late).first(), Some(&"user/message"));
+    assert_eq!(kinds(&late).last(), Some(&"turn/end"));
+    assert_eq!(late, events[11..11 + late.len()], "turn 2 from its user message to its turn/end");
 }
