@@ -171,7 +171,7 @@ impl TurnHandle {
                             None => None,
                         },
                     };
-                    let Some(event) = event else { return None };
+                    let event = event?;
                     if event.seq < next_seq {
                         self.stream = Stream::Reading { turn, pending, live, next_seq };
                         continue;
