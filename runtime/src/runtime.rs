@@ -347,6 +347,9 @@ struct Inner {
 }
 
 /// A running agent runtime. Cheap to clone; [`Runtime::shutdown`] stops it for every clone.
+///
+/// Dropping every clone does not stop the actors (ractor actors are not owned by handles):
+/// call [`Runtime::shutdown`] to end its turns, stop its actors and wait for its tasks.
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
