@@ -254,3 +254,55 @@ async fn a_turn_whose_last_allowed_step_called_tools_ends_max_steps() {
     assert_valid(&events);
     assert_eq!(events.iter().filter(|e| e.kind() == "step/start").count(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named() {
+    use rein_runtime::store::Durability;
+    use rein_runtime::store::jsonl::JsonlStore;
+    use std::io::Write;
+
+    let dir = tempfile::tempdir().unwrap();
+    let open = || -> Arc<dyn SessionStore> {
+        Arc::new(JsonlStore::open(dir.path(), Durability::Os).unwrap())
+    };
+    let build = |store: Arc<dyn SessionStore>, adapter: Arc<dyn Adapter>| {
+        Runtime::builder()
+            .store(store)
+            .clock(Arc::new(VirtualClock::start()))
+            .route("mock", adapter, "m", None)
+    };
+
+    // A first process: one completed turn, then a crash mid-write of a second turn's line.
+    let runtime = build(open(), Scripted::new(vec![reply(&["one"])])).build().await.unwrap();
+    runtime.session("s").await.unwrap().prompt("first").await.unwrap().await.unwrap();
+    runtime.shutdown().await;
+    let path = dir.path().join("s.jsonl");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let next = std::fs::read_to_string(&path).unwrap().lines().count();
+    write!(file, "{{\"seq\":{next},\"time\":9,\"type\":\"user/mess").unwrap();
+    drop(file);
+
+    // A second process: the torn line is cut, the session goes on.
+    let adapter = Scripted::new(vec![reply(&["two"])]);
+    let runtime = build(open(), adapter.clone()).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("second").await.unwrap().await.unwrap();
+    assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
+    assert_eq!(adapter.seen()[0].messages.len(), 3, "the first turn's history survived");
+    let events = session.events().await.unwrap();
+    runtime.shutdown().await;
+    assert_valid(&events);
+
+    // A corrupt line in the middle: the session does not open, and the error names file:line.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] = "{not json";
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let runtime = build(open(), Scripted::new(vec![])).build().await.unwrap();
+    match runtime.session("s").await {
+        Err(error) => assert!(error.to_string().contains("s.jsonl:3"), "{error}"),
+        Ok(_) => panic!("a corrupt log opened"),
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), lines.join("\n") + "\n", "untouched");
+    runtime.shutdown().await;
+}
