@@ -37,7 +37,9 @@
 use std::sync::Arc;
 
 use rein_runtime::event::LlmRetry as LlmRetryEvent;
-use rein_runtime::plugin::{DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict};
+use rein_runtime::plugin::{
+    ConfigError, DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict,
+};
 use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
 use rein_runtime::store::BoxFuture;
 use serde_json::Value;
@@ -96,9 +98,16 @@ impl LlmRetry {
 }
 
 /// Builds `llm-retry` from a configuration value, as a plugin registry entry (scenarios, the
-/// CLI): [`LlmRetry::from_config`] behind `Arc<dyn Plugin>`.
-pub fn factory(config: &Value) -> Result<Arc<dyn Plugin>, PolicyError> {
-    Ok(Arc::new(LlmRetry::from_config(config)?))
+/// CLI; register it under [`NAME`]): [`LlmRetry::from_config`] behind `Arc<dyn Plugin>`. An
+/// invalid configuration is a [`ConfigError::Invalid`] whose `path` is relative to the value
+/// (`maxTransientRetires`; empty for the value itself).
+pub fn factory(config: &Value) -> Result<Arc<dyn Plugin>, ConfigError> {
+    match LlmRetry::from_config(config) {
+        Ok(plugin) => Ok(Arc::new(plugin)),
+        Err(error) => {
+            Err(ConfigError::Invalid { path: error.path.clone(), message: error.kind.to_string() })
+        }
+    }
 }
 
 impl Plugin for LlmRetry {
@@ -407,7 +416,21 @@ mod tests {
             "{err}"
         );
         let err = factory(&serde_json::json!({"jitterRatio": 2})).err().unwrap();
-        assert_eq!(err.to_string(), "jitterRatio: must be within [0, 1], got 2");
+        assert_eq!(
+            err,
+            ConfigError::Invalid {
+                path: "jitterRatio".into(),
+                message: "must be within [0, 1], got 2".into()
+            }
+        );
+        let err = factory(&serde_json::json!(3)).err().unwrap();
+        assert_eq!(
+            err,
+            ConfigError::Invalid {
+                path: String::new(),
+                message: "must be an object, got 3".into()
+            }
+        );
         assert_eq!(factory(&serde_json::json!({})).unwrap().name(), "llm-retry");
     }
 }
