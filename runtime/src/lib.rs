@@ -12,6 +12,7 @@
 //! - [`projection`]: the `Projection` trait (pure folds of a log).
 //! - [`validator`]: the `Validator` trait (checks run before an append commits).
 //! - [`provider`]: the request/completion types and the `Adapter` trait.
+//! - [`scripted`]: the scripted provider (test double and scenario provider).
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
@@ -22,5 +23,6 @@ pub mod failure;
 pub mod json_number;
 pub mod projection;
 pub mod provider;
+pub mod scripted;
 pub mod store;
 pub mod validator;
