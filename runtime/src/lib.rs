@@ -23,6 +23,7 @@ pub mod failure;
 pub mod json_number;
 pub mod projection;
 pub mod provider;
+pub mod scenario;
 pub mod scripted;
 pub mod store;
 pub mod validator;
