@@ -8,6 +8,9 @@
 //! - [`event`]: the typed events and the log envelope.
 //! - [`json_number`]: canonical JSON numbers (`500`, not `500.0`).
 //! - [`clock`]: the injected clock (wall or virtual).
+//! - [`random`]: injected jitter samples (an explicit sequence, then a seeded RNG).
+//! - [`retry_policy`]: a route's retry policy (normal/always, backoff curve), its strict
+//!   declaration format, the effective-policy resolution and the canonical `policyKey`.
 //!
 //! - [`projection`]: the `Projection` trait (pure folds of a log).
 //! - [`validator`]: the `Validator` trait (checks run before an append commits).
@@ -23,6 +26,8 @@ pub mod failure;
 pub mod json_number;
 pub mod projection;
 pub mod provider;
+pub mod random;
+pub mod retry_policy;
 pub mod scenario;
 pub mod scripted;
 pub mod store;

@@ -7,9 +7,8 @@
 //! cannot express (ranges, non-empty strings, references between sections) and builds the
 //! validated types; every error it raises carries the same kind of JSON path.
 //!
-//! What this module does not know is which plugins, tools and retry policies exist: the runner
-//! resolves `plugins[i].use`, `plugins[i].config`, `tools[i]` and `providers[i].retryPolicy`
-//! against its registries and reports their errors with the paths this module records
+//! What this module does not know is which plugins and tools exist: the runner resolves
+//! `plugins[i].use`, `plugins[i].config` and `tools[i]` against its registries and reports their errors with the paths this module records
 //! ([`PluginUse::path`], [`ProviderScript::path`], …), so a scenario is rejected, whole, before
 //! anything runs.
 //!
@@ -32,6 +31,7 @@ use serde_json::{Number, Value};
 
 use crate::event::{ToolCall, Usage};
 use crate::failure::{Failure, FailureError};
+use crate::retry_policy::RetryPolicy;
 use crate::scripted::{Scripted, ScriptedFail, ScriptedReply};
 
 /// The largest `latencyMs` and `atMs` accepted (the largest timer delay browsers and the retry
@@ -92,8 +92,8 @@ pub struct PluginUse {
 pub struct ProviderScript {
     /// The route's id.
     pub id: String,
-    /// The route's declared retry policy, as written (validated by the runner).
-    pub retry_policy: Option<Value>,
+    /// The route's declared retry policy (SPEC §5.1), if any.
+    pub retry_policy: Option<RetryPolicy>,
     /// One entry per attempt.
     pub script: Vec<Scripted>,
     /// Its JSON path, `providers[i]`.
@@ -395,12 +395,14 @@ impl RawScenario {
                 .enumerate()
                 .map(|(j, entry)| entry.validate(&format!("{path}.script[{j}]")))
                 .collect::<Result<Vec<_>, _>>()?;
-            providers.push(ProviderScript {
-                id: raw.id,
-                retry_policy: raw.retry_policy,
-                script,
-                path,
-            });
+            let retry_policy = raw
+                .retry_policy
+                .map(|declared| {
+                    RetryPolicy::from_declared(&declared, &format!("{path}.retryPolicy"))
+                        .map_err(|e| InvalidScenario::new(e.path, e.kind.to_string()))
+                })
+                .transpose()?;
+            providers.push(ProviderScript { id: raw.id, retry_policy, script, path });
         }
 
         for (i, tool) in self.tools.iter().enumerate() {

@@ -124,6 +124,25 @@ fn every_invalid_field_is_reported_at_its_path() {
         (remove("/providers/0/script"), "providers[0].script", "required field is missing"),
         (set("/providers/0/model", json!("m")), "providers[0].model", "unknown field"),
         (
+            set(
+                "/providers/0/retryPolicy",
+                json!({"mode": "always", "backoff": {"jitterRatio": 1.1}}),
+            ),
+            "providers[0].retryPolicy.backoff.jitterRatio",
+            "[0, 1]",
+        ),
+        (
+            set("/providers/0/retryPolicy", json!({"mode": "normal", "maxRetires": 2})),
+            "providers[0].retryPolicy.maxRetires",
+            "unknown key",
+        ),
+        (
+            set("/providers/0/retryPolicy", json!({"mode": "sometimes"})),
+            "providers[0].retryPolicy.mode",
+            "sometimes",
+        ),
+        (set("/providers/0/retryPolicy", json!([])), "providers[0].retryPolicy", ""),
+        (
             set("/providers/0/script/2", json!({"fial": {}})),
             "providers[0].script[2]",
             "unknown variant `fial`",
@@ -281,7 +300,10 @@ fn the_example_parses_to_the_validated_scenario() {
         ]
     );
     let mock = scenario.provider("mock").unwrap();
-    assert_eq!(mock.retry_policy, Some(json!({"mode": "always"})));
+    assert_eq!(
+        mock.retry_policy.as_ref().map(RetryPolicy::policy_key).as_deref(),
+        Some(r#"["always",500,10000,0.1]"#)
+    );
     assert_eq!(mock.path, "providers[0]");
     let failure = Failure::new("RATE_LIMIT", "busy")
         .unwrap()

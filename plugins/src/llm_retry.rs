@@ -1,0 +1,34 @@
+//! `llm-retry`: the official retry executor (SPEC §5), re-creating the seed's
+//! `@deepseek-ai/dsh-llm-retry`.
+//!
+//! It retries selected transient failures of a provider route through the request-error
+//! waterfall: for each failure it decides from the route's effective policy (which the runtime
+//! puts in the waterfall payload), appends `llm/retry` before waiting, waits the backoff (or the
+//! provider's own delay) while the turn stays live, appends `llm/retry-started` and answers
+//! `Retry`.
+//!
+//! # Layout
+//!
+//! Pure core (no tokio, no ractor):
+//! - [`config`]: the plugin configuration with the seed's keys, read strictly into the normal
+//!   policy it describes (the runtime's default route policy).
+//! - [`decision`]: the normal-mode (§5.3) and always-mode (§5.6) decisions.
+//!
+//! The policy type itself, its declared form, the effective-policy resolution and the
+//! `policyKey` are runtime vocabulary ([`rein_runtime::retry_policy`]); the curve is
+//! [`crate::backoff`].
+//!
+//! # Why the decision is split from the actor
+//!
+//! Every branch of SPEC §5.3/§5.6 is a pure function with a table test; the actor only gathers
+//! the inputs (payload, retry-chain projection, downstream answer, jitter), performs the result
+//! (append, wait, answer) and owns the cancellable waits.
+
+pub mod config;
+pub mod decision;
+
+pub use config::LlmRetryConfig;
+pub use decision::{Chain, Decision, DelaySource, Delegation, Downstream, Schedule};
+
+/// The name the plugin is registered under (scenarios, the CLI, `llm/retry.plugin`).
+pub const NAME: &str = "llm-retry";
