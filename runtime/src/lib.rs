@@ -11,7 +11,6 @@
 //! - [`random`]: injected jitter samples (an explicit sequence, then a seeded RNG).
 //! - [`retry_policy`]: a route's retry policy (normal/always, backoff curve), its strict
 //!   declaration format, the effective-policy resolution and the canonical `policyKey`.
-//!
 //! - [`projection`]: the `Projection` trait (pure folds of a log).
 //! - [`validator`]: the `Validator` trait (checks run before an append commits).
 //! - [`provider`]: the request/completion types and the `Adapter` trait.
@@ -19,6 +18,8 @@
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
+//! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
+//!   chains, open turn), validators hook and the repair on reopen.
 
 pub mod clock;
 pub mod event;
@@ -30,5 +31,6 @@ pub mod random;
 pub mod retry_policy;
 pub mod scenario;
 pub mod scripted;
+pub mod session_log;
 pub mod store;
 pub mod validator;

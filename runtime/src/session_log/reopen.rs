@@ -1,0 +1,58 @@
+//! Opening a session's log: load it, rebuild the projections, repair what a crash left open.
+//!
+//! The store has already cut a torn last line while loading (and reported it). What remains is
+//! a contiguous log; folding it gives the projections, and [`OpenTurn::repair`] names the events
+//! that close a turn a crash left open. A new (empty) log gets its `session/start` instead.
+//!
+//! # Why before the actor starts
+//!
+//! The repair is written before the session-log actor is spawned, while nobody holds a handle,
+//! so nothing can interleave with it and the actor starts on a closed log. Doing it here rather
+//! than in the actor's `pre_start` also keeps errors typed: a failed load is a
+//! [`LogError::Store`] naming the file and line, not a spawn error wrapping a string.
+
+use std::sync::Arc;
+
+use crate::clock::Clock;
+use crate::event::{Event, LOG_FORMAT, SessionStart};
+use crate::store::{SessionStore, check_session_id};
+
+use super::open_turn::{OpenTurn, OpenTurnProjection};
+use super::state::LogState;
+use super::{LogError, OpenReport};
+
+/// Loads `session`'s log from `store` (creating it when new) and repairs it.
+pub(crate) async fn reopen(
+    store: Arc<dyn SessionStore>,
+    clock: Arc<dyn Clock>,
+    session: &str,
+) -> Result<(LogState, OpenReport), LogError> {
+    check_session_id(session)?;
+    let loaded = store.load(session).await?.unwrap_or_default();
+    if let Some(torn) = &loaded.torn {
+        tracing::warn!(
+            line = torn.line,
+            bytes = torn.bytes,
+            "opened a log whose torn last line was cut"
+        );
+    }
+    let mut state = LogState::new(Arc::from(session), store, clock, &loaded.events)?;
+    let created = loaded.events.is_empty();
+    drop(loaded.events);
+
+    let open: OpenTurn = state.read(OpenTurnProjection::KEY)?;
+    let mut repair = open.repair();
+    if created {
+        repair.insert(
+            0,
+            Event::SessionStart(SessionStart { session: session.to_owned(), format: LOG_FORMAT }),
+        );
+    }
+    if let Some(turn) = open.turn {
+        tracing::warn!(turn, step = open.step, "closing a turn a crash left open as interrupted");
+    }
+    state.append_unchecked(repair).await?;
+    let report =
+        OpenReport { created, torn: loaded.torn, interrupted_turn: open.turn, events: state.len() };
+    Ok((state, report))
+}

@@ -1,0 +1,221 @@
+//! What a session-log actor holds, and the steps of each request it serves.
+//!
+//! The state is small on purpose: the session id, the store and clock handles, the next `seq`
+//! and last `time`, the projections, the validators and the subscribers. It never holds the
+//! events themselves; what needs the history (installing a validator or a projection late,
+//! [`LogState::events`]) reads it back from the store.
+//!
+//! # Why the append steps are in this order
+//!
+//! stamp → check every validator → write and await the store's ack → commit validators → fold
+//! projections → notify subscribers → reply. Everything before the ack only reads; a rejection
+//! or a store error returns before anything changed, so a failed append leaves no trace in the
+//! state (the next append takes the same `seq`). Everything after the ack cannot fail, so what
+//! projections, validators and subscribers see is exactly what the store holds.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use crate::clock::Clock;
+use crate::event::{Envelope, Event};
+use crate::store::{SessionStore, StoreError};
+use crate::validator::Validator;
+
+use super::registry::{ErasedProjection, Registry};
+use super::sequencer::Sequencer;
+use super::{AppendError, LogError};
+
+/// The state of one session's log.
+pub(crate) struct LogState {
+    session: Arc<str>,
+    store: Arc<dyn SessionStore>,
+    clock: Arc<dyn Clock>,
+    sequencer: Sequencer,
+    registry: Registry,
+    validators: Vec<Box<dyn Validator>>,
+    subscribers: Vec<mpsc::UnboundedSender<Envelope>>,
+}
+
+impl LogState {
+    /// The state of a log whose stored events are `log` (contiguous from seq 0), with the
+    /// built-in projections folded over it.
+    pub(crate) fn new(
+        session: Arc<str>,
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        log: &[Envelope],
+    ) -> Result<Self, LogError> {
+        let sequencer = Sequencer::continuing(log).map_err(|gap| LogError::NotContiguous {
+            session: session.to_string(),
+            expected: gap.expected,
+            found: gap.found,
+        })?;
+        let mut registry = Registry::with_builtins();
+        registry.fold(log);
+        Ok(Self {
+            session,
+            store,
+            clock,
+            sequencer,
+            registry,
+            validators: Vec::new(),
+            subscribers: Vec::new(),
+        })
+    }
+
+    /// The session id.
+    pub(crate) fn session(&self) -> &Arc<str> {
+        &self.session
+    }
+
+    /// How many events the log holds.
+    pub(crate) fn len(&self) -> u64 {
+        self.sequencer.next_seq()
+    }
+
+    /// A typed clone of a projection's state (for the log's own use, before the actor runs).
+    pub(crate) fn read<S: 'static>(&self, key: &'static str) -> Result<S, LogError> {
+        self.registry.read(key)
+    }
+
+    /// Appends a batch (see the module docs for the order of the steps).
+    pub(crate) async fn append(
+        &mut self,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>, AppendError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = self.sequencer.stamp(events, self.clock.now_ms());
+        let span = self.span(&batch);
+        for validator in &self.validators {
+            if let Err(rejection) = validator.check(&batch) {
+                span.in_scope(|| {
+                    tracing::info!(validator = validator.name(), %rejection, "append rejected");
+                });
+                return Err(AppendError::Rejected(rejection));
+            }
+        }
+        self.commit(batch).instrument(span).await.map_err(AppendError::Store)
+    }
+
+    /// Appends a batch without asking the validators: the repair on reopen, written before any
+    /// validator can be installed.
+    pub(crate) async fn append_unchecked(
+        &mut self,
+        events: Vec<Event>,
+    ) -> Result<Vec<Envelope>, StoreError> {
+        if events.is_empty() {
+            return Ok(Vec::new());
+        }
+        let batch = self.sequencer.stamp(events, self.clock.now_ms());
+        let span = self.span(&batch);
+        self.commit(batch).instrument(span).await
+    }
+
+    fn span(&self, batch: &[Envelope]) -> tracing::Span {
+        tracing::debug_span!(
+            "session_log.append",
+            session.id = %self.session,
+            seq = batch.first().map(|e| e.seq),
+            events = batch.len(),
+        )
+    }
+
+    /// Writes a stamped batch, waits for the store's ack, then makes it visible.
+    async fn commit(&mut self, batch: Vec<Envelope>) -> Result<Vec<Envelope>, StoreError> {
+        if let Err(error) = self.store.append(&self.session, &batch).await {
+            tracing::warn!(%error, "append failed in the store");
+            return Err(error);
+        }
+        self.sequencer.advance(&batch);
+        for validator in &mut self.validators {
+            validator.commit(&batch);
+        }
+        self.registry.fold(&batch);
+        self.notify(&batch);
+        Ok(batch)
+    }
+
+    fn notify(&mut self, batch: &[Envelope]) {
+        // A subscriber whose receiver is gone is dropped; the others get every event in order.
+        self.subscribers.retain(|tx| batch.iter().all(|e| tx.send(e.clone()).is_ok()));
+    }
+
+    /// A receiver of every event committed from now on.
+    pub(crate) fn subscribe(&mut self) -> mpsc::UnboundedReceiver<Envelope> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.subscribers.push(tx);
+        rx
+    }
+
+    /// Installs a validator after replaying the existing log into it as one committed batch.
+    pub(crate) async fn add_validator(
+        &mut self,
+        mut validator: Box<dyn Validator>,
+    ) -> Result<(), LogError> {
+        let log = history(&*self.store, &self.session, self.sequencer.next_seq()).await?;
+        if !log.is_empty() {
+            validator.commit(&log);
+        }
+        self.validators.push(validator);
+        Ok(())
+    }
+
+    /// Registers a projection after folding the existing log into it.
+    pub(crate) async fn register(
+        &mut self,
+        mut projection: Box<dyn ErasedProjection>,
+    ) -> Result<(), LogError> {
+        if self.registry.contains(projection.key()) {
+            return Err(LogError::DuplicateProjection(projection.key()));
+        }
+        for event in &history(&*self.store, &self.session, self.sequencer.next_seq()).await? {
+            projection.fold(event);
+        }
+        self.registry.insert(projection)
+    }
+
+    /// A clone of a projection's state, boxed.
+    pub(crate) fn snapshot(&self, key: &'static str) -> Result<Box<dyn Any + Send>, LogError> {
+        self.registry.snapshot(key)
+    }
+
+    /// The whole log, read back from the store; it must be exactly what this log wrote.
+    ///
+    /// The future owns what it needs: the state itself is `Send` but not `Sync` (validators and
+    /// projections are not), so a future borrowing `&self` could not run in the actor.
+    pub(crate) fn events(
+        &self,
+    ) -> impl Future<Output = Result<Vec<Envelope>, LogError>> + Send + 'static {
+        let store = Arc::clone(&self.store);
+        let session = Arc::clone(&self.session);
+        let written = self.sequencer.next_seq();
+        async move { history(&*store, &session, written).await }
+    }
+}
+
+/// Loads `session`'s log and checks it holds exactly the `written` events this log wrote.
+async fn history(
+    store: &dyn SessionStore,
+    session: &str,
+    written: u64,
+) -> Result<Vec<Envelope>, LogError> {
+    let log = store.load(session).await?.map(|loaded| loaded.events).unwrap_or_default();
+    let stored = Sequencer::continuing(&log).map_err(|gap| LogError::NotContiguous {
+        session: session.to_owned(),
+        expected: gap.expected,
+        found: gap.found,
+    })?;
+    if stored.next_seq() != written {
+        return Err(LogError::Diverged {
+            session: session.to_owned(),
+            written,
+            stored: stored.next_seq(),
+        });
+    }
+    Ok(log)
+}

@@ -1,0 +1,933 @@
+//! Behaviour of the session-log actor through its public handle, on `MemoryStore` and small
+//! store doubles (a store that fails appends, one whose acks are held back, one that fails
+//! loads).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::oneshot;
+
+use super::*;
+use crate::clock::VirtualClock;
+use crate::event::{
+    AgentIdle, LOG_FORMAT, LlmRetry, RequestError, RequestStart, SessionStart, StepRef, TurnEnd,
+    TurnEndReason, TurnStart, UserMessage,
+};
+use crate::failure::Failure;
+use crate::store::memory::MemoryStore;
+use crate::store::{BoxFuture, Durability, Loaded, TornTail};
+
+// ---------------------------------------------------------------- events
+
+fn user(text: &str) -> Event {
+    Event::UserMessage(UserMessage { text: text.into() })
+}
+fn turn(turn: u32) -> Event {
+    Event::TurnStart(TurnStart { turn })
+}
+fn step(turn: u32, step: u32) -> Event {
+    Event::StepStart(StepRef { turn, step })
+}
+fn step_end(turn: u32, step: u32) -> Event {
+    Event::StepEnd(StepRef { turn, step })
+}
+fn request(turn: u32, step: u32, attempt: u32) -> Event {
+    Event::RequestStart(RequestStart {
+        turn,
+        step,
+        attempt,
+        provider: "mock".into(),
+        model: "m".into(),
+    })
+}
+fn request_error(turn: u32, step: u32, attempt: u32) -> Event {
+    Event::RequestError(RequestError {
+        turn,
+        step,
+        attempt,
+        provider: "mock".into(),
+        failure: Failure::new("SERVER", "down").unwrap(),
+    })
+}
+const KEY: &str = r#"["normal",2,["SERVER"],500,10000,0]"#;
+fn retry(turn: u32, step: u32, n: u64) -> Event {
+    Event::LlmRetry(LlmRetry {
+        retry_id: "id-1".into(),
+        turn,
+        step,
+        provider: "mock".into(),
+        plugin: "llm-retry".into(),
+        mode: "normal".into(),
+        policy_key: KEY.into(),
+        retry: n,
+        max_retries: Some(2),
+        delay_ms: 500.0,
+        failure: Failure::new("SERVER", "down").unwrap(),
+    })
+}
+fn turn_end(turn: u32, reason: TurnEndReason) -> Event {
+    Event::TurnEnd(TurnEnd { turn, reason })
+}
+fn idle() -> Event {
+    Event::AgentIdle(AgentIdle {})
+}
+fn session_start(session: &str) -> Event {
+    Event::SessionStart(SessionStart { session: session.into(), format: LOG_FORMAT })
+}
+fn kinds(events: &[Envelope]) -> Vec<&'static str> {
+    events.iter().map(Envelope::kind).collect()
+}
+fn stamped(events: Vec<Event>, from: u64, time: u64) -> Vec<Envelope> {
+    events.into_iter().zip(from..).map(|(event, seq)| Envelope { seq, time, event }).collect()
+}
+
+// ---------------------------------------------------------------- doubles
+
+/// A clock the test sets by hand (it may go backwards).
+#[derive(Debug, Default)]
+struct ManualClock(AtomicU64);
+
+impl ManualClock {
+    fn set(&self, ms: u64) {
+        self.0.store(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> u64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// A `MemoryStore` whose appends fail while `failing` is set.
+#[derive(Debug, Default)]
+struct FailingStore {
+    inner: MemoryStore,
+    failing: AtomicBool,
+}
+
+impl SessionStore for FailingStore {
+    fn durability(&self) -> Durability {
+        Durability::Os
+    }
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        if self.failing.load(Ordering::SeqCst) {
+            let error = std::io::Error::other("disk full");
+            return Box::pin(async move {
+                Err(StoreError::Io { path: "x.jsonl".into(), source: error })
+            });
+        }
+        self.inner.append(session, events)
+    }
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        self.inner.load(session)
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.sessions()
+    }
+}
+
+/// A `Disk` store whose appends are held until the test opens their gate, one gate per append.
+#[derive(Debug, Default)]
+struct GatedStore {
+    inner: MemoryStore,
+    gates: Mutex<VecDeque<oneshot::Receiver<()>>>,
+}
+
+impl GatedStore {
+    /// Holds the next append until the returned sender fires.
+    fn hold_next(&self) -> oneshot::Sender<()> {
+        let (tx, rx) = oneshot::channel();
+        self.gates.lock().unwrap().push_back(rx);
+        tx
+    }
+}
+
+impl SessionStore for GatedStore {
+    fn durability(&self) -> Durability {
+        Durability::Disk
+    }
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let gate = self.gates.lock().unwrap().pop_front();
+        Box::pin(async move {
+            if let Some(gate) = gate {
+                gate.await.map_err(|_| StoreError::Closed)?;
+            }
+            self.inner.append(session, events).await
+        })
+    }
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        self.inner.load(session)
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.sessions()
+    }
+}
+
+/// A store whose loads fail as corrupt.
+#[derive(Debug, Default)]
+struct CorruptStore {
+    appended: AtomicBool,
+}
+
+impl SessionStore for CorruptStore {
+    fn durability(&self) -> Durability {
+        Durability::Os
+    }
+    fn append<'a>(
+        &'a self,
+        _: &'a str,
+        _: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.appended.store(true, Ordering::SeqCst);
+        Box::pin(async { Ok(()) })
+    }
+    fn load<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        Box::pin(async {
+            Err(StoreError::Corrupt {
+                path: "logs/s1.jsonl".into(),
+                line: 3,
+                message: "expected value".into(),
+            })
+        })
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
+}
+
+/// A `MemoryStore` that reports a torn last line cut on every load.
+#[derive(Debug, Default)]
+struct TornStore {
+    inner: MemoryStore,
+}
+
+fn torn_tail() -> TornTail {
+    TornTail { line: 4, bytes: 17, kept_in: Some("logs/s1.jsonl.torn".into()) }
+}
+
+impl SessionStore for TornStore {
+    fn durability(&self) -> Durability {
+        Durability::Os
+    }
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.append(session, events)
+    }
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        Box::pin(async move {
+            let events = self.inner.events(session);
+            Ok(Some(Loaded { events, torn: Some(torn_tail()) }))
+        })
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.sessions()
+    }
+}
+
+/// What a [`Recording`] validator was asked, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Call {
+    Check(Vec<u64>),
+    Commit(Vec<u64>),
+}
+
+/// A validator that records its calls, rejects batches holding a `reject` event kind, and counts
+/// the events committed to it.
+struct Recording {
+    calls: Arc<Mutex<Vec<Call>>>,
+    reject: &'static str,
+    committed: u64,
+}
+
+impl Recording {
+    fn new(reject: &'static str) -> (Self, Arc<Mutex<Vec<Call>>>) {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        (Self { calls: Arc::clone(&calls), reject, committed: 0 }, calls)
+    }
+}
+
+impl Validator for Recording {
+    fn name(&self) -> &str {
+        "recording"
+    }
+    fn check(&self, batch: &[Envelope]) -> Result<(), Rejection> {
+        self.calls.lock().unwrap().push(Call::Check(batch.iter().map(|e| e.seq).collect()));
+        // The batch continues what was committed: the validator's view is never ahead.
+        assert_eq!(batch[0].seq, self.committed, "checked against committed state");
+        match batch.iter().find(|e| e.kind() == self.reject) {
+            Some(e) => Err(Rejection {
+                seq: e.seq,
+                kind: e.kind().into(),
+                rule: "no-such-kind".into(),
+                message: "refused".into(),
+            }),
+            None => Ok(()),
+        }
+    }
+    fn commit(&mut self, batch: &[Envelope]) {
+        self.calls.lock().unwrap().push(Call::Commit(batch.iter().map(|e| e.seq).collect()));
+        self.committed += batch.len() as u64;
+    }
+}
+
+/// Counts the events it folds, by kind.
+struct Count(&'static str, &'static str);
+
+impl Projection for Count {
+    type State = u64;
+    fn key(&self) -> &'static str {
+        self.0
+    }
+    fn fold(&self, state: &mut u64, event: &Envelope) {
+        if event.kind() == self.1 {
+            *state += 1;
+        }
+    }
+}
+
+/// Every event's seq, folded.
+struct Seqs;
+
+impl Projection for Seqs {
+    type State = Vec<u64>;
+    fn key(&self) -> &'static str {
+        "seqs"
+    }
+    fn fold(&self, state: &mut Vec<u64>, event: &Envelope) {
+        state.push(event.seq);
+    }
+}
+
+fn fold<P: Projection>(projection: &P, log: &[Envelope]) -> P::State {
+    let mut state = P::State::default();
+    for event in log {
+        projection.fold(&mut state, event);
+    }
+    state
+}
+
+async fn open_memory(store: &MemoryStore, session: &str) -> (SessionLog, OpenReport) {
+    SessionLog::open(Arc::new(store.clone()), Arc::new(VirtualClock::start()), session, None)
+        .await
+        .unwrap()
+}
+
+// ---------------------------------------------------------------- open
+
+#[tokio::test(start_paused = true)]
+async fn a_new_log_starts_with_session_start() {
+    let store = MemoryStore::new();
+    let clock = Arc::new(VirtualClock::start());
+    tokio::time::advance(Duration::from_millis(5)).await;
+    let (log, report) = SessionLog::open(Arc::new(store.clone()), clock, "s1", None).await.unwrap();
+    assert_eq!(report, OpenReport { created: true, torn: None, interrupted_turn: None, events: 1 });
+    assert_eq!(store.events("s1"), stamped(vec![session_start("s1")], 0, 5));
+    assert_eq!(log.session(), "s1");
+    assert_eq!(log.events().await.unwrap(), store.events("s1"));
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_session_id_is_refused_and_nothing_written() {
+    let store = MemoryStore::new();
+    let clock = Arc::new(VirtualClock::start());
+    let err = SessionLog::open(Arc::new(store.clone()), clock, "../etc", None).await.unwrap_err();
+    assert!(matches!(err, LogError::Store(StoreError::InvalidSessionId(_))), "{err}");
+    assert!(store.sessions().await.unwrap().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_corrupt_log_fails_to_open_naming_file_and_line_and_writes_nothing() {
+    let store = Arc::new(CorruptStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let err = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap_err();
+    assert!(err.to_string().contains("logs/s1.jsonl:3"), "{err}");
+    assert!(!store.appended.load(Ordering::SeqCst), "nothing is repaired in a corrupt log");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_log_with_a_seq_gap_fails_to_open_and_writes_nothing() {
+    let store = MemoryStore::new();
+    let mut log = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
+    log[2].seq = 5;
+    store.append("s1", &log).await.unwrap();
+    let clock = Arc::new(VirtualClock::start());
+    let err = SessionLog::open(Arc::new(store.clone()), clock, "s1", None).await.unwrap_err();
+    assert!(
+        matches!(&err, LogError::NotContiguous { session, expected: 2, found: 5 } if session == "s1"),
+        "{err}"
+    );
+    assert_eq!(store.events("s1"), log);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reopening_a_closed_log_appends_nothing() {
+    let closed = vec![
+        vec![session_start("s1")],
+        vec![session_start("s1"), user("hi")],
+        vec![
+            session_start("s1"),
+            user("hi"),
+            turn(1),
+            step(1, 1),
+            request(1, 1, 1),
+            step_end(1, 1),
+            turn_end(1, TurnEndReason::Completed),
+            idle(),
+        ],
+    ];
+    for events in closed {
+        let store = MemoryStore::new();
+        let before = stamped(events, 0, 7);
+        store.append("s1", &before).await.unwrap();
+        let (log, report) = open_memory(&store, "s1").await;
+        assert_eq!(store.events("s1"), before, "{:?}", kinds(&before));
+        assert_eq!(
+            report,
+            OpenReport {
+                created: false,
+                torn: None,
+                interrupted_turn: None,
+                events: before.len() as u64
+            }
+        );
+        log.close().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn reopening_closes_an_open_turn_and_projections_equal_a_fresh_fold() {
+    let prefix = vec![session_start("s1"), user("hi"), turn(1), step(1, 1), request(1, 1, 1)];
+    // (log a crash left, the repair expected)
+    let table: Vec<(Vec<Event>, Vec<Event>)> = vec![
+        (
+            [prefix.clone(), vec![request_error(1, 1, 1), retry(1, 1, 1)]].concat(),
+            vec![step_end(1, 1), turn_end(1, TurnEndReason::Interrupted), idle()],
+        ),
+        (
+            [prefix.clone(), vec![step_end(1, 1)]].concat(),
+            vec![turn_end(1, TurnEndReason::Interrupted), idle()],
+        ),
+        (
+            vec![session_start("s1"), user("hi"), turn(1)],
+            vec![turn_end(1, TurnEndReason::Interrupted), idle()],
+        ),
+        (
+            [prefix.clone(), vec![step_end(1, 1), turn_end(1, TurnEndReason::Completed)]].concat(),
+            vec![idle()],
+        ),
+    ];
+    for (crashed, repair) in table {
+        let store = MemoryStore::new();
+        let before = stamped(crashed, 0, 40);
+        store.append("s1", &before).await.unwrap();
+        let open_turn_before = fold(&OpenTurnProjection, &before);
+
+        let clock = Arc::new(VirtualClock::start()); // reads 0: behind the log's 40
+        let (log, report) =
+            SessionLog::open(Arc::new(store.clone()), clock, "s1", None).await.unwrap();
+
+        let after = store.events("s1");
+        let n = before.len() as u64;
+        assert_eq!(after[..before.len()], before[..], "the crashed log is kept as it was");
+        assert_eq!(after[before.len()..], stamped(repair.clone(), n, 40)[..], "exact repair");
+        assert_eq!(
+            report,
+            OpenReport {
+                created: false,
+                torn: None,
+                interrupted_turn: open_turn_before.turn,
+                events: after.len() as u64,
+            }
+        );
+
+        assert_eq!(log.open_turn().await.unwrap(), fold(&OpenTurnProjection, &after));
+        assert_eq!(log.retry_chains().await.unwrap(), fold(&RetryChainProjection, &after));
+        let open = log.open_turn().await.unwrap();
+        assert!(!open.is_open());
+        assert_eq!(open.last_turn, 1);
+        assert!(log.retry_chains().await.unwrap().is_empty(), "the turn/end reset the chains");
+
+        // The next append continues the repaired log.
+        let next = log.append(vec![user("again")]).await.unwrap();
+        assert_eq!(next[0].seq, after.len() as u64);
+
+        // A second reopen finds a closed log.
+        log.close().await;
+        let (log, report) = open_memory(&store, "s1").await;
+        assert_eq!(report.interrupted_turn, None);
+        assert_eq!(store.events("s1").len(), after.len() + 1);
+        log.close().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
+    let store = Arc::new(TornStore::default());
+    let crashed = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
+    store.inner.append("s1", &crashed).await.unwrap();
+    let clock = Arc::new(VirtualClock::start());
+    let (log, report) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    assert_eq!(
+        report,
+        OpenReport {
+            created: false,
+            torn: Some(torn_tail()),
+            interrupted_turn: Some(1),
+            events: 5
+        }
+    );
+    assert_eq!(
+        kinds(&store.inner.events("s1")[3..]),
+        ["turn/end", "agent/idle"],
+        "the cut line's turn is closed like any open turn"
+    );
+    log.close().await;
+
+    // A log whose only line was torn is new.
+    let store = Arc::new(TornStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let (log, report) = SessionLog::open(store.clone(), clock, "s2", None).await.unwrap();
+    assert!(report.created && report.torn.is_some());
+    assert_eq!(store.inner.events("s2"), stamped(vec![session_start("s2")], 0, 0));
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn reopening_keeps_an_open_steps_retry_chain_until_the_repair_resets_it() {
+    // Before the repair, the fold of the crashed log holds the chain; the repair's `step/end`
+    // does not reset it, its `turn/end` does. Checked against the pure projection.
+    let crashed = stamped(
+        vec![
+            session_start("s1"),
+            user("hi"),
+            turn(1),
+            step(1, 1),
+            request(1, 1, 1),
+            request_error(1, 1, 1),
+            retry(1, 1, 1),
+        ],
+        0,
+        0,
+    );
+    let chains = fold(&RetryChainProjection, &crashed);
+    assert_eq!(chains.get("mock", KEY).map(|c| c.retry), Some(1));
+    let store = MemoryStore::new();
+    store.append("s1", &crashed).await.unwrap();
+    let (log, _) = open_memory(&store, "s1").await;
+    assert!(log.retry_chains().await.unwrap().is_empty());
+    log.close().await;
+}
+
+// ---------------------------------------------------------------- append
+
+#[tokio::test(start_paused = true)]
+async fn seqs_are_contiguous_and_times_come_from_the_injected_clock() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await; // session/start at 0 ms
+    tokio::time::advance(Duration::from_millis(250)).await;
+    let a = log.append(vec![user("hi"), turn(1)]).await.unwrap();
+    tokio::time::advance(Duration::from_millis(500)).await;
+    let b = log.append(vec![step(1, 1)]).await.unwrap();
+    let c = log.append(vec![request(1, 1, 1), request_error(1, 1, 1)]).await.unwrap();
+
+    assert_eq!(a, stamped(vec![user("hi"), turn(1)], 1, 250));
+    assert_eq!(b, stamped(vec![step(1, 1)], 3, 750));
+    assert_eq!(c, stamped(vec![request(1, 1, 1), request_error(1, 1, 1)], 4, 750));
+    let all = store.events("s1");
+    assert_eq!(all.iter().map(|e| e.seq).collect::<Vec<_>>(), (0..6).collect::<Vec<_>>());
+    assert_eq!(all[1..], [a, b, c].concat()[..], "the reply is what the store holds");
+    assert!(log.append(vec![]).await.unwrap().is_empty(), "an empty batch writes nothing");
+    assert_eq!(store.events("s1").len(), 6);
+    log.close().await;
+}
+
+#[tokio::test]
+async fn times_never_go_backwards_even_when_the_clock_does() {
+    let store = MemoryStore::new();
+    let clock = Arc::new(ManualClock::default());
+    clock.set(1_000);
+    let (log, _) =
+        SessionLog::open(Arc::new(store.clone()), clock.clone(), "s1", None).await.unwrap();
+    clock.set(400);
+    assert_eq!(log.append(vec![user("a")]).await.unwrap()[0].time, 1_000);
+    clock.set(1_200);
+    assert_eq!(log.append(vec![user("b")]).await.unwrap()[0].time, 1_200);
+    log.close().await;
+
+    // The floor survives a reopen: it is the log's last time.
+    clock.set(10);
+    let (log, _) =
+        SessionLog::open(Arc::new(store.clone()), clock.clone(), "s1", None).await.unwrap();
+    assert_eq!(log.append(vec![user("c")]).await.unwrap()[0].time, 1_200);
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rejected_append_writes_nothing_folds_nothing_and_keeps_the_seq() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.append(vec![user("hi"), turn(1), step(1, 1), request(1, 1, 1), request_error(1, 1, 1)])
+        .await
+        .unwrap();
+    log.append(vec![retry(1, 1, 1)]).await.unwrap();
+    log.register(Count("requests", "request/start")).await.unwrap();
+    let (validator, _) = Recording::new("step/start");
+    log.add_validator(Box::new(validator)).await.unwrap();
+    let mut events = log.subscribe().await.unwrap();
+
+    let stored = store.events("s1");
+    let chains = log.retry_chains().await.unwrap();
+    let open = log.open_turn().await.unwrap();
+
+    // The rejected batch would have reset the chains, closed the step and counted a request.
+    let err = log.append(vec![request(1, 1, 2), step_end(1, 1), step(1, 2)]).await.unwrap_err();
+    match err {
+        AppendError::Rejected(rejection) => {
+            assert_eq!((rejection.seq, rejection.kind.as_str()), (9, "step/start"));
+        }
+        other => panic!("expected a rejection, got {other}"),
+    }
+    assert_eq!(store.events("s1"), stored, "nothing written");
+    assert_eq!(log.retry_chains().await.unwrap(), chains, "nothing folded");
+    assert_eq!(log.open_turn().await.unwrap(), open, "nothing folded");
+    assert_eq!(log.read::<Count>("requests").await.unwrap(), 1, "nothing folded");
+    assert!(events.try_recv().is_err(), "nothing notified");
+
+    let next = log.append(vec![request(1, 1, 2)]).await.unwrap();
+    assert_eq!(next[0].seq, 7, "the next append takes the rejected batch's seq");
+    assert_eq!(events.recv().await.unwrap(), next[0]);
+    assert_eq!(log.read::<Count>("requests").await.unwrap(), 2);
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn validators_check_whole_batches_and_commit_only_what_the_store_acknowledged() {
+    let store = Arc::new(FailingStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    log.append(vec![user("hi")]).await.unwrap();
+
+    let (validator, calls) = Recording::new("agent/idle");
+    log.add_validator(Box::new(validator)).await.unwrap();
+    assert_eq!(*calls.lock().unwrap(), [Call::Commit(vec![0, 1])], "the log is replayed first");
+
+    log.append(vec![turn(1), step(1, 1)]).await.unwrap();
+    assert!(matches!(
+        log.append(vec![step_end(1, 1), idle()]).await,
+        Err(AppendError::Rejected(_))
+    ));
+    store.failing.store(true, Ordering::SeqCst);
+    assert!(matches!(log.append(vec![step_end(1, 1)]).await, Err(AppendError::Store(_))));
+    store.failing.store(false, Ordering::SeqCst);
+    log.append(vec![step_end(1, 1), turn_end(1, TurnEndReason::Completed)]).await.unwrap();
+
+    assert_eq!(
+        *calls.lock().unwrap(),
+        [
+            Call::Commit(vec![0, 1]),
+            Call::Check(vec![2, 3]),
+            Call::Commit(vec![2, 3]),
+            Call::Check(vec![4, 5]), // rejected: no commit
+            Call::Check(vec![4]),    // the store failed: no commit
+            Call::Check(vec![4, 5]),
+            Call::Commit(vec![4, 5]),
+        ]
+    );
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_validator_must_accept_a_batch() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    let (lenient, lenient_calls) = Recording::new("nothing/rejected");
+    let (strict, _) = Recording::new("turn/start");
+    log.add_validator(Box::new(lenient)).await.unwrap();
+    log.add_validator(Box::new(strict)).await.unwrap();
+    assert!(matches!(log.append(vec![turn(1)]).await, Err(AppendError::Rejected(_))));
+    assert_eq!(
+        *lenient_calls.lock().unwrap(),
+        [Call::Commit(vec![0]), Call::Check(vec![1])],
+        "a batch another validator rejects is not committed to this one"
+    );
+    assert_eq!(store.events("s1").len(), 1);
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_store_failure_returns_the_error_and_folds_nothing() {
+    let store = Arc::new(FailingStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    log.append(vec![user("hi"), turn(1), step(1, 1)]).await.unwrap();
+    let mut events = log.subscribe().await.unwrap();
+    let open = log.open_turn().await.unwrap();
+
+    store.failing.store(true, Ordering::SeqCst);
+    let err = log.append(vec![step_end(1, 1), turn_end(1, TurnEndReason::Completed)]).await;
+    match err {
+        Err(AppendError::Store(StoreError::Io { path, .. })) => assert_eq!(path, "x.jsonl"),
+        other => panic!("expected a store error, got {other:?}"),
+    }
+    assert_eq!(log.open_turn().await.unwrap(), open, "nothing folded");
+    assert_eq!(store.inner.events("s1").len(), 4);
+    assert!(events.try_recv().is_err(), "nothing notified");
+
+    store.failing.store(false, Ordering::SeqCst);
+    let next = log.append(vec![step_end(1, 1)]).await.unwrap();
+    assert_eq!(next[0].seq, 4, "the failed batch's seq is reused");
+    assert_eq!(log.open_turn().await.unwrap().step, None);
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_append_returns_only_after_the_store_acknowledged_it() {
+    let store = Arc::new(GatedStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let mut events = log.subscribe().await.unwrap();
+
+    let gate = store.hold_next();
+    let pending = tokio::spawn({
+        let log = log.clone();
+        async move { log.append(vec![user("hi")]).await }
+    });
+    // Let everything else run (paused time jumps ahead): only the gate holds the append.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(!pending.is_finished(), "the append waits for the store's ack");
+    assert_eq!(store.inner.events("s1").len(), 1);
+    assert!(events.try_recv().is_err(), "nothing is committed before the ack");
+
+    gate.send(()).unwrap();
+    let written = pending.await.unwrap().unwrap();
+    assert_eq!(written, stamped(vec![user("hi")], 1, 0));
+    assert_eq!(store.inner.events("s1")[1..], written[..]);
+    assert_eq!(events.recv().await.unwrap(), written[0]);
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn appends_of_one_session_are_serialized_behind_the_store_ack() {
+    let store = Arc::new(GatedStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let first_gate = store.hold_next();
+    let first = tokio::spawn({
+        let log = log.clone();
+        async move { log.append(vec![user("first")]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let second = tokio::spawn({
+        let log = log.clone();
+        async move { log.append(vec![user("second")]).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!first.is_finished() && !second.is_finished());
+    first_gate.send(()).unwrap();
+    let first = first.await.unwrap().unwrap();
+    let second = second.await.unwrap().unwrap();
+    assert_eq!((first[0].seq, second[0].seq), (1, 2));
+    assert_eq!(kinds(&store.inner.events("s1")), ["session/start", "user/message", "user/message"]);
+    log.close().await;
+}
+
+// ---------------------------------------------------------------- subscribers
+
+#[tokio::test(start_paused = true)]
+async fn subscribers_receive_committed_events_in_order_from_their_subscription_on() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.append(vec![user("before")]).await.unwrap();
+    let mut a = log.subscribe().await.unwrap();
+    let first = log.append(vec![turn(1), step(1, 1)]).await.unwrap();
+    let mut b = log.subscribe().await.unwrap();
+    let dropped = log.subscribe().await.unwrap();
+    drop(dropped);
+    let second = log.append(vec![request(1, 1, 1)]).await.unwrap();
+    log.close().await;
+
+    let mut got_a = Vec::new();
+    while let Some(event) = a.recv().await {
+        got_a.push(event);
+    }
+    let mut got_b = Vec::new();
+    while let Some(event) = b.recv().await {
+        got_b.push(event);
+    }
+    assert_eq!(got_a, [first, second.clone()].concat(), "ends when the log closes");
+    assert_eq!(got_b, second);
+}
+
+// ---------------------------------------------------------------- projections
+
+#[tokio::test(start_paused = true)]
+async fn a_projection_registered_late_folds_the_whole_history() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.append(vec![user("hi"), turn(1), step(1, 1), request(1, 1, 1)]).await.unwrap();
+    log.append(vec![request_error(1, 1, 1), retry(1, 1, 1)]).await.unwrap();
+    log.register(Seqs).await.unwrap();
+    log.register(Count("steps", "step/start")).await.unwrap();
+    assert_eq!(log.read::<Seqs>("seqs").await.unwrap(), (0..7).collect::<Vec<_>>());
+    assert_eq!(log.read::<Count>("steps").await.unwrap(), 1);
+
+    log.append(vec![step_end(1, 1), step(1, 2)]).await.unwrap();
+    assert_eq!(log.read::<Seqs>("seqs").await.unwrap(), (0..9).collect::<Vec<_>>());
+    assert_eq!(log.read::<Count>("steps").await.unwrap(), 2);
+    let all = log.events().await.unwrap();
+    assert_eq!(log.read::<Seqs>("seqs").await.unwrap(), fold(&Seqs, &all));
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn registering_a_taken_key_or_reading_a_wrong_one_is_an_error() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.register(Count("n", "turn/start")).await.unwrap();
+    assert!(matches!(
+        log.register(Count("n", "agent/idle")).await,
+        Err(LogError::DuplicateProjection("n"))
+    ));
+    assert!(matches!(
+        log.register(Count(RetryChainProjection::KEY, "agent/idle")).await,
+        Err(LogError::DuplicateProjection("retry-chains"))
+    ));
+    assert!(matches!(log.read::<Seqs>("nope").await, Err(LogError::UnknownProjection("nope"))));
+    assert!(matches!(log.read::<Seqs>("n").await, Err(LogError::ProjectionType { key: "n", .. })));
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_chain_projection_follows_appends() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.append(vec![user("hi"), turn(1), step(1, 1), request(1, 1, 1), request_error(1, 1, 1)])
+        .await
+        .unwrap();
+    log.append(vec![retry(1, 1, 1)]).await.unwrap();
+    log.append(vec![request(1, 1, 2), request_error(1, 1, 2), retry(1, 1, 2)]).await.unwrap();
+    let chains = log.retry_chains().await.unwrap();
+    assert_eq!(
+        chains.get("mock", KEY),
+        Some(&Chain { turn: 1, step: 1, retry: 2, retry_id: "id-1".into() })
+    );
+    let open = log.open_turn().await.unwrap();
+    assert_eq!((open.turn, open.step, open.last_attempt), (Some(1), Some(1), 2));
+    log.append(vec![step_end(1, 1), step(1, 2)]).await.unwrap();
+    assert!(log.retry_chains().await.unwrap().is_empty());
+    log.close().await;
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+#[tokio::test(start_paused = true)]
+async fn a_closed_log_answers_closed() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    let other = log.clone();
+    log.close().await;
+    assert!(matches!(other.append(vec![user("late")]).await, Err(AppendError::Closed)));
+    assert!(matches!(other.subscribe().await, Err(LogError::Closed)));
+    assert!(matches!(other.open_turn().await, Err(LogError::Closed)));
+    assert!(matches!(other.events().await, Err(LogError::Closed)));
+    assert_eq!(store.events("s1").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_lets_the_append_in_flight_finish_and_fails_the_queued_ones() {
+    let store = Arc::new(GatedStore::default());
+    let clock = Arc::new(VirtualClock::start());
+    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let gate = store.hold_next();
+    let in_flight = tokio::spawn({
+        let log = log.clone();
+        async move { log.append(vec![user("in flight")]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let queued = tokio::spawn({
+        let log = log.clone();
+        async move { log.append(vec![user("queued")]).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    let closing = tokio::spawn(log.close());
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert!(!closing.is_finished(), "close waits for the append in flight");
+    gate.send(()).unwrap();
+    closing.await.unwrap();
+    assert_eq!(in_flight.await.unwrap().unwrap()[0].seq, 1);
+    assert!(matches!(queued.await.unwrap(), Err(AppendError::Closed)));
+    assert_eq!(kinds(&store.inner.events("s1")), ["session/start", "user/message"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_store_holding_events_this_log_did_not_write_is_reported() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    store.append("s1", &stamped(vec![user("intruder")], 1, 0)).await.unwrap();
+    let err = log.events().await.unwrap_err();
+    assert!(matches!(err, LogError::Diverged { written: 1, stored: 2, .. }), "{err}");
+    assert!(matches!(
+        log.register(Seqs).await,
+        Err(LogError::Diverged { written: 1, stored: 2, .. })
+    ));
+    log.close().await;
+}
+
+/// A supervisor that records the children that stopped.
+struct Supervisor;
+
+impl Actor for Supervisor {
+    type Msg = ();
+    type State = Arc<Mutex<Vec<ractor::ActorId>>>;
+    type Arguments = Arc<Mutex<Vec<ractor::ActorId>>>;
+    async fn pre_start(
+        &self,
+        _: ActorRef<()>,
+        stopped: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(stopped)
+    }
+    async fn handle_supervisor_evt(
+        &self,
+        _: ActorRef<()>,
+        event: SupervisionEvent,
+        stopped: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ActorTerminated(cell, ..) = event {
+            stopped.lock().unwrap().push(cell.get_id());
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_actor_is_linked_under_its_supervisor() {
+    let stopped = Arc::new(Mutex::new(Vec::new()));
+    let (supervisor, task) = Actor::spawn(None, Supervisor, stopped.clone()).await.unwrap();
+    let store = MemoryStore::new();
+    let clock = Arc::new(VirtualClock::start());
+    let (log, _) =
+        SessionLog::open(Arc::new(store), clock, "s1", Some(supervisor.get_cell())).await.unwrap();
+    let id = log.actor().get_id();
+    assert_eq!(supervisor.get_children().iter().map(|c| c.get_id()).collect::<Vec<_>>(), [id]);
+    log.close().await;
+    supervisor.stop_and_wait(None, None).await.unwrap();
+    task.await.unwrap();
+    assert_eq!(*stopped.lock().unwrap(), [id]);
+}
