@@ -21,16 +21,30 @@
 //! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
 //!   chains, open turn), validators hook and the repair on reopen.
 
+pub mod agent_loop;
+pub mod cancel;
+pub mod census;
 pub mod clock;
+pub mod crash;
 pub mod event;
 pub mod failure;
+pub mod history;
 pub mod json_number;
+pub mod plugin;
+pub mod plugin_host;
 pub mod projection;
 pub mod provider;
 pub mod random;
 pub mod retry_policy;
+pub mod runtime;
 pub mod scenario;
 pub mod scripted;
+pub mod session;
 pub mod session_log;
+mod step;
 pub mod store;
+pub mod tool;
+mod turn;
+pub mod turn_handle;
 pub mod validator;
+pub mod waterfall;

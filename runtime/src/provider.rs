@@ -11,6 +11,8 @@ use crate::event::{ToolCall, Usage};
 use crate::failure::Failure;
 use crate::store::BoxFuture;
 
+pub mod actor;
+
 /// One entry of the model-visible history (SPEC §3), folded from the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]

@@ -5,6 +5,18 @@
 //! - [`sqlite::SqliteStore`]: one SQLite database (WAL) for many sessions; a single writer
 //!   batches the appends of all sessions into one transaction (group commit).
 //!
+//! Shared by the durable stores:
+//! - [`line`](mod@line): one log line: encoding an append, decoding a line with its `seq` checked.
+//! - [`sync`]: the [`sync::Syncer`] that makes [`Durability::Disk`] real (and countable in tests).
+//!
+//! # Why every store checks `seq`
+//!
+//! The session-log actor assigns `seq`, so a store could trust it. But a log whose `seq`s are not
+//! contiguous from 0 does not load (it is corrupt by SPEC §3), so a store that accepted such an
+//! append would acknowledge something it can never read back. Every store therefore refuses an
+//! append that does not continue the log ([`StoreError::OutOfOrder`], nothing written), using the
+//! pure [`check_continues`].
+//!
 //! # Why the store acknowledges, not the caller
 //!
 //! "Durable before effect" (a retry is recorded before its wait begins) is only true if an append
@@ -16,7 +28,11 @@ use std::pin::Pin;
 
 use crate::event::Envelope;
 
+pub mod jsonl;
+pub mod line;
 pub mod memory;
+pub mod sqlite;
+pub mod sync;
 
 /// A boxed, sendable future (the trait must be object-safe: the runtime holds `Arc<dyn SessionStore>`).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -83,6 +99,17 @@ pub enum StoreError {
     /// The store's writer is gone.
     #[error("the store is closed")]
     Closed,
+    /// An append that does not continue the session's log (a duplicate or a gap in `seq`).
+    /// Nothing was written.
+    #[error("{session}: append out of order: got seq {found}, the log's next seq is {expected}")]
+    OutOfOrder {
+        /// The session.
+        session: String,
+        /// The `seq` the log needed next.
+        expected: u64,
+        /// The `seq` the append carried there.
+        found: u64,
+    },
 }
 
 /// A place that holds session logs.
@@ -116,9 +143,55 @@ pub fn check_session_id(id: &str) -> Result<(), StoreError> {
     if ok { Ok(()) } else { Err(StoreError::InvalidSessionId(id.to_owned())) }
 }
 
+/// Checks that `events` continue a log whose next `seq` is `next`: their `seq`s must be `next`,
+/// `next + 1`, … in order. Pure; every store calls it before writing anything.
+pub fn check_continues(session: &str, next: u64, events: &[Envelope]) -> Result<(), StoreError> {
+    for (expected, event) in (next..).zip(events) {
+        if event.seq != expected {
+            return Err(StoreError::OutOfOrder {
+                session: session.to_owned(),
+                expected,
+                found: event.seq,
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::{AgentIdle, Event};
+
+    fn at(seq: u64) -> Envelope {
+        Envelope { seq, time: 0, event: Event::AgentIdle(AgentIdle {}) }
+    }
+
+    #[test]
+    fn an_append_must_continue_the_log() {
+        /// (next, seqs, `None` = accepted or `Some((expected, found))`)
+        type Case = (u64, &'static [u64], Option<(u64, u64)>);
+        let cases: [Case; 7] = [
+            (0, &[], None),
+            (0, &[0], None),
+            (3, &[3, 4, 5], None),
+            (3, &[2], Some((3, 2))),
+            (3, &[4], Some((3, 4))),
+            (0, &[0, 2], Some((1, 2))),
+            (0, &[0, 1, 1], Some((2, 1))),
+        ];
+        for (next, seqs, want) in cases {
+            let events: Vec<Envelope> = seqs.iter().map(|&s| at(s)).collect();
+            let got = check_continues("s", next, &events);
+            match (got, want) {
+                (Ok(()), None) => {}
+                (Err(StoreError::OutOfOrder { session, expected, found }), Some((e, f))) => {
+                    assert_eq!((session.as_str(), expected, found), ("s", e, f), "{seqs:?}");
+                }
+                (got, want) => panic!("next {next}, {seqs:?}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
 
     #[test]
     fn session_ids_must_be_safe_file_names() {

@@ -1,9 +1,14 @@
 //! [`MemoryStore`]: session logs in memory, for tests and benchmarks.
+//!
+//! It follows the same rules as the durable stores (session ids are checked, an append must
+//! continue the log's `seq`), so a test against it means the same thing as one against them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{BoxFuture, Durability, Loaded, SessionStore, StoreError};
+use super::{
+    BoxFuture, Durability, Loaded, SessionStore, StoreError, check_continues, check_session_id,
+};
 use crate::event::Envelope;
 
 /// Session logs held in memory. Clones share the same logs.
@@ -40,7 +45,13 @@ impl SessionStore for MemoryStore {
         events: &'a [Envelope],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
+            check_session_id(session)?;
+            if events.is_empty() {
+                return Ok(());
+            }
             let mut logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+            let next = logs.get(session).map_or(0, |log| log.len() as u64);
+            check_continues(session, next, events)?;
             logs.entry(session.to_owned()).or_default().extend_from_slice(events);
             Ok(())
         })
@@ -48,6 +59,7 @@ impl SessionStore for MemoryStore {
 
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         Box::pin(async move {
+            check_session_id(session)?;
             let logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
             Ok(logs.get(session).map(|events| Loaded { events: events.clone(), torn: None }))
         })

@@ -1,0 +1,103 @@
+//! [`CancelScope`]: a cancellation token together with *why* it was cancelled.
+//!
+//! Cancellation travels through tokens (DESIGN §2): the runtime has a root scope, every turn's
+//! scope is a child of it, and every wait outside the turn's own actors — a provider stream, a
+//! tool, a plugin's backoff, a downstream consultation — races the turn's token. A token only
+//! says *that* it fired; `turn/end` must also say *who* cancelled (`user`, `parent`,
+//! `disposed`, `hook`). So a scope records its cause (first writer wins) right before its token
+//! fires, and a child whose own cause is unset reports its parent's.
+//!
+//! # Why shutdown cancels the root, not each session
+//!
+//! `Runtime::shutdown` cancels the root scope with cause `disposed`: every running turn's token
+//! fires at once, without a message to each session, so a hundred thousand turns parked in plugin
+//! waits all start unwinding immediately and each still writes `aborted {cause: disposed}`.
+
+use std::sync::{Arc, OnceLock};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::event::CancelCause;
+
+/// A cancellation token and the cause of its first cancellation.
+#[derive(Debug, Clone, Default)]
+pub struct CancelScope {
+    token: CancellationToken,
+    cause: Arc<OnceLock<CancelCause>>,
+    parent: Option<Arc<OnceLock<CancelCause>>>,
+}
+
+impl CancelScope {
+    /// A fresh root scope.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A scope cancelled whenever this one is; its cause is its own if recorded first, else
+    /// this scope's, else `parent`.
+    pub fn child(&self) -> Self {
+        Self {
+            token: self.token.child_token(),
+            cause: Arc::new(OnceLock::new()),
+            parent: Some(Arc::clone(&self.cause)),
+        }
+    }
+
+    /// Cancels with `cause` (the first cause recorded wins).
+    pub fn cancel(&self, cause: CancelCause) {
+        let _ = self.cause.set(cause);
+        self.token.cancel();
+    }
+
+    /// Whether it was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.token.is_cancelled()
+    }
+
+    /// Why it was cancelled (`None` while it was not).
+    pub fn cause(&self) -> Option<CancelCause> {
+        if !self.is_cancelled() {
+            return None;
+        }
+        let inherited = self.parent.as_ref().and_then(|p| p.get());
+        Some(self.cause.get().or(inherited).cloned().unwrap_or(CancelCause::Parent))
+    }
+
+    /// The token (to race, or to hand to a provider, a tool or the waterfall).
+    pub fn token(&self) -> &CancellationToken {
+        &self.token
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_cause_wins_and_children_inherit_their_parents() {
+        let scope = CancelScope::new();
+        assert_eq!(scope.cause(), None);
+        scope.cancel(CancelCause::User);
+        scope.cancel(CancelCause::Disposed);
+        assert!(scope.is_cancelled());
+        assert_eq!(scope.cause(), Some(CancelCause::User));
+
+        let root = CancelScope::new();
+        let turn = root.child();
+        root.cancel(CancelCause::Disposed);
+        assert!(turn.token().is_cancelled());
+        assert_eq!(turn.cause(), Some(CancelCause::Disposed), "inherited");
+
+        let root = CancelScope::new();
+        let turn = root.child();
+        turn.cancel(CancelCause::Hook { reason: "budget".into() });
+        assert!(!root.is_cancelled(), "a turn's cancellation does not reach its parent");
+        root.cancel(CancelCause::Disposed);
+        assert_eq!(turn.cause(), Some(CancelCause::Hook { reason: "budget".into() }), "own first");
+
+        let token = CancellationToken::new();
+        let orphan = CancelScope { token: token.clone(), ..CancelScope::new() };
+        token.cancel();
+        assert_eq!(orphan.cause(), Some(CancelCause::Parent), "a token fired without a cause");
+    }
+}

@@ -1,0 +1,412 @@
+//! The model-visible history: the fold that turns a session log into the messages a request is
+//! built from (SPEC §3).
+//!
+//! Only `user/message`, `assistant/message`, `tool/call`, `tool/result` and `context/compacted`
+//! enter it. Chunks (also those of the successful attempt: its text arrives once more, whole, in
+//! `assistant/message`), retry events and diagnostics never do, so a retried request is built
+//! from exactly the history the failed one was.
+//!
+//! # Why the fold keeps event seqs
+//!
+//! Compaction drops model-visible events by `seq` (`context/compacted.removed`), so the folded
+//! state is the list of visible events with their seqs ([`History::visible`]), and
+//! [`History::messages`] derives the provider's view from it.
+//!
+//! # Why tool calls come from `tool/call`
+//!
+//! `assistant/message.toolCalls` and the `tool/call` events that follow it say the same thing.
+//! The messages take the calls from the `tool/call` events, attached to the assistant message of
+//! the same turn and step (results of earlier calls may come in between — the step runs each
+//! call before writing the next): then a compaction that drops a call (always with its result) drops it
+//! from the model's view too, and the two can never disagree.
+
+use crate::event::{Envelope, Event, ToolCall};
+use crate::projection::Projection;
+use crate::provider::Message;
+
+/// The registration key of [`HistoryProjection`].
+pub const HISTORY: &str = "history";
+
+/// One model-visible event, as folded.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Visible {
+    /// A `user/message`.
+    User {
+        /// Its text.
+        text: String,
+    },
+    /// An `assistant/message` (its tool calls come from the `tool/call` events).
+    Assistant {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+        /// The text.
+        text: String,
+    },
+    /// A `tool/call`.
+    ToolCall {
+        /// The turn.
+        turn: u32,
+        /// The step.
+        step: u32,
+        /// The call.
+        call: ToolCall,
+    },
+    /// A `tool/result`.
+    ToolResult {
+        /// The call id it answers.
+        id: String,
+        /// The output.
+        output: String,
+        /// Whether the tool failed.
+        is_error: bool,
+    },
+}
+
+/// A model-visible event and the `seq` it has in the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VisibleEvent {
+    /// Its position in the log.
+    pub seq: u64,
+    /// What it says.
+    pub visible: Visible,
+}
+
+/// The folded model-visible history of a session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    visible: Vec<VisibleEvent>,
+}
+
+impl History {
+    /// The model-visible events that remain (compacted ones removed), in log order.
+    pub fn visible(&self) -> &[VisibleEvent] {
+        &self.visible
+    }
+
+    /// How many model-visible events remain.
+    pub fn len(&self) -> usize {
+        self.visible.len()
+    }
+
+    /// Whether nothing model-visible remains.
+    pub fn is_empty(&self) -> bool {
+        self.visible.is_empty()
+    }
+
+    /// The messages a request carries: users, assistants (with the calls that followed them in
+    /// the same turn and step), tool results.
+    pub fn messages(&self) -> Vec<Message> {
+        let mut out: Vec<Message> = Vec::with_capacity(self.visible.len());
+        // The assistant message of the latest (turn, step), which its calls join — also when
+        // results of earlier calls of that step came in between.
+        let mut open: Option<(u32, u32, usize)> = None;
+        for entry in &self.visible {
+            match &entry.visible {
+                Visible::User { text } => {
+                    open = None;
+                    out.push(Message::User { text: text.clone() });
+                }
+                Visible::Assistant { turn, step, text } => {
+                    open = Some((*turn, *step, out.len()));
+                    out.push(Message::Assistant { text: text.clone(), tool_calls: Vec::new() });
+                }
+                Visible::ToolCall { turn, step, call } => {
+                    let joined = match open {
+                        Some((t, s, index)) if (t, s) == (*turn, *step) => match out.get_mut(index)
+                        {
+                            Some(Message::Assistant { tool_calls, .. }) => {
+                                tool_calls.push(call.clone());
+                                true
+                            }
+                            _ => false,
+                        },
+                        _ => false,
+                    };
+                    if !joined {
+                        open = Some((*turn, *step, out.len()));
+                        out.push(Message::Assistant {
+                            text: String::new(),
+                            tool_calls: vec![call.clone()],
+                        });
+                    }
+                }
+                Visible::ToolResult { id, output, is_error } => {
+                    out.push(Message::Tool {
+                        id: id.clone(),
+                        output: output.clone(),
+                        is_error: *is_error,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// Folds one event (the pure fold behind [`HistoryProjection`]).
+    pub fn fold(&mut self, event: &Envelope) {
+        let visible = match &event.event {
+            Event::UserMessage(m) => Visible::User { text: m.text.clone() },
+            Event::AssistantMessage(m) => {
+                Visible::Assistant { turn: m.turn, step: m.step, text: m.text.clone() }
+            }
+            Event::ToolCall(c) => Visible::ToolCall {
+                turn: c.turn,
+                step: c.step,
+                call: ToolCall {
+                    id: c.id.clone(),
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                },
+            },
+            Event::ToolResult(r) => Visible::ToolResult {
+                id: r.id.clone(),
+                output: r.output.clone(),
+                is_error: r.is_error,
+            },
+            Event::ContextCompacted(c) => {
+                self.visible.retain(|v| !c.removed.contains(&v.seq));
+                return;
+            }
+            _ => return,
+        };
+        self.visible.push(VisibleEvent { seq: event.seq, visible });
+    }
+
+    /// Folds a whole log.
+    pub fn from_events<'a>(events: impl IntoIterator<Item = &'a Envelope>) -> Self {
+        let mut history = Self::default();
+        for event in events {
+            history.fold(event);
+        }
+        history
+    }
+}
+
+/// The model-visible history as a session-log projection, registered under [`HISTORY`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HistoryProjection;
+
+impl Projection for HistoryProjection {
+    type State = History;
+
+    fn key(&self) -> &'static str {
+        HISTORY
+    }
+
+    fn fold(&self, state: &mut History, event: &Envelope) {
+        state.fold(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::*;
+    use crate::failure::Failure;
+    use serde_json::json;
+
+    fn log(events: Vec<Event>) -> Vec<Envelope> {
+        events
+            .into_iter()
+            .enumerate()
+            .map(|(seq, event)| Envelope { seq: seq as u64, time: 0, event })
+            .collect()
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall { id: id.into(), name: "echo".into(), arguments: json!({"text": id}) }
+    }
+
+    fn user(text: &str) -> Event {
+        Event::UserMessage(UserMessage { text: text.into() })
+    }
+
+    fn assistant(turn: u32, step: u32, text: &str, calls: &[&str]) -> Event {
+        Event::AssistantMessage(AssistantMessage {
+            turn,
+            step,
+            text: text.into(),
+            tool_calls: (!calls.is_empty()).then(|| calls.iter().map(|c| call(c)).collect()),
+            usage: None,
+        })
+    }
+
+    fn tool_call(turn: u32, step: u32, id: &str) -> Event {
+        let c = call(id);
+        Event::ToolCall(ToolCallEvent {
+            turn,
+            step,
+            id: c.id,
+            name: c.name,
+            arguments: c.arguments,
+        })
+    }
+
+    fn tool_result(turn: u32, step: u32, id: &str) -> Event {
+        Event::ToolResult(ToolResult {
+            turn,
+            step,
+            id: id.into(),
+            output: format!("out {id}"),
+            is_error: false,
+        })
+    }
+
+    fn noise() -> Vec<Event> {
+        vec![
+            Event::RequestStart(RequestStart {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                provider: "p".into(),
+                model: "m".into(),
+            }),
+            Event::AssistantChunk(AssistantChunk {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                text: "junk".into(),
+            }),
+            Event::RequestError(RequestError {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                provider: "p".into(),
+                failure: Failure::new("SERVER", "down").unwrap(),
+            }),
+            Event::PluginCrashed(PluginCrashed {
+                plugin: "x".into(),
+                error: "e".into(),
+                restarts: 1,
+            }),
+            Event::AgentIdle(AgentIdle {}),
+        ]
+    }
+
+    #[test]
+    fn the_fold_keeps_only_model_visible_events_and_joins_calls_to_their_message() {
+        let cases: Vec<(&str, Vec<Event>, Vec<Message>)> = vec![
+            ("empty", vec![], vec![]),
+            ("noise only", noise(), vec![]),
+            (
+                "user then answer, with failed chunks in between",
+                [vec![user("hi")], noise(), vec![assistant(1, 1, "hello", &[])]].concat(),
+                vec![
+                    Message::User { text: "hi".into() },
+                    Message::Assistant { text: "hello".into(), tool_calls: vec![] },
+                ],
+            ),
+            (
+                "tool calls join the assistant message of their step",
+                vec![
+                    user("hi"),
+                    assistant(1, 1, "", &["a", "b"]),
+                    tool_call(1, 1, "a"),
+                    tool_result(1, 1, "a"),
+                    tool_call(1, 1, "b"),
+                    tool_result(1, 1, "b"),
+                    assistant(1, 2, "done", &[]),
+                ],
+                vec![
+                    Message::User { text: "hi".into() },
+                    Message::Assistant { text: "".into(), tool_calls: vec![call("a"), call("b")] },
+                    Message::Tool { id: "a".into(), output: "out a".into(), is_error: false },
+                    Message::Tool { id: "b".into(), output: "out b".into(), is_error: false },
+                    Message::Assistant { text: "done".into(), tool_calls: vec![] },
+                ],
+            ),
+            (
+                "a call of a later step starts its own message",
+                vec![
+                    assistant(1, 1, "t", &["a"]),
+                    tool_call(1, 1, "a"),
+                    tool_result(1, 1, "a"),
+                    tool_call(1, 2, "b"),
+                ],
+                vec![
+                    Message::Assistant { text: "t".into(), tool_calls: vec![call("a")] },
+                    Message::Tool { id: "a".into(), output: "out a".into(), is_error: false },
+                    Message::Assistant { text: "".into(), tool_calls: vec![call("b")] },
+                ],
+            ),
+            (
+                "calls made back to back join one message",
+                vec![
+                    assistant(1, 1, "t", &["a", "b"]),
+                    tool_call(1, 1, "a"),
+                    tool_call(1, 1, "b"),
+                    tool_result(1, 1, "a"),
+                ],
+                vec![
+                    Message::Assistant { text: "t".into(), tool_calls: vec![call("a"), call("b")] },
+                    Message::Tool { id: "a".into(), output: "out a".into(), is_error: false },
+                ],
+            ),
+            (
+                "a call whose message was compacted away stands alone",
+                vec![
+                    user("u"),
+                    assistant(1, 1, "t", &["a"]),
+                    tool_call(1, 1, "a"),
+                    tool_result(1, 1, "a"),
+                    Event::ContextCompacted(ContextCompacted {
+                        turn: 2,
+                        step: 1,
+                        removed: vec![1],
+                        kept: 3,
+                    }),
+                ],
+                vec![
+                    Message::User { text: "u".into() },
+                    Message::Assistant { text: "".into(), tool_calls: vec![call("a")] },
+                    Message::Tool { id: "a".into(), output: "out a".into(), is_error: false },
+                ],
+            ),
+            (
+                "compaction drops exactly the removed seqs",
+                vec![
+                    user("one"),
+                    assistant(1, 1, "r1", &[]),
+                    user("two"),
+                    Event::ContextCompacted(ContextCompacted {
+                        turn: 2,
+                        step: 1,
+                        removed: vec![0, 1, 99],
+                        kept: 1,
+                    }),
+                    assistant(2, 1, "r2", &[]),
+                ],
+                vec![
+                    Message::User { text: "two".into() },
+                    Message::Assistant { text: "r2".into(), tool_calls: vec![] },
+                ],
+            ),
+        ];
+        for (name, events, expected) in cases {
+            let history = History::from_events(&log(events));
+            assert_eq!(history.messages(), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_visible_events_keep_their_seqs() {
+        let events = log(vec![user("a"), Event::AgentIdle(AgentIdle {}), user("b")]);
+        let history = History::from_events(&events);
+        let seqs: Vec<u64> = history.visible().iter().map(|v| v.seq).collect();
+        assert_eq!(seqs, [0, 2]);
+        assert_eq!(history.len(), 2);
+    }
+
+    #[test]
+    fn the_projection_folds_like_the_history() {
+        let events = log(vec![user("a"), assistant(1, 1, "b", &[])]);
+        let mut state = History::default();
+        for e in &events {
+            HistoryProjection.fold(&mut state, e);
+        }
+        assert_eq!(state, History::from_events(&events));
+        assert_eq!(HistoryProjection.key(), "history");
+    }
+}

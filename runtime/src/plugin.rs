@@ -1,0 +1,361 @@
+//! The one trait plugins implement, and what a recovery hands them.
+//!
+//! A [`Plugin`] is a policy registered on the runtime; the plugins that recover failed requests
+//! form the request-error waterfall in registration order (SPEC §4). When an attempt fails, the
+//! runtime offers each plugin in turn a [`Recovery`]: the failure and its context
+//! ([`RequestErrorPayload`]), a [`Downstream`] handle on the rest of the chain, the plugin's own
+//! `disposed` token and the runtime's [`Jitter`] source. The plugin answers a [`Verdict`].
+//!
+//! The runtime never imports a plugin: `rein-plugins` (llm-retry, auto-retry, compaction) and
+//! any user plugin implement this trait, and the runtime knows them only as `Arc<dyn Plugin>`.
+//!
+//! # Why a recovery is a task
+//!
+//! One plugin actor serves every session at once (SPEC §4 rule 6), and a recovery may wait for
+//! seconds (a backoff) or for the rest of the chain (downstream speaks first). So
+//! [`Plugin::recover`] returns a `'static` future and the plugin's actor runs it as a tracked task
+//! of its own and returns to its mailbox at once: a thousand sessions parked in one plugin's wait
+//! cost a thousand small tasks, not a queue. The task is also the unit of supervision: a recovery
+//! that panics is caught at the task boundary, counts as `Next` for that one failure, and fails
+//! the plugin actor, which its supervisor restarts — the other sessions' recoveries, which are
+//! their own tasks, keep running.
+//!
+//! # Why downstream is a handle, not a return value
+//!
+//! "Downstream speaks first" (SPEC §4) means a plugin must be able to learn the rest of the
+//! chain's answer *before* deciding. [`Downstream::ask`] walks the rest of the chain from inside
+//! the recovery task and returns its answer; the handle remembers it, so a plugin that asked and
+//! then answers [`Verdict::Next`] gets exactly that answer and the chain is not walked twice. A
+//! plugin that never asks and answers `Next` lets the runtime continue down the chain itself.
+//!
+//! # Why disposal is a token
+//!
+//! Disposing a plugin stops its actor; its recoveries still in flight must end at once and fail
+//! closed (rule 5). `disposed` is cancelled first thing, so every wait that races it returns;
+//! [`Downstream::ask`] never consults the chain for a disposed plugin, aborts a consultation in
+//! progress, and the runtime overrides whatever a disposed plugin answers with `Stop`.
+
+use std::sync::{Arc, OnceLock};
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::failure::Failure;
+use crate::random::Jitter;
+use crate::retry_policy::RetryPolicy;
+use crate::session_log::SessionLog;
+use crate::store::BoxFuture;
+
+/// A plugin's answer to a failed attempt (SPEC §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Rerun the request as a new attempt in the same step.
+    Retry,
+    /// Delegate: the answer is whatever the rest of the chain answers.
+    Next,
+    /// End the chain here with no recovery: the turn ends with the failure.
+    Stop,
+}
+
+/// What the rest of the chain answered when a plugin consulted it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DownstreamAnswer {
+    /// Some plugin downstream will rerun the request (it has already waited, if it waits).
+    Retry,
+    /// Nobody downstream recovers the failure (the end of the chain answers `Stop`).
+    Stop,
+    /// The consultation could not reach an answer: the runtime was shutting down, or the
+    /// consultation itself failed. (A downstream *plugin* that panics does not make the whole
+    /// consultation crash: its answer counts as `Next` and the walk goes on.)
+    Crashed,
+}
+
+/// The failure offered to the waterfall and its context (SPEC §4).
+#[derive(Debug, Clone)]
+pub struct RequestErrorPayload {
+    /// The session.
+    pub session: Arc<str>,
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The failed attempt.
+    pub attempt: u32,
+    /// The provider route that served (or was asked to serve) the attempt.
+    pub provider: String,
+    /// What went wrong.
+    pub failure: Failure,
+    /// The route's effective retry policy (SPEC §5.1); `None` when no adapter served the
+    /// attempt (`NO_ADAPTER`).
+    pub retry_policy: Option<RetryPolicy>,
+    /// The turn's cancellation signal (inside a downstream consultation: a child of it, also
+    /// cancelled when the consulting plugin is disposed). A plugin must watch it in every wait
+    /// and write nothing once it is cancelled.
+    pub cancel: CancellationToken,
+    /// The session's log: read projections (`retry_chains()`), append `llm/retry`.
+    pub log: SessionLog,
+}
+
+/// Everything one recovery gets.
+pub struct Recovery {
+    /// The failure and its context.
+    pub payload: RequestErrorPayload,
+    /// The rest of the chain.
+    pub downstream: Downstream,
+    /// Cancelled when the plugin is disposed (or leaves the chain after too many crashes).
+    pub disposed: CancellationToken,
+    /// The runtime's jitter source (an explicit sample sequence in scenarios).
+    pub jitter: Arc<dyn Jitter>,
+}
+
+impl std::fmt::Debug for Recovery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recovery")
+            .field("payload", &self.payload)
+            .field("downstream", &self.downstream)
+            .field("disposed", &self.disposed.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Walks the rest of the chain under the given cancellation scope.
+pub type RestOfChain =
+    Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, DownstreamAnswer> + Send>;
+
+/// A plugin's handle on the rest of the chain (downstream of it).
+pub struct Downstream {
+    rest: Option<RestOfChain>,
+    cancel: CancellationToken,
+    disposed: CancellationToken,
+    answer: Arc<OnceLock<DownstreamAnswer>>,
+}
+
+impl std::fmt::Debug for Downstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Downstream").field("answer", &self.answer.get()).finish_non_exhaustive()
+    }
+}
+
+/// Where the runtime reads whether (and what) a plugin's downstream answered.
+#[derive(Debug, Clone)]
+pub(crate) struct AskedDownstream(Arc<OnceLock<DownstreamAnswer>>);
+
+impl AskedDownstream {
+    /// The answer, if the plugin consulted downstream.
+    pub(crate) fn answer(&self) -> Option<DownstreamAnswer> {
+        self.0.get().copied()
+    }
+}
+
+impl Downstream {
+    /// A handle whose `ask` runs `rest` under a child of `cancel`, aborted when `disposed` is
+    /// cancelled. Returns the handle and where the runtime reads the answer back.
+    pub(crate) fn new(
+        rest: RestOfChain,
+        cancel: CancellationToken,
+        disposed: CancellationToken,
+    ) -> (Self, AskedDownstream) {
+        let answer = Arc::new(OnceLock::new());
+        let asked = AskedDownstream(Arc::clone(&answer));
+        (Self { rest: Some(rest), cancel, disposed, answer }, asked)
+    }
+
+    /// A handle on a chain that answers `answer` when asked (for testing a plugin alone).
+    pub fn answering(answer: DownstreamAnswer) -> Self {
+        let rest: RestOfChain = Box::new(move |_| Box::pin(async move { answer }));
+        Self::new(rest, CancellationToken::new(), CancellationToken::new()).0
+    }
+
+    /// A handle on the end of the chain: asking it answers `Stop`.
+    pub fn end() -> Self {
+        Self::answering(DownstreamAnswer::Stop)
+    }
+
+    /// Consults the rest of the chain and returns its answer; asking again returns the same
+    /// answer without walking the chain again.
+    ///
+    /// A disposed plugin never consults: it gets `Stop` (fail closed). If the plugin is disposed
+    /// while the consultation runs, the consultation's cancellation scope is cancelled (the
+    /// plugins downstream see `payload.cancel` cancelled and give up their waits), `ask` waits
+    /// until it settled and answers `Stop`.
+    pub async fn ask(&mut self) -> DownstreamAnswer {
+        if let Some(answer) = self.answer.get() {
+            return *answer;
+        }
+        let answer = match self.rest.take() {
+            None => DownstreamAnswer::Stop,
+            Some(_) if self.disposed.is_cancelled() => DownstreamAnswer::Stop,
+            Some(rest) => {
+                let scope = self.cancel.child_token();
+                let mut walk = rest(scope.clone());
+                tokio::select! {
+                    biased;
+                    answer = &mut walk => answer,
+                    () = self.disposed.cancelled() => {
+                        scope.cancel();
+                        let _settled = walk.await;
+                        DownstreamAnswer::Stop
+                    }
+                }
+            }
+        };
+        *self.answer.get_or_init(|| answer)
+    }
+
+    /// Whether [`Downstream::ask`] was called and answered.
+    pub fn answered(&self) -> Option<DownstreamAnswer> {
+        self.answer.get().copied()
+    }
+}
+
+/// A run-time settings change a plugin accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigOutcome {
+    /// The new revision.
+    pub revision: u64,
+    /// The names of the fields that changed (written in `config/changed`).
+    pub changed: Vec<String>,
+}
+
+/// Why a run-time settings change was refused. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The plugin has no run-time settings.
+    #[error("plugin {0} has no run-time settings")]
+    Unsupported(String),
+    /// No plugin of that name is registered (or it was disposed).
+    #[error("no plugin named {0} is in the chain")]
+    UnknownPlugin(String),
+    /// The patch was based on an older revision than the current one.
+    #[error(
+        "stale revision: the patch is based on revision {based_on}, the settings are at {current}"
+    )]
+    StaleRevision {
+        /// The revision the patch was based on.
+        based_on: u64,
+        /// The current revision.
+        current: u64,
+    },
+    /// A field's value is invalid; `path` names it (`retryableCodes`, `extraRetries`…).
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The field.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+/// A policy plugin (SPEC §1, §4). Implemented by `rein-plugins` and by users; the runtime knows
+/// plugins only through this trait.
+pub trait Plugin: Send + Sync + 'static {
+    /// Its name (unique in a runtime; `llm-retry`, `auto-retry`…).
+    fn name(&self) -> &str;
+
+    /// Answers one failed attempt. Runs as a task of its own (it may wait), never on the
+    /// plugin actor's mailbox. Must watch `recovery.payload.cancel` and `recovery.disposed` in
+    /// every wait, and write nothing once either is cancelled. A panic counts as
+    /// [`Verdict::Next`] and restarts the plugin's actor.
+    fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict>;
+
+    /// Applies a run-time settings patch based on `base_revision` (SPEC §6.1). On success the
+    /// runtime appends `config/changed` to every open session log. Default: unsupported.
+    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
+        let _ = (patch, base_revision);
+        Err(ConfigError::Unsupported(self.name().to_owned()))
+    }
+
+    /// The current settings revision (the base a run-time patch names). Default 0.
+    fn revision(&self) -> u64 {
+        0
+    }
+
+    /// The runtime's default route policy this plugin's configuration sets, if any (SPEC §5.1:
+    /// registering `llm-retry` with a configuration sets it). Read once, when the runtime is
+    /// built; a route's declared policy still wins.
+    fn default_route_policy(&self) -> Option<RetryPolicy> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    fn counting(walks: Arc<AtomicUsize>, answer: DownstreamAnswer) -> RestOfChain {
+        Box::new(move |_| {
+            walks.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async move { answer })
+        })
+    }
+
+    #[tokio::test]
+    async fn asking_twice_walks_once_and_remembers() {
+        let walks = Arc::new(AtomicUsize::new(0));
+        let (mut down, asked) = Downstream::new(
+            counting(Arc::clone(&walks), DownstreamAnswer::Retry),
+            CancellationToken::new(),
+            CancellationToken::new(),
+        );
+        assert_eq!(asked.answer(), None);
+        assert_eq!(down.ask().await, DownstreamAnswer::Retry);
+        assert_eq!(down.ask().await, DownstreamAnswer::Retry);
+        assert_eq!(walks.load(Ordering::SeqCst), 1);
+        assert_eq!(asked.answer(), Some(DownstreamAnswer::Retry));
+        assert_eq!(down.answered(), Some(DownstreamAnswer::Retry));
+    }
+
+    #[tokio::test]
+    async fn a_disposed_plugin_never_consults_downstream() {
+        let walks = Arc::new(AtomicUsize::new(0));
+        let disposed = CancellationToken::new();
+        disposed.cancel();
+        let (mut down, asked) = Downstream::new(
+            counting(Arc::clone(&walks), DownstreamAnswer::Retry),
+            CancellationToken::new(),
+            disposed,
+        );
+        assert_eq!(down.ask().await, DownstreamAnswer::Stop);
+        assert_eq!(walks.load(Ordering::SeqCst), 0);
+        assert_eq!(asked.answer(), Some(DownstreamAnswer::Stop));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn disposal_during_a_consultation_cancels_its_scope_and_waits_for_it() {
+        let disposed = CancellationToken::new();
+        let turn = CancellationToken::new();
+        let settled = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::clone(&settled);
+        // Downstream waits an hour unless its scope is cancelled, then answers Retry (which
+        // the disposed asker must not pass on).
+        let rest: RestOfChain = Box::new(move |scope: CancellationToken| {
+            Box::pin(async move {
+                tokio::select! {
+                    () = scope.cancelled() => {}
+                    () = tokio::time::sleep(Duration::from_secs(3600)) => {}
+                }
+                seen.fetch_add(1, Ordering::SeqCst);
+                DownstreamAnswer::Retry
+            })
+        });
+        let (mut down, _) = Downstream::new(rest, turn.clone(), disposed.clone());
+        let asking = tokio::spawn(async move { down.ask().await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let before = tokio::time::Instant::now();
+        disposed.cancel();
+        assert_eq!(asking.await.unwrap(), DownstreamAnswer::Stop);
+        assert_eq!(before.elapsed(), Duration::ZERO, "promptly");
+        assert_eq!(settled.load(Ordering::SeqCst), 1, "the consultation settled first");
+        assert!(!turn.is_cancelled(), "the turn itself is not cancelled");
+    }
+
+    #[tokio::test]
+    async fn test_handles_answer_what_they_were_given() {
+        assert_eq!(Downstream::end().ask().await, DownstreamAnswer::Stop);
+        let mut crashed = Downstream::answering(DownstreamAnswer::Crashed);
+        assert_eq!(crashed.ask().await, DownstreamAnswer::Crashed);
+    }
+}

@@ -1,0 +1,417 @@
+//! The plugin host: the supervisor of the plugin actors, one per plugin, in chain order.
+//!
+//! - [`intensity`]: the pure restart rule (default 3 restarts in 5 s).
+//! - `slot`: a plugin's shared place in the chain; [`PluginChain`], what a waterfall hop reads.
+//! - `plugin_actor`: the actor of one plugin incarnation; each recovery is a tracked task.
+//!
+//! The host spawns one [`plugin_actor`](self) per plugin, linked to itself. When a recovery
+//! panics, its incarnation fails (carrying the crash report) and ractor tells the host: the
+//! host asks [`RestartWindow`] and either spawns a fresh incarnation (the slot, with its
+//! in-flight recoveries and its `disposed` token, carries over) or removes the plugin from the
+//! chain, cancelling its `disposed` token so its in-flight recoveries fail closed.
+//!
+//! # Why removal fails closed
+//!
+//! A plugin that crashes faster than its intensity allows is broken; SPEC §4 takes it out of the
+//! chain "for every later failure". Its recoveries already in flight are treated like those of a
+//! disposed plugin (rule 5): their waits are aborted and they answer `Stop`, so no turn keeps
+//! waiting on code the runtime has stopped trusting, and no task of it outlives the decision.
+//!
+//! # Why disposal does not block the host
+//!
+//! Disposal waits until the plugin's recoveries settle (SPEC §5.7), and a recovery may be
+//! consulting plugins downstream whose own hops might need the host. The host therefore marks
+//! the slot out of the chain, then stops the plugin's actor from a separate task and answers the
+//! caller when that stop completed.
+
+use std::sync::Arc;
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::oneshot;
+
+use crate::census::{Alive, Census};
+use crate::plugin::Plugin;
+use crate::random::Jitter;
+
+pub mod intensity;
+pub(crate) mod plugin_actor;
+mod slot;
+
+pub use intensity::{CrashDecision, RestartIntensity, RestartWindow};
+pub use slot::PluginChain;
+pub(crate) use slot::{Offered, Slot};
+
+use plugin_actor::{PluginActor, PluginMsg};
+
+/// Why the host could not be started.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HostError {
+    /// Two plugins share a name.
+    #[error("plugins[{index}]: a plugin named {name:?} is already registered")]
+    DuplicateName {
+        /// The later one's position.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// An actor could not be spawned.
+    #[error("could not start the plugin host: {0}")]
+    Spawn(String),
+}
+
+/// Why a plugin could not be disposed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DisposeError {
+    /// No plugin of that name is in the chain (never registered, or already gone).
+    #[error("no plugin named {0} is in the chain")]
+    UnknownPlugin(String),
+    /// The host is stopped.
+    #[error("the plugin host is stopped")]
+    Stopped,
+}
+
+/// A message to the host.
+pub(crate) enum HostMsg {
+    /// The chain (asked once, right after spawning).
+    Chain(oneshot::Sender<Arc<PluginChain>>),
+    /// A hop found the slot's incarnation dead: answer its successor (after the restart), or
+    /// `None` when the plugin left the chain.
+    Resolve { slot: usize, reply: oneshot::Sender<Option<ActorRef<PluginMsg>>> },
+    /// A recovery of an incarnation that is already gone panicked: count it.
+    StaleCrash { slot: usize, error: String, report: oneshot::Sender<u32> },
+    /// Dispose a plugin.
+    Dispose { name: String, reply: oneshot::Sender<Result<(), DisposeError>> },
+}
+
+/// What the host is configured with.
+pub(crate) struct HostArgs {
+    pub(crate) plugins: Vec<Arc<dyn Plugin>>,
+    pub(crate) intensity: RestartIntensity,
+    pub(crate) jitter: Arc<dyn Jitter>,
+}
+
+/// The host actor.
+pub(crate) struct HostActor {
+    census: Census,
+}
+
+struct HostSlot {
+    shared: Arc<Slot>,
+    window: RestartWindow,
+    waiters: Vec<oneshot::Sender<Option<ActorRef<PluginMsg>>>>,
+}
+
+/// The host's state.
+pub(crate) struct HostState {
+    chain: Arc<PluginChain>,
+    slots: Vec<HostSlot>,
+    origin: tokio::time::Instant,
+    _alive: Alive,
+}
+
+impl HostActor {
+    async fn spawn_incarnation(
+        &self,
+        myself: &ActorRef<HostMsg>,
+        slot: &Arc<Slot>,
+    ) -> Result<ActorRef<PluginMsg>, ActorProcessingErr> {
+        let actor = PluginActor { slot: Arc::clone(slot), census: self.census.clone() };
+        let (actor, _task) = Actor::spawn_linked(None, actor, (), myself.get_cell()).await?;
+        slot.set_current(Some(actor.clone()));
+        Ok(actor)
+    }
+
+    /// A plugin's incarnation failed: restart it or remove it, and report the count.
+    async fn on_failure(
+        &self,
+        myself: &ActorRef<HostMsg>,
+        state: &mut HostState,
+        who: &ActorCell,
+        error: &ActorProcessingErr,
+    ) -> Result<(), ActorProcessingErr> {
+        let Some(index) = state
+            .slots
+            .iter()
+            .position(|s| s.shared.current().is_some_and(|a| a.get_id() == who.get_id()))
+        else {
+            return Ok(()); // not a live incarnation (already replaced or removed)
+        };
+        let crash = error.downcast_ref::<plugin_actor::RecoveryCrash>();
+        let report = crash.and_then(plugin_actor::RecoveryCrash::take_report);
+        let now = state.origin.elapsed();
+        let slot = &mut state.slots[index];
+        slot.shared.set_current(None);
+        if !slot.shared.in_chain() {
+            if let Some(report) = report {
+                let _ = report.send(0);
+            }
+            wake(&mut slot.waiters, None);
+            return Ok(());
+        }
+        let message = crash.map_or_else(|| error.to_string(), |c| c.error.clone());
+        match slot.window.on_crash(now) {
+            CrashDecision::Restart { restarts } => {
+                tracing::warn!(plugin = %slot.shared.name, restarts, error = %message, "plugin restarted");
+                let shared = Arc::clone(&slot.shared);
+                let actor = self.spawn_incarnation(myself, &shared).await?;
+                let slot = &mut state.slots[index];
+                if let Some(report) = report {
+                    let _ = report.send(restarts);
+                }
+                wake(&mut slot.waiters, Some(actor));
+            }
+            CrashDecision::Remove { restarts } => {
+                tracing::error!(plugin = %slot.shared.name, restarts, error = %message, "plugin crashed beyond its restart intensity: removed from the chain");
+                slot.shared.disposed.cancel();
+                slot.shared.tracker.close();
+                if let Some(report) = report {
+                    let _ = report.send(restarts);
+                }
+                wake(&mut slot.waiters, None);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn wake(
+    waiters: &mut Vec<oneshot::Sender<Option<ActorRef<PluginMsg>>>>,
+    actor: Option<ActorRef<PluginMsg>>,
+) {
+    for waiter in waiters.drain(..) {
+        let _ = waiter.send(actor.clone());
+    }
+}
+
+impl Actor for HostActor {
+    type Msg = HostMsg;
+    type State = HostState;
+    type Arguments = HostArgs;
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        args: HostArgs,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let alive = self.census.enter();
+        let shared: Vec<Arc<Slot>> = args
+            .plugins
+            .into_iter()
+            .enumerate()
+            .map(|(index, plugin)| {
+                Arc::new(Slot::new(index, plugin, myself.clone(), Arc::clone(&args.jitter)))
+            })
+            .collect();
+        let mut slots = Vec::with_capacity(shared.len());
+        for slot in &shared {
+            self.spawn_incarnation(&myself, slot).await?;
+            slots.push(HostSlot {
+                shared: Arc::clone(slot),
+                window: RestartWindow::new(args.intensity),
+                waiters: Vec::new(),
+            });
+        }
+        let chain = Arc::new(PluginChain { slots: shared });
+        Ok(HostState { chain, slots, origin: tokio::time::Instant::now(), _alive: alive })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            HostMsg::Chain(reply) => {
+                let _ = reply.send(Arc::clone(&state.chain));
+            }
+            HostMsg::Resolve { slot, reply } => {
+                let Some(entry) = state.slots.get_mut(slot) else {
+                    let _ = reply.send(None);
+                    return Ok(());
+                };
+                if !entry.shared.in_chain() {
+                    let _ = reply.send(None);
+                } else if let Some(actor) = entry.shared.current().filter(|a| {
+                    matches!(
+                        a.get_status(),
+                        ractor::ActorStatus::Running | ractor::ActorStatus::Starting
+                    )
+                }) {
+                    let _ = reply.send(Some(actor));
+                } else {
+                    // Its failure is on its way to us: answer after the restart.
+                    entry.waiters.push(reply);
+                }
+            }
+            HostMsg::StaleCrash { slot, error, report } => {
+                let now = state.origin.elapsed();
+                let Some(entry) = state.slots.get_mut(slot) else {
+                    let _ = report.send(0);
+                    return Ok(());
+                };
+                if !entry.shared.in_chain() {
+                    let _ = report.send(0);
+                    return Ok(());
+                }
+                match entry.window.on_crash(now) {
+                    CrashDecision::Restart { restarts } => {
+                        tracing::warn!(plugin = %entry.shared.name, restarts, %error, "a recovery of a replaced incarnation panicked");
+                        let _ = report.send(restarts);
+                    }
+                    CrashDecision::Remove { restarts } => {
+                        tracing::error!(plugin = %entry.shared.name, restarts, %error, "plugin crashed beyond its restart intensity: removed from the chain");
+                        entry.shared.disposed.cancel();
+                        entry.shared.tracker.close();
+                        if let Some(actor) = entry.shared.current() {
+                            actor.stop(Some("removed after too many crashes".into()));
+                        }
+                        let _ = report.send(restarts);
+                    }
+                }
+            }
+            HostMsg::Dispose { name, reply } => {
+                let Some(entry) =
+                    state.slots.iter_mut().find(|s| s.shared.name == name && s.shared.in_chain())
+                else {
+                    let _ = reply.send(Err(DisposeError::UnknownPlugin(name)));
+                    return Ok(());
+                };
+                // Out of the chain for every later failure, at once.
+                entry.shared.disposed.cancel();
+                let actor = entry.shared.current();
+                let shared = Arc::clone(&entry.shared);
+                self.census.spawn(async move {
+                    if let Some(actor) = actor {
+                        let _ = actor.stop_and_wait(Some("disposed".into()), None).await;
+                    }
+                    // Recoveries of earlier incarnations too.
+                    shared.tracker.close();
+                    shared.tracker.wait().await;
+                    let _ = reply.send(Ok(()));
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match event {
+            SupervisionEvent::ActorFailed(who, error) => {
+                self.on_failure(&myself, state, &who, &error).await?;
+            }
+            SupervisionEvent::ActorTerminated(who, _, _) => {
+                // A stopped (disposed or removed) incarnation: forget it.
+                for slot in &mut state.slots {
+                    if slot.shared.current().is_some_and(|a| a.get_id() == who.get_id()) {
+                        slot.shared.set_current(None);
+                        slot.shared.disposed.cancel();
+                        wake(&mut slot.waiters, None);
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Dispose every plugin: cancel all waits first, then let each drain.
+        for slot in &state.slots {
+            slot.shared.disposed.cancel();
+        }
+        for slot in &mut state.slots {
+            wake(&mut slot.waiters, None);
+            if let Some(actor) = slot.shared.current() {
+                let _ = actor.stop_and_wait(Some("runtime shutdown".into()), None).await;
+            }
+            slot.shared.set_current(None);
+            slot.shared.tracker.close();
+            slot.shared.tracker.wait().await;
+        }
+        Ok(())
+    }
+}
+
+/// A running plugin host: the chain, and the supervisor behind it.
+#[derive(Debug, Clone)]
+pub struct PluginHost {
+    actor: ActorRef<HostMsg>,
+    chain: Arc<PluginChain>,
+}
+
+impl std::fmt::Debug for HostMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HostMsg::Chain(_) => "Chain",
+            HostMsg::Resolve { .. } => "Resolve",
+            HostMsg::StaleCrash { .. } => "StaleCrash",
+            HostMsg::Dispose { .. } => "Dispose",
+        })
+    }
+}
+
+impl PluginHost {
+    /// Starts the host and one actor per plugin, in chain order (linked under `supervisor`).
+    pub async fn spawn(
+        plugins: Vec<Arc<dyn Plugin>>,
+        intensity: RestartIntensity,
+        jitter: Arc<dyn Jitter>,
+        census: Census,
+        supervisor: Option<ActorCell>,
+    ) -> Result<Self, HostError> {
+        for (index, plugin) in plugins.iter().enumerate() {
+            if plugins[..index].iter().any(|p| p.name() == plugin.name()) {
+                return Err(HostError::DuplicateName { index, name: plugin.name().to_owned() });
+            }
+        }
+        let args = HostArgs { plugins, intensity, jitter };
+        let host = HostActor { census };
+        let spawned = match supervisor {
+            Some(supervisor) => Actor::spawn_linked(None, host, args, supervisor).await,
+            None => Actor::spawn(None, host, args).await,
+        };
+        let (actor, _task) = spawned.map_err(|e| HostError::Spawn(e.to_string()))?;
+        let (reply, chain) = oneshot::channel();
+        actor.send_message(HostMsg::Chain(reply)).map_err(|e| HostError::Spawn(e.to_string()))?;
+        let chain = chain.await.map_err(|e| HostError::Spawn(e.to_string()))?;
+        Ok(Self { actor, chain })
+    }
+
+    /// The chain the waterfall walks.
+    pub fn chain(&self) -> &Arc<PluginChain> {
+        &self.chain
+    }
+
+    /// Disposes the plugin named `name` (SPEC §4 rule 5, §5.7): it leaves the chain at once, its
+    /// waits are aborted (those recoveries answer `Stop`), and this resolves once every recovery
+    /// it was involved in has settled.
+    pub async fn dispose(&self, name: &str) -> Result<(), DisposeError> {
+        let (reply, done) = oneshot::channel();
+        self.actor
+            .send_message(HostMsg::Dispose { name: name.to_owned(), reply })
+            .map_err(|_| DisposeError::Stopped)?;
+        done.await.map_err(|_| DisposeError::Stopped)?
+    }
+
+    /// Stops the host: disposes every plugin (waits abort, recoveries settle), then stops.
+    pub async fn stop(&self) {
+        let _ = self.actor.stop_and_wait(None, None).await;
+    }
+
+    /// The host actor's cell.
+    pub fn actor(&self) -> ActorCell {
+        self.actor.get_cell()
+    }
+}

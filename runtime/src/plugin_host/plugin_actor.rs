@@ -1,0 +1,225 @@
+//! [`PluginActor`]: one actor per plugin (per incarnation), serving every session at once.
+//!
+//! Its handler never waits: a [`PluginMsg::Recover`] becomes a task tracked by the plugin's slot
+//! (so disposal can wait for it) and by the runtime's census (so shutdown can prove it ended),
+//! and the handler returns to the mailbox.
+//!
+//! The task catches a panicking recovery. It then tells the actor that spawned it
+//! ([`PluginMsg::RecoveryCrashed`]), and the actor *fails* with a [`RecoveryCrash`] error that
+//! carries the report port: ractor hands the error to the supervisor (the plugin host), which
+//! restarts the plugin or removes it and answers the port with the restart count the
+//! `plugin/crashed` event records. If that incarnation is already gone (another recovery crashed
+//! it first), the report goes to the host directly and counts as a crash of the plugin without a
+//! second restart.
+//!
+//! # Why the slot, not the actor, owns the tasks
+//!
+//! A crashed actor's state is dropped without `post_stop`. If it owned the recoveries of the other
+//! sessions, one session's panic would abandon a thousand others' waits. The tracker and the
+//! `disposed` token live in the slot, shared by every incarnation: a restart keeps them running,
+//! and disposal (`post_stop`: cancel the token, wait for the tracker) ends them all.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::oneshot;
+
+use super::HostMsg;
+use super::slot::Slot;
+use crate::census::{Alive, Census};
+use crate::crash::panic_message;
+use crate::plugin::{Downstream, Recovery, RequestErrorPayload, Verdict};
+
+/// A message to a plugin actor.
+pub(crate) enum PluginMsg {
+    /// Answer one failed attempt.
+    Recover(Box<RecoverCall>),
+    /// One of this incarnation's recoveries panicked: fail, so the supervisor restarts it.
+    RecoveryCrashed(CrashNotice),
+}
+
+/// One recovery to run.
+pub(crate) struct RecoverCall {
+    /// The failure and its context.
+    pub(crate) payload: RequestErrorPayload,
+    /// The rest of the chain.
+    pub(crate) downstream: Downstream,
+    /// Where the answer goes.
+    pub(crate) reply: oneshot::Sender<PluginReply>,
+}
+
+/// A plugin's answer as the waterfall receives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PluginReply {
+    /// What the recovery gave.
+    pub(crate) answer: ReplyAnswer,
+    /// Whether the plugin had left the chain (disposed) by the time its recovery ended.
+    pub(crate) disposed: bool,
+}
+
+/// What a recovery gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ReplyAnswer {
+    /// The plugin answered.
+    Verdict(Verdict),
+    /// The recovery panicked; the supervisor restarted the plugin (`restarts` in the window) or
+    /// removed it.
+    Crashed {
+        /// The panic's message.
+        error: String,
+        /// Restarts within the intensity window.
+        restarts: u32,
+    },
+}
+
+/// A panicked recovery's report, on its way to the supervisor.
+pub(crate) struct CrashNotice {
+    pub(crate) error: String,
+    pub(crate) report: oneshot::Sender<u32>,
+}
+
+/// The error a plugin actor fails with when a recovery panicked. It carries the report port
+/// through ractor's supervision event to the host.
+pub(crate) struct RecoveryCrash {
+    pub(crate) error: String,
+    report: Mutex<Option<oneshot::Sender<u32>>>,
+}
+
+impl RecoveryCrash {
+    /// Takes the port the restart count is reported on (once).
+    pub(crate) fn take_report(&self) -> Option<oneshot::Sender<u32>> {
+        self.report.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl std::fmt::Debug for RecoveryCrash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecoveryCrash").field("error", &self.error).finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Display for RecoveryCrash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "a recovery panicked: {}", self.error)
+    }
+}
+
+impl std::error::Error for RecoveryCrash {}
+
+/// One incarnation of a plugin's actor.
+pub(crate) struct PluginActor {
+    pub(crate) slot: Arc<Slot>,
+    pub(crate) census: Census,
+}
+
+/// A plugin actor's state: only its census mark (the slot holds what outlives an incarnation).
+pub(crate) struct PluginState {
+    _alive: Alive,
+}
+
+/// Reports a crash and returns the restart count (0 when nobody can answer any more).
+async fn report_crash(spawner: ActorRef<PluginMsg>, slot: &Slot, error: String) -> u32 {
+    let (report, answer) = oneshot::channel();
+    let notice = CrashNotice { error: error.clone(), report };
+    if spawner.send_message(PluginMsg::RecoveryCrashed(notice)).is_ok() {
+        tokio::select! {
+            biased;
+            restarts = answer => {
+                if let Ok(restarts) = restarts {
+                    return restarts;
+                }
+            }
+            () = slot.disposed.cancelled() => return 0,
+        }
+    }
+    // That incarnation is gone already: the host still counts the crash.
+    let (report, answer) = oneshot::channel();
+    if slot.host().send_message(HostMsg::StaleCrash { slot: slot.index, error, report }).is_err() {
+        return 0;
+    }
+    tokio::select! {
+        biased;
+        restarts = answer => restarts.unwrap_or(0),
+        () = slot.disposed.cancelled() => 0,
+    }
+}
+
+impl Actor for PluginActor {
+    type Msg = PluginMsg;
+    type State = PluginState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        (): (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(PluginState { _alive: self.census.enter() })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            PluginMsg::Recover(call) => {
+                let RecoverCall { payload, downstream, reply } = *call;
+                if self.slot.disposed.is_cancelled() {
+                    // Out of the chain: fail closed, consult nobody.
+                    let answer = ReplyAnswer::Verdict(Verdict::Stop);
+                    let _ = reply.send(PluginReply { answer, disposed: true });
+                    return Ok(());
+                }
+                let recovery = Recovery {
+                    payload,
+                    downstream,
+                    disposed: self.slot.disposed.clone(),
+                    jitter: self.slot.jitter(),
+                };
+                let slot = Arc::clone(&self.slot);
+                let task = async move {
+                    let plugin = Arc::clone(&slot.plugin);
+                    let started =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| plugin.recover(recovery)));
+                    let outcome = match started {
+                        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
+                        Err(panic) => Err(panic),
+                    };
+                    // Sampled before a crash report, which may itself remove the plugin.
+                    let disposed = slot.disposed.is_cancelled();
+                    let answer = match outcome {
+                        Ok(verdict) => ReplyAnswer::Verdict(verdict),
+                        Err(panic) => {
+                            let error = panic_message(panic.as_ref());
+                            tracing::warn!(plugin = %slot.name, %error, "a recovery panicked");
+                            let restarts = report_crash(myself, &slot, error.clone()).await;
+                            ReplyAnswer::Crashed { error, restarts }
+                        }
+                    };
+                    let _ = reply.send(PluginReply { answer, disposed });
+                };
+                self.census.spawn(self.slot.tracker.track_future(task));
+                Ok(())
+            }
+            PluginMsg::RecoveryCrashed(CrashNotice { error, report }) => {
+                Err(Box::new(RecoveryCrash { error, report: Mutex::new(Some(report)) }))
+            }
+        }
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        _state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        // Stopping (not crashing) is disposal: abort every wait, then let every recovery settle.
+        self.slot.disposed.cancel();
+        self.slot.tracker.close();
+        self.slot.tracker.wait().await;
+        Ok(())
+    }
+}

@@ -1,0 +1,211 @@
+//! A plugin's place in the chain ([`Slot`]) and the chain itself ([`PluginChain`]): what the
+//! waterfall reads on every hop without asking the host.
+//!
+//! # Why hops go straight to the plugin actor
+//!
+//! A waterfall hop should cost about one actor round trip (DESIGN §6: ≤ 1.5×). Routing every
+//! offer through the host's mailbox would double that and make the host a queue every session
+//! shares. So the chain is shared memory: each slot keeps its live incarnation behind a
+//! read-mostly lock (written only on a restart), and a hop reads it, sends the recovery to the
+//! plugin actor and awaits the answer. Only when that incarnation turns out to be dead — it
+//! crashed with the offer in its mailbox — does the hop ask the host, which answers once the
+//! restart is done.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use ractor::{ActorRef, ActorStatus};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::HostMsg;
+use super::plugin_actor::{PluginMsg, PluginReply, RecoverCall};
+use crate::plugin::{AskedDownstream, Downstream, Plugin, RequestErrorPayload, RestOfChain};
+use crate::random::Jitter;
+
+/// How often a hop re-sends an offer that a dying incarnation dropped before giving up.
+const MAX_REOFFERS: usize = 16;
+
+/// One plugin's place in the chain, shared by the host, its incarnations and every hop.
+pub(crate) struct Slot {
+    /// Its position in the chain.
+    pub(crate) index: usize,
+    /// The plugin's name.
+    pub(crate) name: String,
+    /// The plugin.
+    pub(crate) plugin: Arc<dyn Plugin>,
+    /// Cancelled when the plugin leaves the chain (disposed, or too many crashes).
+    pub(crate) disposed: CancellationToken,
+    /// Its in-flight recoveries, across incarnations.
+    pub(crate) tracker: TaskTracker,
+    current: RwLock<Option<ActorRef<PluginMsg>>>,
+    host: ActorRef<HostMsg>,
+    jitter: Arc<dyn Jitter>,
+}
+
+impl Slot {
+    pub(crate) fn new(
+        index: usize,
+        plugin: Arc<dyn Plugin>,
+        host: ActorRef<HostMsg>,
+        jitter: Arc<dyn Jitter>,
+    ) -> Self {
+        Self {
+            index,
+            name: plugin.name().to_owned(),
+            plugin,
+            disposed: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+            current: RwLock::new(None),
+            host,
+            jitter,
+        }
+    }
+
+    /// Whether the plugin is still in the chain.
+    pub(crate) fn in_chain(&self) -> bool {
+        !self.disposed.is_cancelled()
+    }
+
+    /// The live incarnation, if any.
+    pub(crate) fn current(&self) -> Option<ActorRef<PluginMsg>> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Replaces the live incarnation (host only).
+    pub(crate) fn set_current(&self, actor: Option<ActorRef<PluginMsg>>) {
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = actor;
+    }
+
+    /// The host.
+    pub(crate) fn host(&self) -> &ActorRef<HostMsg> {
+        &self.host
+    }
+
+    /// The jitter source recoveries get.
+    pub(crate) fn jitter(&self) -> Arc<dyn Jitter> {
+        Arc::clone(&self.jitter)
+    }
+}
+
+/// What offering a failure to one slot gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Offered {
+    /// The plugin answered (or crashed).
+    Answer(PluginReply),
+    /// The plugin is out of the chain (disposed or removed): skip it.
+    Skipped,
+    /// The host is gone (the runtime is shutting down).
+    Unreachable,
+}
+
+/// The plugins in chain order, with what a hop needs to reach them.
+pub struct PluginChain {
+    pub(crate) slots: Vec<Arc<Slot>>,
+}
+
+impl std::fmt::Debug for PluginChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<(&str, bool)> =
+            self.slots.iter().map(|s| (s.name.as_str(), s.in_chain())).collect();
+        f.debug_struct("PluginChain").field("slots", &names).finish()
+    }
+}
+
+impl PluginChain {
+    /// How many plugins were registered (including those that left the chain).
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Whether no plugin was registered.
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The names of the plugins still in the chain, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.slots.iter().filter(|s| s.in_chain()).map(|s| s.name.clone()).collect()
+    }
+
+    /// The plugin named `name`, if it is still in the chain.
+    pub fn plugin(&self, name: &str) -> Option<Arc<dyn Plugin>> {
+        self.slot(name).map(|s| Arc::clone(&s.plugin))
+    }
+
+    /// The id of the live actor of the plugin named `name` (a restart changes it).
+    pub fn incarnation(&self, name: &str) -> Option<ractor::ActorId> {
+        self.slot(name).and_then(|s| s.current()).map(|a| a.get_id())
+    }
+
+    pub(crate) fn slot(&self, name: &str) -> Option<&Arc<Slot>> {
+        self.slots.iter().find(|s| s.name == name && s.in_chain())
+    }
+
+    /// Offers a failure to the plugin at `index`. `rest` builds the walk of the chain after it
+    /// (called again if the offer must be re-sent). Returns the answer and what the plugin's
+    /// downstream answered, if it asked.
+    pub(crate) async fn offer(
+        &self,
+        index: usize,
+        payload: &RequestErrorPayload,
+        rest: impl Fn() -> RestOfChain,
+    ) -> (Offered, Option<AskedDownstream>) {
+        let Some(slot) = self.slots.get(index) else {
+            return (Offered::Skipped, None);
+        };
+        for _ in 0..MAX_REOFFERS {
+            if !slot.in_chain() {
+                return (Offered::Skipped, None);
+            }
+            let actor = match slot.current().filter(is_running) {
+                Some(actor) => actor,
+                None => match resolve(slot).await {
+                    Resolved::Actor(actor) => actor,
+                    Resolved::OutOfChain => return (Offered::Skipped, None),
+                    Resolved::HostGone => return (Offered::Unreachable, None),
+                },
+            };
+            let (downstream, asked) =
+                Downstream::new(rest(), payload.cancel.clone(), slot.disposed.clone());
+            let (reply, answer) = oneshot::channel();
+            let call = RecoverCall { payload: payload.clone(), downstream, reply };
+            if actor.send_message(PluginMsg::Recover(Box::new(call))).is_err() {
+                // Died between the read and the send: ask the host for its successor.
+                continue;
+            }
+            match answer.await {
+                Ok(reply) => return (Offered::Answer(reply), Some(asked)),
+                // The incarnation died with the offer unread in its mailbox: offer it again.
+                Err(_) => continue,
+            }
+        }
+        (Offered::Unreachable, None)
+    }
+}
+
+fn is_running(actor: &ActorRef<PluginMsg>) -> bool {
+    matches!(
+        actor.get_status(),
+        ActorStatus::Running | ActorStatus::Starting | ActorStatus::Upgrading
+    )
+}
+
+enum Resolved {
+    Actor(ActorRef<PluginMsg>),
+    OutOfChain,
+    HostGone,
+}
+
+/// Asks the host for the slot's live incarnation (it answers after a pending restart).
+async fn resolve(slot: &Slot) -> Resolved {
+    let (reply, answer) = oneshot::channel();
+    if slot.host().send_message(HostMsg::Resolve { slot: slot.index, reply }).is_err() {
+        return Resolved::HostGone;
+    }
+    match answer.await {
+        Ok(Some(actor)) => Resolved::Actor(actor),
+        Ok(None) => Resolved::OutOfChain,
+        Err(_) => Resolved::HostGone,
+    }
+}

@@ -1,0 +1,331 @@
+//! [`ProviderActor`]: one actor per provider route; every request it serves runs in a task of its
+//! own.
+//!
+//! A step sends [`ProviderMsg::Call`] with the request, the sender its chunks stream into, the
+//! turn's cancellation token and a reply port. The handler spawns the attempt as a tracked task
+//! and returns at once, so a thousand sessions streaming from one route never wait on each other.
+//! The task races the adapter's future against the turn's token (cancelled → `ABORTED`) and the
+//! actor's own stop token, and catches a panicking adapter (→ `UNKNOWN`, the code SPEC §2 gives an
+//! error that is not a typed failure).
+//!
+//! # Why chunks bypass the actor
+//!
+//! The adapter writes chunks straight into the step's channel: routing each chunk through this
+//! actor's mailbox would serialize every stream of the route behind one queue and add a hop per
+//! chunk, for nothing — the actor has no state a chunk could change.
+//!
+//! # Why stopping waits
+//!
+//! `post_stop` cancels every in-flight attempt (they answer `ABORTED`) and waits until their tasks
+//! ended, so "shutdown leaves no task" holds for provider calls too.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::FutureExt;
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::census::{Alive, Census};
+use crate::crash::panic_message;
+use crate::failure::{self, Failure};
+use crate::provider::{Adapter, ChunkSink, Completion, Request};
+
+/// One attempt's outcome.
+pub type AttemptResult = Result<Completion, Failure>;
+
+/// A message to a [`ProviderActor`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ProviderMsg {
+    /// Run one attempt.
+    Call(ProviderCall),
+}
+
+/// One attempt to run.
+pub struct ProviderCall {
+    /// The request.
+    pub request: Request,
+    /// Where the adapter streams chunks.
+    pub chunks: ChunkSink,
+    /// The turn's cancellation token: cancelled → the attempt ends `ABORTED`.
+    pub cancel: CancellationToken,
+    /// Where the outcome goes.
+    pub reply: oneshot::Sender<AttemptResult>,
+}
+
+impl std::fmt::Debug for ProviderCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProviderCall").field("request", &self.request).finish_non_exhaustive()
+    }
+}
+
+/// The actor of one provider route (its configuration: the adapter).
+pub struct ProviderActor {
+    adapter: Arc<dyn Adapter>,
+    census: Census,
+}
+
+impl ProviderActor {
+    /// An actor serving `adapter`, counted in `census`.
+    pub fn new(adapter: Arc<dyn Adapter>, census: Census) -> Self {
+        Self { adapter, census }
+    }
+}
+
+/// A [`ProviderActor`]'s state: its in-flight attempts.
+#[derive(Debug)]
+pub struct ProviderState {
+    tracker: TaskTracker,
+    stopping: CancellationToken,
+    _alive: Alive,
+}
+
+/// Runs one attempt to its outcome (the body of an attempt's task).
+async fn attempt(
+    adapter: Arc<dyn Adapter>,
+    request: Request,
+    chunks: ChunkSink,
+    cancel: CancellationToken,
+    stopping: CancellationToken,
+) -> AttemptResult {
+    if cancel.is_cancelled() || stopping.is_cancelled() {
+        return Err(Failure::aborted());
+    }
+    let started = std::panic::catch_unwind(AssertUnwindSafe(|| adapter.call(request, chunks)));
+    let future = match started {
+        Ok(future) => AssertUnwindSafe(future).catch_unwind(),
+        Err(panic) => return Err(adapter_panic(panic_message(panic.as_ref()))),
+    };
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(Failure::aborted()),
+        () = stopping.cancelled() => Err(Failure::aborted()),
+        outcome = future => match outcome {
+            Ok(result) => result,
+            Err(panic) => Err(adapter_panic(panic_message(panic.as_ref()))),
+        },
+    }
+}
+
+/// The failure of an adapter that panicked.
+fn adapter_panic(message: String) -> Failure {
+    let message = format!("adapter panicked: {message}");
+    Failure::new(failure::UNKNOWN, message).unwrap_or_else(|_| Failure::aborted())
+}
+
+impl Actor for ProviderActor {
+    type Msg = ProviderMsg;
+    type State = ProviderState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        (): (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(ProviderState {
+            tracker: TaskTracker::new(),
+            stopping: CancellationToken::new(),
+            _alive: self.census.enter(),
+        })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            ProviderMsg::Call(ProviderCall { request, chunks, cancel, reply }) => {
+                let adapter = Arc::clone(&self.adapter);
+                let stopping = state.stopping.clone();
+                let task = async move {
+                    let outcome = attempt(adapter, request, chunks, cancel, stopping).await;
+                    let _ = reply.send(outcome);
+                };
+                self.census.spawn(state.tracker.track_future(task));
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.stopping.cancel();
+        state.tracker.close();
+        state.tracker.wait().await;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::sync::mpsc;
+
+    /// An adapter driven by a closure over the request.
+    struct Scripted<F>(F);
+
+    impl<F> Adapter for Scripted<F>
+    where
+        F: Fn(Request, ChunkSink) -> crate::store::BoxFuture<'static, AttemptResult>
+            + Send
+            + Sync
+            + 'static,
+    {
+        fn call(
+            &self,
+            request: Request,
+            chunks: ChunkSink,
+        ) -> crate::store::BoxFuture<'static, AttemptResult> {
+            (self.0)(request, chunks)
+        }
+    }
+
+    fn request(attempt: u32) -> Request {
+        Request {
+            session: "s".into(),
+            turn: 1,
+            step: 1,
+            attempt,
+            provider: "mock".into(),
+            model: "m".into(),
+            messages: vec![],
+            tools: vec![],
+        }
+    }
+
+    /// Attempt 1 stalls until cancelled; every other attempt streams "a","b" and completes.
+    fn adapter() -> Arc<dyn Adapter> {
+        Arc::new(Scripted(|request: Request, chunks: ChunkSink| {
+            Box::pin(async move {
+                match request.attempt {
+                    1 => {
+                        let _ = chunks.send("partial".into());
+                        std::future::pending::<()>().await;
+                        unreachable!()
+                    }
+                    99 => panic!("adapter bug"),
+                    _ => {
+                        let _ = chunks.send("a".into());
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                        let _ = chunks.send("b".into());
+                        Ok(Completion::default())
+                    }
+                }
+            }) as crate::store::BoxFuture<'static, AttemptResult>
+        }))
+    }
+
+    struct Pending {
+        chunks: mpsc::UnboundedReceiver<String>,
+        outcome: oneshot::Receiver<AttemptResult>,
+        cancel: CancellationToken,
+    }
+
+    fn call(actor: &ActorRef<ProviderMsg>, attempt: u32) -> Pending {
+        let (tx, chunks) = mpsc::unbounded_channel();
+        let (reply, outcome) = oneshot::channel();
+        let cancel = CancellationToken::new();
+        actor
+            .send_message(ProviderMsg::Call(ProviderCall {
+                request: request(attempt),
+                chunks: tx,
+                cancel: cancel.clone(),
+                reply,
+            }))
+            .unwrap();
+        Pending { chunks, outcome, cancel }
+    }
+
+    async fn drain(rx: &mut mpsc::UnboundedReceiver<String>) -> Vec<String> {
+        let mut out = vec![];
+        while let Some(c) = rx.recv().await {
+            out.push(c);
+        }
+        out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stalled_request_does_not_hold_the_mailbox_and_cancelling_it_aborts() {
+        let census = Census::new();
+        let (actor, handle) =
+            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let mut stalled = call(&actor, 1);
+        let mut served = call(&actor, 2);
+
+        assert_eq!(served.outcome.await.unwrap(), Ok(Completion::default()));
+        assert_eq!(drain(&mut served.chunks).await, ["a", "b"]);
+        assert_eq!(stalled.chunks.recv().await.as_deref(), Some("partial"));
+
+        stalled.cancel.cancel();
+        let failure = stalled.outcome.await.unwrap().unwrap_err();
+        assert_eq!(failure.code(), "ABORTED");
+        assert_eq!(census.tasks(), 0, "the attempt's task ended");
+
+        actor.stop(None);
+        handle.await.unwrap();
+        assert_eq!(census.actors(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_adapter_is_an_unknown_failure() {
+        let census = Census::new();
+        let (actor, handle) =
+            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let failure = call(&actor, 99).outcome.await.unwrap().unwrap_err();
+        assert_eq!(failure.code(), "UNKNOWN");
+        assert_eq!(failure.message(), "adapter panicked: adapter bug");
+        // The actor survived the adapter's panic.
+        assert_eq!(call(&actor, 2).outcome.await.unwrap(), Ok(Completion::default()));
+        actor.stop(None);
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_the_actor_aborts_in_flight_attempts_and_waits_for_them() {
+        let census = Census::new();
+        let (actor, handle) =
+            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let stalled: Vec<Pending> = (0..100).map(|_| call(&actor, 1)).collect();
+        tokio::task::yield_now().await;
+        actor.stop_and_wait(None, None).await.unwrap();
+        handle.await.unwrap();
+        assert_eq!(census.tasks(), 0, "no attempt outlives its actor");
+        assert_eq!(census.actors(), 0);
+        for pending in stalled {
+            assert_eq!(pending.outcome.await.unwrap().unwrap_err().code(), "ABORTED");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_already_cancelled_turn_never_reaches_the_adapter() {
+        let census = Census::new();
+        let (actor, handle) =
+            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let (tx, mut chunks) = mpsc::unbounded_channel();
+        let (reply, outcome) = oneshot::channel();
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        actor
+            .send_message(ProviderMsg::Call(ProviderCall {
+                request: request(2),
+                chunks: tx,
+                cancel,
+                reply,
+            }))
+            .unwrap();
+        assert_eq!(outcome.await.unwrap().unwrap_err().code(), "ABORTED");
+        assert!(drain(&mut chunks).await.is_empty(), "no chunk streamed");
+        actor.stop(None);
+        handle.await.unwrap();
+    }
+}

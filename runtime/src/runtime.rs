@@ -1,0 +1,503 @@
+//! [`Runtime`]: the API people build agents with, and the supervisor at the root of the actors.
+//!
+//! ```text
+//! Runtime (root supervisor)
+//! ├── PluginHost ── one actor per plugin, in chain order
+//! ├── ProviderActor per route ── one task per in-flight attempt
+//! └── SessionActor per awake session
+//!     ├── SessionLogActor
+//!     └── TurnActor ── StepActor
+//! ```
+//!
+//! [`RuntimeBuilder`] collects the store, clock, provider routes (each with an optional declared
+//! retry policy), plugins in chain order, tools, the per-turn step limit, the plugins' restart
+//! intensity, the jitter source and live validators; [`RuntimeBuilder::build`] spawns the root,
+//! the provider actors and the plugin host. Sessions are spawned on demand and hibernate when
+//! idle.
+//!
+//! # Why shutdown goes root scope → sessions → plugins → providers
+//!
+//! [`Runtime::shutdown`] first cancels the root cancellation scope with cause `disposed`: every
+//! running turn's token fires at once, so provider streams, tool calls, plugin waits and
+//! downstream consultations all unwind and every turn writes `turn/end {aborted: disposed}`. Then
+//! it waits for each session to write `agent/idle`, close its log and stop. Only then are the
+//! plugins disposed (had they gone first, a turn parked in a plugin's wait would have seen the
+//! plugin's disposal — fail closed, `Stop` — rather than its own cancellation) and the provider
+//! actors stopped; last the root. Every task the runtime spawned is tracked by its [`Census`],
+//! and `shutdown` returns only when none is left.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use serde_json::Value;
+use tokio::sync::{OnceCell, oneshot};
+
+use crate::agent_loop::DEFAULT_MAX_STEPS;
+use crate::cancel::CancelScope;
+use crate::census::{Alive, Census};
+use crate::clock::{Clock, WallClock};
+use crate::event::{CancelCause, ConfigChanged};
+use crate::plugin::{ConfigError, ConfigOutcome, Plugin};
+use crate::plugin_host::{DisposeError, PluginChain, PluginHost, RestartIntensity};
+use crate::provider::Adapter;
+use crate::provider::actor::{ProviderActor, ProviderMsg};
+use crate::random::{Jitter, SeededJitter};
+use crate::retry_policy::RetryPolicy;
+use crate::session::actor::{ClientMsg, SessionMsg};
+use crate::session::directory::Directory;
+use crate::session::{Session, SessionError};
+use crate::store::SessionStore;
+use crate::store::memory::MemoryStore;
+use crate::tool::{Tool, Toolbox};
+use crate::validator::Validator;
+
+/// Makes a fresh validator for each session log (a live invariant checker, for example).
+pub type ValidatorFactory = Arc<dyn Fn() -> Box<dyn Validator> + Send + Sync>;
+
+/// A provider route, as the runtime holds it.
+pub(crate) struct Route {
+    pub(crate) name: String,
+    pub(crate) model: String,
+    pub(crate) policy: Option<RetryPolicy>,
+    pub(crate) actor: ActorRef<ProviderMsg>,
+}
+
+/// What every actor of a runtime shares.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) routes: HashMap<String, Arc<Route>>,
+    pub(crate) default_route: Option<String>,
+    pub(crate) chain: Arc<PluginChain>,
+    pub(crate) tools: Toolbox,
+    pub(crate) max_steps: u32,
+    pub(crate) default_policy: Option<RetryPolicy>,
+    pub(crate) validators: Vec<ValidatorFactory>,
+    pub(crate) census: Census,
+    pub(crate) directory: Arc<Directory>,
+    pub(crate) root: ActorCell,
+    pub(crate) scope: CancelScope,
+}
+
+/// Why a runtime could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// Two routes share a name.
+    #[error("routes[{index}]: a route named {name:?} is already registered")]
+    DuplicateRoute {
+        /// The later one's position.
+        index: usize,
+        /// The name.
+        name: String,
+    },
+    /// The default route names no registered route.
+    #[error("default_route: no route named {0:?} is registered")]
+    UnknownDefaultRoute(String),
+    /// The step limit is 0.
+    #[error("max_steps: must be at least 1")]
+    ZeroSteps,
+    /// The plugin host could not start (two plugins share a name, …).
+    #[error(transparent)]
+    Plugins(#[from] crate::plugin_host::HostError),
+    /// An actor could not be spawned.
+    #[error("could not start the runtime: {0}")]
+    Spawn(String),
+}
+
+struct RouteSpec {
+    name: String,
+    adapter: Arc<dyn Adapter>,
+    model: String,
+    policy: Option<RetryPolicy>,
+}
+
+/// Builds a [`Runtime`].
+pub struct RuntimeBuilder {
+    store: Option<Arc<dyn SessionStore>>,
+    clock: Option<Arc<dyn Clock>>,
+    routes: Vec<RouteSpec>,
+    default_route: Option<String>,
+    plugins: Vec<Arc<dyn Plugin>>,
+    tools: Toolbox,
+    max_steps: u32,
+    intensity: RestartIntensity,
+    jitter: Option<Arc<dyn Jitter>>,
+    default_policy: Option<RetryPolicy>,
+    validators: Vec<ValidatorFactory>,
+}
+
+impl std::fmt::Debug for RuntimeBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let routes: Vec<&str> = self.routes.iter().map(|r| r.name.as_str()).collect();
+        let plugins: Vec<&str> = self.plugins.iter().map(|p| p.name()).collect();
+        f.debug_struct("RuntimeBuilder")
+            .field("routes", &routes)
+            .field("plugins", &plugins)
+            .field("tools", &self.tools)
+            .field("max_steps", &self.max_steps)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RuntimeBuilder {
+    fn default() -> Self {
+        Self {
+            store: None,
+            clock: None,
+            routes: Vec::new(),
+            default_route: None,
+            plugins: Vec::new(),
+            tools: Toolbox::new(),
+            max_steps: DEFAULT_MAX_STEPS,
+            intensity: RestartIntensity::default(),
+            jitter: None,
+            default_policy: None,
+            validators: Vec::new(),
+        }
+    }
+}
+
+impl RuntimeBuilder {
+    /// A builder with the defaults: a [`MemoryStore`], the wall clock, no routes, plugins or
+    /// tools, [`DEFAULT_MAX_STEPS`] steps per turn, 3 plugin restarts in 5 s, jitter from a
+    /// seeded RNG seeded from entropy.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Where session logs live.
+    pub fn store(mut self, store: Arc<dyn SessionStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// Where event times come from (a [`VirtualClock`](crate::clock::VirtualClock) in tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Adds a provider route: a name, the adapter serving it, the model it asks for, and its
+    /// declared retry policy (`None`: the runtime's default route policy applies).
+    pub fn route(
+        mut self,
+        name: impl Into<String>,
+        adapter: Arc<dyn Adapter>,
+        model: impl Into<String>,
+        policy: Option<RetryPolicy>,
+    ) -> Self {
+        self.routes.push(RouteSpec { name: name.into(), adapter, model: model.into(), policy });
+        self
+    }
+
+    /// The route a [`Prompt`](crate::session::Prompt) without one uses (default: the first
+    /// route added).
+    pub fn default_route(mut self, name: impl Into<String>) -> Self {
+        self.default_route = Some(name.into());
+        self
+    }
+
+    /// Adds a plugin at the end of the chain (the first added is the outermost).
+    pub fn plugin(mut self, plugin: Arc<dyn Plugin>) -> Self {
+        self.plugins.push(plugin);
+        self
+    }
+
+    /// Offers a tool to the model.
+    pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.tools.add(tool);
+        self
+    }
+
+    /// The per-turn step limit (a turn whose last allowed step still called tools ends
+    /// `max-steps`).
+    pub fn max_steps(mut self, steps: u32) -> Self {
+        self.max_steps = steps;
+        self
+    }
+
+    /// How often a plugin may crash before it leaves the chain.
+    pub fn restart_intensity(mut self, intensity: RestartIntensity) -> Self {
+        self.intensity = intensity;
+        self
+    }
+
+    /// The jitter source every plugin draws from.
+    pub fn jitter(mut self, jitter: Arc<dyn Jitter>) -> Self {
+        self.jitter = Some(jitter);
+        self
+    }
+
+    /// The runtime's default route policy (SPEC §5.1): the effective policy of a route without a
+    /// declared one. When unset, the first plugin that reports a
+    /// [`Plugin::default_route_policy`] (llm-retry's configuration) sets it; else the defaults.
+    pub fn default_route_policy(mut self, policy: RetryPolicy) -> Self {
+        self.default_policy = Some(policy);
+        self
+    }
+
+    /// Installs a validator on every session log (a fresh one per session).
+    pub fn validator(
+        mut self,
+        factory: impl Fn() -> Box<dyn Validator> + Send + Sync + 'static,
+    ) -> Self {
+        self.validators.push(Arc::new(factory));
+        self
+    }
+
+    /// Spawns the root, the provider actors and the plugin host.
+    pub async fn build(self) -> Result<Runtime, BuildError> {
+        for (index, route) in self.routes.iter().enumerate() {
+            if self.routes[..index].iter().any(|r| r.name == route.name) {
+                return Err(BuildError::DuplicateRoute { index, name: route.name.clone() });
+            }
+        }
+        if let Some(name) = &self.default_route {
+            if !self.routes.iter().any(|r| &r.name == name) {
+                return Err(BuildError::UnknownDefaultRoute(name.clone()));
+            }
+        }
+        if self.max_steps == 0 {
+            return Err(BuildError::ZeroSteps);
+        }
+        let census = Census::new();
+        let directory = Arc::new(Directory::default());
+        let root = RootActor { directory: Arc::clone(&directory), census: census.clone() };
+        let (root, _) =
+            Actor::spawn(None, root, ()).await.map_err(|e| BuildError::Spawn(e.to_string()))?;
+
+        let mut routes = HashMap::new();
+        let mut providers = Vec::new();
+        for spec in &self.routes {
+            let actor = ProviderActor::new(Arc::clone(&spec.adapter), census.clone());
+            let spawned = Actor::spawn_linked(None, actor, (), root.get_cell()).await;
+            let (actor, _) = match spawned {
+                Ok(spawned) => spawned,
+                Err(error) => {
+                    stop_all(&providers, &root).await;
+                    return Err(BuildError::Spawn(error.to_string()));
+                }
+            };
+            providers.push(actor.clone());
+            let route = Route {
+                name: spec.name.clone(),
+                model: spec.model.clone(),
+                policy: spec.policy.clone(),
+                actor,
+            };
+            routes.insert(spec.name.clone(), Arc::new(route));
+        }
+        let default_policy = self
+            .default_policy
+            .or_else(|| self.plugins.iter().find_map(|p| p.default_route_policy()));
+        let jitter = self.jitter.unwrap_or_else(|| Arc::new(SeededJitter::from_entropy()));
+        let host = PluginHost::spawn(
+            self.plugins,
+            self.intensity,
+            jitter,
+            census.clone(),
+            Some(root.get_cell()),
+        )
+        .await;
+        let host = match host {
+            Ok(host) => host,
+            Err(error) => {
+                stop_all(&providers, &root).await;
+                return Err(error.into());
+            }
+        };
+        let shared = Shared {
+            store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+            clock: self.clock.unwrap_or_else(|| Arc::new(WallClock)),
+            default_route: self
+                .default_route
+                .or_else(|| self.routes.first().map(|r| r.name.clone())),
+            routes,
+            chain: Arc::clone(host.chain()),
+            tools: self.tools,
+            max_steps: self.max_steps,
+            default_policy,
+            validators: self.validators,
+            census,
+            directory,
+            root: root.get_cell(),
+            scope: CancelScope::new(),
+        };
+        let inner =
+            Inner { shared: Arc::new(shared), host, providers, root, down: OnceCell::new() };
+        Ok(Runtime { inner: Arc::new(inner) })
+    }
+}
+
+async fn stop_all(providers: &[ActorRef<ProviderMsg>], root: &ActorRef<()>) {
+    for provider in providers {
+        let _ = provider.stop_and_wait(None, None).await;
+    }
+    let _ = root.stop_and_wait(None, None).await;
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    host: PluginHost,
+    providers: Vec<ActorRef<ProviderMsg>>,
+    root: ActorRef<()>,
+    down: OnceCell<()>,
+}
+
+/// A running agent runtime. Cheap to clone; [`Runtime::shutdown`] stops it for every clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("routes", &self.inner.shared.routes.keys().collect::<Vec<_>>())
+            .field("plugins", &self.inner.shared.chain)
+            .field("census", &self.inner.shared.census)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A [`RuntimeBuilder`].
+    pub fn builder() -> RuntimeBuilder {
+        RuntimeBuilder::new()
+    }
+
+    /// The session `id`: created (its log gets `session/start`) or reopened (a turn a crash left
+    /// open is closed `interrupted`). Fails when the id is not a safe name or the log cannot be
+    /// read (a corrupt line names its file and line).
+    pub async fn session(&self, id: &str) -> Result<Session, SessionError> {
+        let session = Session::new(Arc::clone(&self.inner.shared), Arc::from(id));
+        session.open().await?;
+        Ok(session)
+    }
+
+    /// Disposes the plugin named `name`: it leaves the chain for every later failure, its waits
+    /// abort (those recoveries answer `Stop`), and this resolves once its recoveries settled.
+    pub async fn dispose_plugin(&self, name: &str) -> Result<(), DisposeError> {
+        self.inner.host.dispose(name).await
+    }
+
+    /// Applies a run-time settings patch to the plugin named `name` (based on `base_revision`)
+    /// and, when accepted, appends `config/changed` to every awake session's log.
+    pub async fn configure_plugin(
+        &self,
+        name: &str,
+        patch: Value,
+        base_revision: u64,
+    ) -> Result<ConfigOutcome, ConfigError> {
+        let plugin = self
+            .inner
+            .shared
+            .chain
+            .plugin(name)
+            .ok_or_else(|| ConfigError::UnknownPlugin(name.to_owned()))?;
+        let outcome = plugin.configure(patch, base_revision)?;
+        let change = ConfigChanged {
+            plugin: name.to_owned(),
+            revision: outcome.revision,
+            changed: outcome.changed.clone(),
+        };
+        self.inner.shared.directory.broadcast(&|| ClientMsg::ConfigChanged(change.clone()));
+        Ok(outcome)
+    }
+
+    /// The current settings revision of the plugin named `name`, if it is in the chain.
+    pub fn plugin_revision(&self, name: &str) -> Option<u64> {
+        self.inner.shared.chain.plugin(name).map(|p| p.revision())
+    }
+
+    /// The names of the plugins in the chain, in order.
+    pub fn plugins(&self) -> Vec<String> {
+        self.inner.shared.chain.names()
+    }
+
+    /// The plugin chain (for diagnostics: incarnations, names).
+    pub fn chain(&self) -> &Arc<PluginChain> {
+        &self.inner.shared.chain
+    }
+
+    /// Live actors and tasks of this runtime.
+    pub fn census(&self) -> &Census {
+        &self.inner.shared.census
+    }
+
+    /// How many sessions are awake (hold actors) right now.
+    pub fn awake_sessions(&self) -> usize {
+        self.inner.shared.directory.awake()
+    }
+
+    /// Shuts the runtime down: cancels every turn (`aborted {cause: disposed}`), lets every
+    /// session write its closing events and stop, disposes the plugins, stops the provider
+    /// actors and the root, and returns once no actor and no task of the runtime is left.
+    /// Later calls (from any clone) wait for the first one.
+    pub async fn shutdown(&self) {
+        self.inner.down.get_or_init(|| self.shut_down()).await;
+    }
+
+    async fn shut_down(&self) {
+        let inner = &self.inner;
+        inner.shared.scope.cancel(CancelCause::Disposed);
+        let sessions = inner.shared.directory.close();
+        let mut closing = Vec::with_capacity(sessions.len());
+        for session in &sessions {
+            let (done, closed) = oneshot::channel();
+            if session.send_message(SessionMsg::Shutdown(done)).is_ok() {
+                closing.push(closed);
+            }
+        }
+        for closed in closing {
+            let _ = closed.await;
+        }
+        // Sessions that were hibernating at that moment finish on their own.
+        let (host, providers) = (inner.host.actor().get_id(), &inner.providers);
+        for child in inner.root.get_children() {
+            let id = child.get_id();
+            if id != host && providers.iter().all(|p| p.get_id() != id) {
+                let _ = child.wait(None).await;
+            }
+        }
+        inner.host.stop().await;
+        for provider in providers {
+            let _ = provider.stop_and_wait(None, None).await;
+        }
+        let _ = inner.root.stop_and_wait(None, None).await;
+        inner.shared.census.tasks_settled().await;
+    }
+}
+
+/// The root supervisor: the parent of the plugin host, the provider actors and every session.
+struct RootActor {
+    directory: Arc<Directory>,
+    census: Census,
+}
+
+impl Actor for RootActor {
+    type Msg = ();
+    type State = Alive;
+    type Arguments = ();
+
+    async fn pre_start(&self, _: ActorRef<()>, (): ()) -> Result<Alive, ActorProcessingErr> {
+        Ok(self.census.enter())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        _myself: ActorRef<()>,
+        event: SupervisionEvent,
+        _state: &mut Alive,
+    ) -> Result<(), ActorProcessingErr> {
+        if let SupervisionEvent::ActorFailed(who, error) = event {
+            // A crashed session actor: its log actor went with it; the next message to the
+            // session wakes a fresh one, which reopens and repairs the log.
+            tracing::error!(actor = %who.get_id(), %error, "an actor of the runtime crashed");
+            self.directory.forget(who.get_id());
+        }
+        Ok(())
+    }
+}

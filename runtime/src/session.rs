@@ -1,0 +1,186 @@
+//! Sessions: the [`Session`] handle people hold, and the actor behind it while it is awake.
+//!
+//! - `directory`: which sessions are awake (have an actor), and the hand-off that lets one
+//!   hibernate without losing a message.
+//! - `actor`: [`SessionActor`](self) — owns the session's log while awake, queues prompts, runs
+//!   one turn at a time, writes `agent/idle`, hibernates.
+//!
+//! # Why sessions hibernate
+//!
+//! A session with no running turn holds no actors (DESIGN §6 budgets 1 KiB per idle session):
+//! its log actor is closed and its session actor stopped; everything it knows is in its durable
+//! log. A [`Session`] is only a name and a runtime, so it stays valid across hibernation: the
+//! next call wakes a fresh actor, which reopens the log (repairing a turn a crash left open) and
+//! folds its projections again.
+
+use std::sync::Arc;
+
+use tokio::sync::oneshot;
+
+use crate::agent_loop::RetryRefused;
+use crate::event::{CancelCause, Envelope};
+use crate::runtime::Shared;
+use crate::session_log::LogError;
+use crate::turn_handle::{self, TurnHandle};
+
+pub(crate) mod actor;
+pub(crate) mod directory;
+mod last_route;
+
+use actor::ClientMsg;
+
+/// What a session was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    /// The user's message.
+    pub text: String,
+    /// The provider route to use (the runtime's default route when `None`).
+    pub route: Option<String>,
+}
+
+impl Prompt {
+    /// A prompt on the default route.
+    pub fn new(text: impl Into<String>) -> Self {
+        Self { text: text.into(), route: None }
+    }
+
+    /// The same prompt on the route named `route`.
+    pub fn on(mut self, route: impl Into<String>) -> Self {
+        self.route = Some(route.into());
+        self
+    }
+}
+
+impl From<&str> for Prompt {
+    fn from(text: &str) -> Self {
+        Self::new(text)
+    }
+}
+
+impl From<String> for Prompt {
+    fn from(text: String) -> Self {
+        Self::new(text)
+    }
+}
+
+/// Why a session operation failed.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The session's log could not be opened (a corrupt line names its file and line).
+    #[error("session {session}: {source}")]
+    Open {
+        /// The session.
+        session: String,
+        /// Why.
+        #[source]
+        source: Arc<LogError>,
+    },
+    /// A turn's first events could not be written, so it never started.
+    #[error("session {session}: the turn could not start: {message}")]
+    NotStarted {
+        /// The session.
+        session: String,
+        /// Why.
+        message: String,
+    },
+    /// The prompt was queued behind another turn and was dropped before it started, because the
+    /// session was cancelled or closed.
+    #[error("the queued prompt was dropped before it started (cancelled: {cause:?})")]
+    Dropped {
+        /// Why.
+        cause: CancelCause,
+    },
+    /// A manual retry does not apply now.
+    #[error(transparent)]
+    Retry(#[from] RetryRefused),
+    /// The runtime was shut down.
+    #[error("the runtime is shut down")]
+    ShutDown,
+    /// The session's actor stopped before it answered.
+    #[error("the session stopped before it answered")]
+    Stopped,
+}
+
+/// A session: one conversation with one durable log. Cheap to clone; valid while its runtime
+/// runs, whether the session is awake or hibernating.
+#[derive(Clone)]
+pub struct Session {
+    shared: Arc<Shared>,
+    id: Arc<str>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl Session {
+    pub(crate) fn new(shared: Arc<Shared>, id: Arc<str>) -> Self {
+        Self { shared, id }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Sends the user's message. The turn starts now, or when the turns queued before it have
+    /// ended; the handle streams its events and resolves to how it ended.
+    pub async fn prompt(&self, prompt: impl Into<Prompt>) -> Result<TurnHandle, SessionError> {
+        let (sink, handle) = turn_handle::channel();
+        self.send(ClientMsg::Prompt(prompt.into(), sink))?;
+        Ok(handle)
+    }
+
+    /// Retries the last turn: a new turn over the same durable history (no new user message),
+    /// on the route the last turn used, with fresh retry budgets. Applies when the last turn
+    /// ended without completing (an error, an abort, the step limit, a crash) and nothing runs.
+    pub async fn retry(&self) -> Result<TurnHandle, SessionError> {
+        let (sink, handle) = turn_handle::channel();
+        let (reply, accepted) = oneshot::channel();
+        self.send(ClientMsg::Retry(sink, reply))?;
+        accepted.await.map_err(|_| SessionError::Stopped)??;
+        Ok(handle)
+    }
+
+    /// Cancels the running turn (it ends `aborted` with `cause`) and drops the prompts queued
+    /// behind it. Returns whether a turn was running.
+    pub async fn cancel(&self, cause: CancelCause) -> Result<bool, SessionError> {
+        let (reply, answer) = oneshot::channel();
+        self.send(ClientMsg::Cancel(cause, reply))?;
+        answer.await.map_err(|_| SessionError::Stopped)
+    }
+
+    /// Closes the session: cancels the running turn (cause `parent`), drops queued prompts, and
+    /// resolves once the session is idle and hibernating. The log stays; a later call reopens it.
+    pub async fn close(&self) -> Result<(), SessionError> {
+        let (reply, done) = oneshot::channel();
+        self.send(ClientMsg::Close(reply))?;
+        done.await.map_err(|_| SessionError::Stopped)
+    }
+
+    /// The session's whole log, read back from the store.
+    pub async fn events(&self) -> Result<Vec<Envelope>, SessionError> {
+        let (reply, events) = oneshot::channel();
+        self.send(ClientMsg::Events(reply))?;
+        events.await.map_err(|_| SessionError::Stopped)?
+    }
+
+    /// Whether the session is awake (has actors) right now.
+    pub fn is_awake(&self) -> bool {
+        self.shared.directory.is_awake(&self.id)
+    }
+
+    /// Wakes the session (opening its log, creating it if new) and lets it hibernate again.
+    pub(crate) async fn open(&self) -> Result<(), SessionError> {
+        let (reply, opened) = oneshot::channel();
+        self.send(ClientMsg::Open(reply))?;
+        opened.await.map_err(|_| SessionError::Stopped)?
+    }
+
+    fn send(&self, message: ClientMsg) -> Result<(), SessionError> {
+        self.shared.directory.send(&self.shared, &self.id, message)
+    }
+}

@@ -1,0 +1,434 @@
+//! [`SessionActor`]: the actor of an awake session.
+//!
+//! It owns the session's log while awake (the session-log actor is linked under it), queues
+//! prompts, runs one turn at a time (a [`TurnActor`] linked under it), writes `agent/idle` when
+//! nothing runs and nothing is queued, and then hibernates: it closes its log and stops, once the
+//! directory confirms no client message is still on its way (see `directory`).
+//!
+//! Every decision it makes is in `agent_loop` (whether a retry applies) or trivially local (the
+//! queue is FIFO); this file is wiring.
+//!
+//! # Why `pre_start` never fails
+//!
+//! The actor is spawned without awaiting its start (under the directory's lock), so client
+//! messages may already wait in its mailbox. If opening the log failed in `pre_start`, those
+//! messages would be dropped silently. Instead the state records the open error and every
+//! message is answered with it; the actor then hibernates, so the next call tries again.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::sync::oneshot;
+
+use super::last_route::{LAST_ROUTE, LastRouteProjection};
+use super::{Prompt, SessionError};
+use crate::agent_loop::{self, RUNTIME_ERROR};
+use crate::cancel::CancelScope;
+use crate::census::Alive;
+use crate::event::{
+    AgentIdle, CancelCause, ConfigChanged, Envelope, Event, StepRef, TurnEnd, TurnEndReason,
+    TurnStart, UserMessage,
+};
+use crate::failure::Failure;
+use crate::history::HistoryProjection;
+use crate::runtime::Shared;
+use crate::session_log::SessionLog;
+use crate::turn::{TurnActor, TurnArgs, TurnMsg};
+use crate::turn_handle::{TurnOutcome, TurnSink};
+
+/// A message to a session actor.
+pub(crate) enum SessionMsg {
+    /// From a [`Session`](super::Session) handle, through the directory (counted).
+    Client(ClientMsg),
+    /// The running turn ended (its `turn/end` is written).
+    TurnEnded { actor: ActorId, turn: u32, reason: TurnEndReason },
+    /// The runtime is shutting down (its root scope is already cancelled).
+    Shutdown(oneshot::Sender<()>),
+}
+
+/// A client's request.
+pub(crate) enum ClientMsg {
+    Open(oneshot::Sender<Result<(), SessionError>>),
+    Prompt(Prompt, TurnSink),
+    Retry(TurnSink, oneshot::Sender<Result<(), SessionError>>),
+    Cancel(CancelCause, oneshot::Sender<bool>),
+    Close(oneshot::Sender<()>),
+    Events(oneshot::Sender<Result<Vec<Envelope>, SessionError>>),
+    ConfigChanged(ConfigChanged),
+}
+
+/// The actor of one awake session.
+pub(crate) struct SessionActor {
+    shared: Arc<Shared>,
+    id: Arc<str>,
+}
+
+impl SessionActor {
+    pub(crate) fn new(shared: Arc<Shared>, id: Arc<str>) -> Self {
+        Self { shared, id }
+    }
+}
+
+enum Work {
+    Prompt(String),
+    Retry,
+}
+
+struct Queued {
+    work: Work,
+    route: Option<String>,
+    sink: TurnSink,
+}
+
+struct Running {
+    turn: u32,
+    actor: ActorRef<TurnMsg>,
+    scope: CancelScope,
+    sink: TurnSink,
+    route: String,
+}
+
+/// The state of an awake session.
+pub(crate) struct SessionState {
+    log: Result<SessionLog, SessionError>,
+    next_turn: u32,
+    last: Option<(u32, TurnEndReason)>,
+    last_route: Option<String>,
+    queue: VecDeque<Queued>,
+    running: Option<Running>,
+    /// Client messages handled (the directory compares it with those sent).
+    handled: u64,
+    /// A turn ended and `agent/idle` is not written yet.
+    idle_due: bool,
+    closers: Vec<oneshot::Sender<()>>,
+    shutdown: Vec<oneshot::Sender<()>>,
+    closing: bool,
+    _alive: Alive,
+}
+
+impl SessionActor {
+    async fn open(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+    ) -> Result<(SessionLog, SessionInit), SessionError> {
+        let open_error =
+            |source| SessionError::Open { session: self.id.to_string(), source: Arc::new(source) };
+        let (log, _report) = SessionLog::open(
+            Arc::clone(&self.shared.store),
+            Arc::clone(&self.shared.clock),
+            &self.id,
+            Some(myself.get_cell()),
+        )
+        .await
+        .map_err(open_error)?;
+        let init = async {
+            log.register(HistoryProjection).await?;
+            log.register(LastRouteProjection).await?;
+            for validator in &self.shared.validators {
+                log.add_validator(validator()).await?;
+            }
+            let open = log.open_turn().await?;
+            let route = log.read::<LastRouteProjection>(LAST_ROUTE).await?;
+            Ok(SessionInit {
+                next_turn: open.next_turn(),
+                last: open.last_end.map(|end| (end.turn, end.reason)),
+                last_route: route.route,
+            })
+        };
+        match init.await {
+            Ok(init) => Ok((log, init)),
+            Err(error) => {
+                log.close().await;
+                Err(open_error(error))
+            }
+        }
+    }
+
+    /// Starts the next queued turn; false when it could not start.
+    async fn start(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        queued: Queued,
+    ) -> bool {
+        let Queued { work, route, mut sink } = queued;
+        let log = match &state.log {
+            Ok(log) => log.clone(),
+            Err(error) => {
+                sink.finish(Err(error.clone()));
+                return false;
+            }
+        };
+        let turn = state.next_turn;
+        let route = route.unwrap_or_default();
+        let events = log.subscribe().await.ok();
+        let mut batch = Vec::with_capacity(2);
+        if let Work::Prompt(text) = work {
+            batch.push(Event::UserMessage(UserMessage { text }));
+        }
+        batch.push(Event::TurnStart(TurnStart { turn }));
+        if let Err(error) = log.append(batch).await {
+            let message = error.to_string();
+            sink.finish(Err(SessionError::NotStarted { session: self.id.to_string(), message }));
+            return false;
+        }
+        state.next_turn += 1;
+        sink.started(turn, events);
+        let scope = self.shared.scope.child();
+        let args = TurnArgs {
+            shared: Arc::clone(&self.shared),
+            session: myself.clone(),
+            log: log.clone(),
+            session_id: Arc::clone(&self.id),
+            turn,
+            route: route.clone(),
+            scope: scope.clone(),
+        };
+        match Actor::spawn_linked(None, TurnActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => {
+                state.running = Some(Running { turn, actor, scope, sink, route });
+                true
+            }
+            Err(error) => {
+                let failure = runtime_failure(format!("the turn could not start: {error}"));
+                let reason = TurnEndReason::Error { failure };
+                let end = Event::TurnEnd(TurnEnd { turn, reason: reason.clone() });
+                let _ = log.append(vec![end]).await;
+                state.idle_due = true;
+                state.last = Some((turn, reason.clone()));
+                sink.finish(Ok(TurnOutcome { turn, reason }));
+                false
+            }
+        }
+    }
+
+    /// After every message: start queued work, or write `agent/idle` and hibernate.
+    async fn settle(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+        if state.running.is_some() || state.closing {
+            return;
+        }
+        let stopping = self.shared.scope.is_cancelled() || !state.shutdown.is_empty();
+        if stopping {
+            drop_queue(state, CancelCause::Disposed);
+        }
+        while let Some(next) = state.queue.pop_front() {
+            if self.start(myself, state, next).await {
+                return;
+            }
+        }
+        if let (true, Ok(log)) = (state.idle_due, &state.log) {
+            if let Err(error) = log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
+                tracing::warn!(session.id = %self.id, %error, "could not write agent/idle");
+            }
+        }
+        state.idle_due = false;
+        let hibernate = stopping
+            || self.shared.directory.try_hibernate(&self.id, myself.get_id(), state.handled);
+        if !hibernate {
+            // A client message is on its way: handle it first.
+            for closer in state.closers.drain(..) {
+                let _ = closer.send(());
+            }
+            return;
+        }
+        state.closing = true;
+        if let Ok(log) = &state.log {
+            log.clone().close().await;
+        }
+        for done in state.closers.drain(..).chain(state.shutdown.drain(..)) {
+            let _ = done.send(());
+        }
+        myself.stop(None);
+    }
+
+    async fn client(&self, state: &mut SessionState, message: ClientMsg) {
+        state.handled += 1;
+        match message {
+            ClientMsg::Open(reply) => {
+                let _ = reply.send(state.log.as_ref().map(|_| ()).map_err(Clone::clone));
+            }
+            ClientMsg::Prompt(prompt, sink) => {
+                let route = prompt.route.or_else(|| self.shared.default_route.clone());
+                state.queue.push_back(Queued { work: Work::Prompt(prompt.text), route, sink });
+            }
+            ClientMsg::Retry(sink, reply) => {
+                let busy = state.running.is_some() || !state.queue.is_empty();
+                let last = state.last.as_ref().map(|(turn, reason)| (*turn, reason));
+                let allowed = match &state.log {
+                    Err(error) => Err(error.clone()),
+                    Ok(_) => agent_loop::retry_allowed(last, busy).map_err(SessionError::from),
+                };
+                match allowed {
+                    Ok(()) => {
+                        let route =
+                            state.last_route.clone().or_else(|| self.shared.default_route.clone());
+                        state.queue.push_back(Queued { work: Work::Retry, route, sink });
+                        let _ = reply.send(Ok(()));
+                    }
+                    Err(error) => {
+                        let _ = reply.send(Err(error));
+                    }
+                }
+            }
+            ClientMsg::Cancel(cause, reply) => {
+                let running = state.running.is_some();
+                if let Some(running) = &state.running {
+                    running.scope.cancel(cause.clone());
+                }
+                drop_queue(state, cause);
+                let _ = reply.send(running);
+            }
+            ClientMsg::Close(reply) => {
+                if let Some(running) = &state.running {
+                    running.scope.cancel(CancelCause::Parent);
+                }
+                drop_queue(state, CancelCause::Parent);
+                state.closers.push(reply);
+            }
+            ClientMsg::Events(reply) => {
+                let events = match &state.log {
+                    Ok(log) => log.events().await.map_err(|source| SessionError::Open {
+                        session: self.id.to_string(),
+                        source: Arc::new(source),
+                    }),
+                    Err(error) => Err(error.clone()),
+                };
+                let _ = reply.send(events);
+            }
+            ClientMsg::ConfigChanged(change) => {
+                if let Ok(log) = &state.log {
+                    if let Err(error) = log.append(vec![Event::ConfigChanged(change)]).await {
+                        tracing::warn!(session.id = %self.id, %error, "could not write config/changed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The running turn ended (or its actor crashed and the session closed it).
+    fn ended(&self, state: &mut SessionState, turn: u32, reason: TurnEndReason) {
+        if let Some(running) = state.running.take() {
+            state.last_route = Some(running.route);
+            running.sink.finish(Ok(TurnOutcome { turn, reason: reason.clone() }));
+        }
+        state.last = Some((turn, reason));
+        state.idle_due = true;
+    }
+}
+
+struct SessionInit {
+    next_turn: u32,
+    last: Option<(u32, TurnEndReason)>,
+    last_route: Option<String>,
+}
+
+fn drop_queue(state: &mut SessionState, cause: CancelCause) {
+    for queued in state.queue.drain(..) {
+        queued.sink.finish(Err(SessionError::Dropped { cause: cause.clone() }));
+    }
+}
+
+/// A failure of the runtime's own machinery.
+pub(crate) fn runtime_failure(message: String) -> Failure {
+    Failure::new(RUNTIME_ERROR, message).unwrap_or_else(|_| Failure::aborted())
+}
+
+impl Actor for SessionActor {
+    type Msg = SessionMsg;
+    type State = SessionState;
+    type Arguments = ();
+
+    async fn pre_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        (): (),
+    ) -> Result<Self::State, ActorProcessingErr> {
+        let alive = self.shared.census.enter();
+        let (log, init) = match self.open(&myself).await {
+            Ok((log, init)) => (Ok(log), init),
+            Err(error) => {
+                tracing::warn!(session.id = %self.id, %error, "session could not open");
+                (Err(error), SessionInit { next_turn: 1, last: None, last_route: None })
+            }
+        };
+        Ok(SessionState {
+            log,
+            next_turn: init.next_turn,
+            last: init.last,
+            last_route: init.last_route,
+            queue: VecDeque::new(),
+            running: None,
+            handled: 0,
+            idle_due: false,
+            closers: Vec::new(),
+            shutdown: Vec::new(),
+            closing: false,
+            _alive: alive,
+        })
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        message: Self::Msg,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        match message {
+            SessionMsg::Client(message) => self.client(state, message).await,
+            SessionMsg::TurnEnded { actor, turn, reason } => {
+                if state.running.as_ref().is_some_and(|r| r.actor.get_id() == actor) {
+                    self.ended(state, turn, reason);
+                }
+            }
+            SessionMsg::Shutdown(done) => {
+                if let Some(running) = &state.running {
+                    running.scope.cancel(CancelCause::Disposed);
+                }
+                drop_queue(state, CancelCause::Disposed);
+                state.shutdown.push(done);
+            }
+        }
+        self.settle(&myself, state).await;
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let log_actor = state.log.as_ref().ok().map(|log| log.actor().get_id());
+        match event {
+            SupervisionEvent::ActorFailed(who, error)
+                if state.running.as_ref().is_some_and(|r| r.actor.get_id() == who.get_id()) =>
+            {
+                // The turn actor crashed before writing its turn/end: close the turn for it.
+                let turn = state.running.as_ref().map_or(0, |r| r.turn);
+                let failure = runtime_failure(format!("turn {turn} crashed: {error}"));
+                let reason = TurnEndReason::Error { failure };
+                if let Ok(log) = &state.log {
+                    let mut closing = Vec::new();
+                    if let Some(step) = log.open_turn().await.ok().and_then(|open| open.step) {
+                        closing.push(Event::StepEnd(StepRef { turn, step }));
+                    }
+                    closing.push(Event::TurnEnd(TurnEnd { turn, reason: reason.clone() }));
+                    let _ = log.append(closing).await;
+                }
+                self.ended(state, turn, reason);
+                self.settle(&myself, state).await;
+            }
+            SupervisionEvent::ActorFailed(who, _)
+            | SupervisionEvent::ActorTerminated(who, _, _)
+                if Some(who.get_id()) == log_actor && !state.closing =>
+            {
+                // The log is gone: nothing this actor does can be recorded. Fail; the next
+                // message wakes a fresh actor that reopens (and repairs) the log.
+                return Err(format!("session {}: its log actor stopped", self.id).into());
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,134 @@
+//! The session directory: which sessions are awake, and the hand-off that lets one hibernate
+//! without losing a message.
+//!
+//! Every message to a session goes through [`Directory::send`]: under one lock it finds the
+//! session's actor — waking one (`spawn_linked_instant`, no await under the lock) when the
+//! session is hibernating — counts the message as *sent* to that actor and enqueues it.
+//!
+//! # Why counting makes hibernation safe
+//!
+//! An idle session actor wants to stop, but a client may have just looked it up and enqueued a
+//! prompt. The actor counts the client messages it has *handled*; [`Directory::try_hibernate`]
+//! removes it, under the same lock, only if that count equals the number *sent* to it. If a
+//! message is still on its way, the actor stays and handles it; once it is removed, no client
+//! can reach it any more and the next message wakes a fresh actor, which reopens the log.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ractor::{ActorId, ActorRef, ActorRuntime, MessagingErr};
+
+use super::SessionError;
+use super::actor::{ClientMsg, SessionActor, SessionMsg};
+use crate::runtime::Shared;
+
+struct Entry {
+    actor: ActorRef<SessionMsg>,
+    sent: u64,
+}
+
+#[derive(Default)]
+struct Inner {
+    closed: bool,
+    sessions: HashMap<Arc<str>, Entry>,
+}
+
+/// The awake sessions of a runtime.
+#[derive(Default)]
+pub(crate) struct Directory {
+    inner: Mutex<Inner>,
+}
+
+impl Directory {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Delivers a client message to the session's actor, waking one if needed.
+    pub(crate) fn send(
+        &self,
+        shared: &Arc<Shared>,
+        id: &Arc<str>,
+        message: ClientMsg,
+    ) -> Result<(), SessionError> {
+        let mut inner = self.lock();
+        if inner.closed {
+            return Err(SessionError::ShutDown);
+        }
+        let mut message = SessionMsg::Client(message);
+        // At most twice: an actor that died without leaving (a crash) is replaced once.
+        for _ in 0..2 {
+            let entry = match inner.sessions.get_mut(id) {
+                Some(entry) => entry,
+                None => {
+                    let actor = SessionActor::new(Arc::clone(shared), Arc::clone(id));
+                    let (actor, _starting) =
+                        ActorRuntime::spawn_linked_instant(None, actor, (), shared.root.clone())
+                            .map_err(|_| SessionError::ShutDown)?;
+                    inner.sessions.entry(Arc::clone(id)).or_insert(Entry { actor, sent: 0 })
+                }
+            };
+            match entry.actor.send_message(message) {
+                Ok(()) => {
+                    entry.sent += 1;
+                    return Ok(());
+                }
+                Err(MessagingErr::SendErr(back)) => {
+                    message = back;
+                    inner.sessions.remove(id);
+                }
+                Err(_) => return Err(SessionError::Stopped),
+            }
+        }
+        Err(SessionError::Stopped)
+    }
+
+    /// Sends a message to every awake session (none is woken for it).
+    pub(crate) fn broadcast(&self, make: &dyn Fn() -> ClientMsg) {
+        let mut inner = self.lock();
+        if inner.closed {
+            return;
+        }
+        for entry in inner.sessions.values_mut() {
+            if entry.actor.send_message(SessionMsg::Client(make())).is_ok() {
+                entry.sent += 1;
+            }
+        }
+    }
+
+    /// Removes the session's actor if every client message sent to it was handled.
+    pub(crate) fn try_hibernate(&self, id: &str, actor: ActorId, handled: u64) -> bool {
+        let mut inner = self.lock();
+        match inner.sessions.get(id) {
+            Some(entry) if entry.actor.get_id() == actor && entry.sent == handled => {
+                inner.sessions.remove(id);
+                true
+            }
+            Some(entry) if entry.actor.get_id() == actor => false,
+            // Not ours (already replaced or closed): nothing can reach this actor any more.
+            _ => true,
+        }
+    }
+
+    /// Forgets an actor that died (a crash); the next message wakes a fresh one.
+    pub(crate) fn forget(&self, actor: ActorId) {
+        self.lock().sessions.retain(|_, e| e.actor.get_id() != actor);
+    }
+
+    /// Closes the directory for good and returns the awake sessions' actors.
+    pub(crate) fn close(&self) -> Vec<ActorRef<SessionMsg>> {
+        let mut inner = self.lock();
+        inner.closed = true;
+        inner.sessions.drain().map(|(_, e)| e.actor).collect()
+    }
+
+    /// Whether the session is awake.
+    pub(crate) fn is_awake(&self, id: &str) -> bool {
+        self.lock().sessions.contains_key(id)
+    }
+
+    /// How many sessions are awake.
+    pub(crate) fn awake(&self) -> usize {
+        self.lock().sessions.len()
+    }
+}

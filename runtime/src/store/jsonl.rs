@@ -1,0 +1,460 @@
+//! [`JsonlStore`]: a directory with one `<session>.jsonl` file per session.
+//!
+//! Each line is one [`Envelope`] as JSON followed by `\n` (SPEC §3). An append writes all of its
+//! lines with a single `write`; with [`Durability::Disk`] the file is then synced through the
+//! store's [`Syncer`] before the append is acknowledged. The first append of a session creates
+//! its file (and, for `Disk`, syncs the directory so the new name survives a power loss).
+//!
+//! Loading parses every line (see `jsonl/parse.rs` for the rules): a last line without its newline is
+//! torn and is cut, its bytes kept as one line of `<session>.jsonl.torn` beside the log, with a
+//! `tracing` warning naming the file and line; any other defect is [`StoreError::Corrupt`] and
+//! the file is left byte for byte as it was.
+//!
+//! - `parse`: the pure decision (events, torn, or corrupt) over a file's bytes.
+//! - `log_file`: the blocking I/O on one session's file.
+//!
+//! # Why `spawn_blocking` and not a dedicated writer thread
+//!
+//! File I/O and `fdatasync` block, so they must not run on tokio's workers. A single writer
+//! thread would serialize every session's sync behind every other's, and unlike SQLite's one
+//! WAL, separate files cannot share a sync: group commit is impossible here. On the blocking pool
+//! each session's append (write + sync) runs in parallel with the others', so the disk sees
+//! concurrent flushes it can merge, and a slow session does not hold up the rest. Appends and
+//! loads of one session are serialized by that session's slot lock (the session-log actor
+//! already sends one at a time; the lock makes the store safe on its own).
+//!
+//! # Why open files are cached, and bounded
+//!
+//! Opening a log costs an `open` plus reading its last line (for the next `seq`); a busy session
+//! appends many times, so its handle is kept. The cache holds at most
+//! [`JsonlStore::with_max_open_files`] handles (256 by default, well under the usual 1024
+//! descriptor limit); when full, the least recently used idle one is closed.
+//!
+//! # Ownership
+//!
+//! A log directory belongs to one store in one process. The store trusts its cached length and
+//! `seq` between appends; another writer appending to the same files is not detected.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use self::log_file::{LogFile, WriteMode, io_error};
+use super::sync::{Fdatasync, Syncer};
+use super::{
+    BoxFuture, Durability, Loaded, SessionStore, StoreError, check_continues, check_session_id,
+    line,
+};
+use crate::event::Envelope;
+
+mod log_file;
+mod parse;
+
+/// The default bound on cached open files.
+const DEFAULT_MAX_OPEN_FILES: usize = 256;
+
+/// Session logs as `<dir>/<session>.jsonl` files. Clones share the same cache of open files.
+#[derive(Clone)]
+pub struct JsonlStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    dir: PathBuf,
+    durability: Durability,
+    syncer: Arc<dyn Syncer>,
+    cache: Mutex<Cache>,
+}
+
+/// Open files by session, least recently used evicted first.
+struct Cache {
+    slots: HashMap<String, Entry>,
+    clock: u64,
+    max_open: usize,
+}
+
+struct Entry {
+    slot: Arc<Mutex<Slot>>,
+    used: u64,
+}
+
+/// A session's state; its lock serializes the session's appends and loads.
+#[derive(Default)]
+struct Slot {
+    log: Option<LogFile>,
+}
+
+impl JsonlStore {
+    /// A store over `dir` (created if missing) whose appends are acknowledged at `durability`.
+    pub fn open(dir: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        Ok(Self::build(dir, durability, Arc::new(Fdatasync), DEFAULT_MAX_OPEN_FILES))
+    }
+
+    /// Uses `syncer` for [`Durability::Disk`] instead of `fdatasync` (tests count syncs with a
+    /// [`CountingSyncer`](super::sync::CountingSyncer)). Call before the first append.
+    #[must_use]
+    pub fn with_syncer(self, syncer: Arc<dyn Syncer>) -> Self {
+        let max_open = self.cache().max_open;
+        Self::build(self.inner.dir.clone(), self.inner.durability, syncer, max_open)
+    }
+
+    /// Keeps at most `max` log files open (at least 1). Call before the first append.
+    #[must_use]
+    pub fn with_max_open_files(self, max: usize) -> Self {
+        let inner = &self.inner;
+        Self::build(inner.dir.clone(), inner.durability, inner.syncer.clone(), max.max(1))
+    }
+
+    fn build(
+        dir: PathBuf,
+        durability: Durability,
+        syncer: Arc<dyn Syncer>,
+        max_open: usize,
+    ) -> Self {
+        let cache = Cache { slots: HashMap::new(), clock: 0, max_open };
+        Self { inner: Arc::new(Inner { dir, durability, syncer, cache: Mutex::new(cache) }) }
+    }
+
+    /// The directory holding the logs.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The file of `session`'s log (whether or not it exists yet).
+    pub fn path(&self, session: &str) -> Result<PathBuf, StoreError> {
+        check_session_id(session)?;
+        Ok(self.inner.log_path(session))
+    }
+
+    /// The file that keeps the torn lines cut from `session`'s log, one per line.
+    pub fn torn_path(&self, session: &str) -> Result<PathBuf, StoreError> {
+        check_session_id(session)?;
+        Ok(self.inner.torn_path(session))
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.inner.cache.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl std::fmt::Debug for JsonlStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlStore")
+            .field("dir", &self.inner.dir)
+            .field("durability", &self.inner.durability)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    fn log_path(&self, session: &str) -> PathBuf {
+        self.dir.join(format!("{session}.jsonl"))
+    }
+
+    fn torn_path(&self, session: &str) -> PathBuf {
+        self.dir.join(format!("{session}.jsonl.torn"))
+    }
+
+    fn mode(&self) -> WriteMode<'_> {
+        WriteMode { durability: self.durability, syncer: &*self.syncer }
+    }
+
+    /// The slot of `session`, created (and the cache trimmed) if needed.
+    fn slot(&self, session: &str) -> Arc<Mutex<Slot>> {
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache.clock += 1;
+        let now = cache.clock;
+        if let Some(entry) = cache.slots.get_mut(session) {
+            entry.used = now;
+            return entry.slot.clone();
+        }
+        if cache.slots.len() >= cache.max_open {
+            cache.evict_idle();
+        }
+        let slot = Arc::new(Mutex::new(Slot::default()));
+        cache.slots.insert(session.to_owned(), Entry { slot: slot.clone(), used: now });
+        slot
+    }
+
+    /// Appends encoded lines (`count` events starting at `first`), on the blocking pool.
+    fn append_blocking(
+        &self,
+        session: &str,
+        first: u64,
+        count: u64,
+        bytes: &[u8],
+    ) -> Result<(), StoreError> {
+        let path = self.log_path(session);
+        let slot = self.slot(session);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.log.is_none() {
+            let opened = LogFile::open(&path, &self.torn_path(session), self.mode())?;
+            slot.log = match opened {
+                Some(log) => Some(log),
+                // A new session: its file is created only by an append that starts it.
+                None if first == 0 => Some(LogFile::create(&path, self.mode())?),
+                None => {
+                    return Err(StoreError::OutOfOrder {
+                        session: session.to_owned(),
+                        expected: 0,
+                        found: first,
+                    });
+                }
+            };
+        }
+        let Some(log) = slot.log.as_mut() else { return Err(StoreError::Closed) };
+        if log.next_seq() != first {
+            return Err(StoreError::OutOfOrder {
+                session: session.to_owned(),
+                expected: log.next_seq(),
+                found: first,
+            });
+        }
+        let appended = log.append(bytes, count, &path, self.mode());
+        if appended.is_err() {
+            slot.log = None;
+        }
+        appended
+    }
+
+    /// Loads a log (cutting a torn tail), on the blocking pool.
+    fn load_blocking(&self, session: &str) -> Result<Option<Loaded>, StoreError> {
+        let slot = self.slot(session);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        // Drop a cached handle first: if the load fails, the next append must re-read the file.
+        slot.log = None;
+        let loaded =
+            log_file::load(&self.log_path(session), &self.torn_path(session), self.mode())?;
+        Ok(loaded.map(|(loaded, log)| {
+            slot.log = log;
+            loaded
+        }))
+    }
+
+    fn sessions_blocking(&self) -> Result<Vec<String>, StoreError> {
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
+            if check_session_id(id).is_ok() && entry.path().is_file() {
+                ids.push(id.to_owned());
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+}
+
+impl Cache {
+    /// Forgets the least recently used slot nobody is using (closing its file), if any.
+    fn evict_idle(&mut self) {
+        let idle = self
+            .slots
+            .iter()
+            .filter(|(_, entry)| Arc::strong_count(&entry.slot) == 1)
+            .min_by_key(|(_, entry)| entry.used)
+            .map(|(session, _)| session.clone());
+        if let Some(session) = idle {
+            self.slots.remove(&session);
+        }
+    }
+}
+
+/// Runs blocking store work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(
+    dir: &Path,
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        Err(e) => Err(io_error(dir, std::io::Error::other(format!("store task failed: {e}")))),
+    }
+}
+
+impl SessionStore for JsonlStore {
+    fn durability(&self) -> Durability {
+        self.inner.durability
+    }
+
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            let Some(first) = events.first().map(|e| e.seq) else { return Ok(()) };
+            check_continues(session, first, events)?;
+            let bytes = line::encode_lines(events)
+                .map_err(|e| io_error(&self.inner.log_path(session), e.into()))?;
+            let inner = self.inner.clone();
+            let session = session.to_owned();
+            let count = events.len() as u64;
+            blocking(&self.inner.dir, move || inner.append_blocking(&session, first, count, &bytes))
+                .await
+        })
+    }
+
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            let inner = self.inner.clone();
+            let session = session.to_owned();
+            blocking(&self.inner.dir, move || inner.load_blocking(&session)).await
+        })
+    }
+
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        Box::pin(async move {
+            let inner = self.inner.clone();
+            blocking(&self.inner.dir, move || inner.sessions_blocking()).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{AgentIdle, Event};
+    use crate::store::sync::CountingSyncer;
+
+    fn idle(seq: u64) -> Envelope {
+        Envelope { seq, time: seq * 10, event: Event::AgentIdle(AgentIdle {}) }
+    }
+
+    #[tokio::test]
+    async fn evicted_files_reopen_from_their_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap().with_max_open_files(2);
+        for round in 0..3 {
+            for session in ["a", "b", "c", "d"] {
+                store.append(session, &[idle(round)]).await.unwrap();
+            }
+        }
+        assert!(store.cache().slots.len() <= 2);
+        // A stale seq is still refused after the handle was evicted and reopened.
+        let err = store.append("a", &[idle(1)]).await.unwrap_err();
+        assert!(matches!(err, StoreError::OutOfOrder { expected: 3, found: 1, .. }), "{err}");
+        let fresh = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        for session in ["a", "b", "c", "d"] {
+            let loaded = fresh.load(session).await.unwrap().unwrap();
+            assert_eq!(loaded.events, vec![idle(0), idle(1), idle(2)], "{session}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reopened_log_finds_its_next_seq_behind_a_last_line_longer_than_a_read_chunk() {
+        use crate::event::UserMessage;
+        let dir = tempfile::tempdir().unwrap();
+        let long = |seq| Envelope {
+            seq,
+            time: 0,
+            event: Event::UserMessage(UserMessage { text: "é".repeat(10_000) }),
+        };
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        store.append("s", &[idle(0), long(1)]).await.unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        let err = store.append("s", &[idle(1)]).await.unwrap_err();
+        assert!(matches!(err, StoreError::OutOfOrder { expected: 2, found: 1, .. }), "{err}");
+        store.append("s", &[long(2), idle(3)]).await.unwrap();
+        let loaded = JsonlStore::open(dir.path(), Durability::Os).unwrap().load("s").await;
+        assert_eq!(loaded.unwrap().unwrap().events, [idle(0), long(1), long(2), idle(3)]);
+    }
+
+    #[tokio::test]
+    async fn an_append_behind_a_corrupt_last_line_fails_naming_it_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let first = serde_json::to_string(&idle(0)).unwrap();
+        std::fs::write(&path, format!("{first}\n{first}\nnot json\n")).unwrap();
+        let before = std::fs::read(&path).unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        let err = store.append("s", &[idle(3)]).await.unwrap_err();
+        assert!(err.to_string().starts_with(&format!("{}:3: ", path.display())), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), before);
+    }
+
+    #[tokio::test]
+    async fn an_append_to_a_torn_log_that_was_not_loaded_cuts_the_tail_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        store.append("s", &[idle(0), idle(1)]).await.unwrap();
+        let path = store.path("s").unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(br#"{"seq":2,"ti"#);
+        std::fs::write(&path, &bytes).unwrap();
+
+        let reopened = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        reopened.append("s", &[idle(2)]).await.unwrap();
+        let loaded = reopened.load("s").await.unwrap().unwrap();
+        assert_eq!(loaded.events, vec![idle(0), idle(1), idle(2)]);
+        assert_eq!(loaded.torn, None, "the tail was cut by the append, before this load");
+        let kept = std::fs::read(reopened.torn_path("s").unwrap()).unwrap();
+        assert_eq!(kept, b"{\"seq\":2,\"ti\n");
+    }
+
+    #[tokio::test]
+    async fn the_first_append_of_a_new_session_must_start_at_zero_and_creates_nothing_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        let err = store.append("s", &[idle(1)]).await.unwrap_err();
+        assert!(matches!(err, StoreError::OutOfOrder { expected: 0, found: 1, .. }), "{err}");
+        assert!(!store.path("s").unwrap().exists());
+        assert_eq!(store.load("s").await.unwrap(), None);
+        assert!(store.sessions().await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_failed_sync_leaves_no_trace_of_the_append() {
+        struct FailSecond(std::sync::atomic::AtomicU64);
+        impl Syncer for FailSecond {
+            fn sync(&self, file: &std::fs::File) -> std::io::Result<()> {
+                let n = self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if n == 2 { Err(std::io::Error::other("EIO")) } else { file.sync_data() }
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        // Syncs: 0 = the directory (new file), 1 = first append, 2 = second append (fails).
+        let store = JsonlStore::open(dir.path(), Durability::Disk)
+            .unwrap()
+            .with_syncer(Arc::new(FailSecond(0.into())));
+        store.append("s", &[idle(0)]).await.unwrap();
+        let before = std::fs::read(store.path("s").unwrap()).unwrap();
+        let err = store.append("s", &[idle(1), idle(2)]).await.unwrap_err();
+        assert!(err.to_string().contains("EIO"), "{err}");
+        assert_eq!(std::fs::read(store.path("s").unwrap()).unwrap(), before);
+        // The same append can be retried.
+        store.append("s", &[idle(1), idle(2)]).await.unwrap();
+        let loaded = store.load("s").await.unwrap().unwrap();
+        assert_eq!(loaded.events, vec![idle(0), idle(1), idle(2)]);
+    }
+
+    #[tokio::test]
+    async fn disk_syncs_the_directory_once_when_a_session_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let syncs = Arc::new(CountingSyncer::fdatasync());
+        let store =
+            JsonlStore::open(dir.path(), Durability::Disk).unwrap().with_syncer(syncs.clone());
+        store.append("s", &[idle(0)]).await.unwrap();
+        assert_eq!(syncs.count(), 2, "the new directory entry and the append");
+        store.append("s", &[idle(1)]).await.unwrap();
+        assert_eq!(syncs.count(), 3);
+    }
+
+    #[tokio::test]
+    async fn sessions_lists_only_log_files_with_valid_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        store.append("b", &[idle(0)]).await.unwrap();
+        store.append("a.1", &[idle(0)]).await.unwrap();
+        for other in ["notes.txt", "x.jsonl.torn", ".hidden.jsonl"] {
+            std::fs::write(dir.path().join(other), "").unwrap();
+        }
+        std::fs::create_dir(dir.path().join("d.jsonl")).unwrap();
+        assert_eq!(store.sessions().await.unwrap(), ["a.1", "b"]);
+    }
+}

@@ -1,0 +1,262 @@
+//! One session's `.jsonl` file: the blocking I/O of the JSONL store.
+//!
+//! Everything here runs on tokio's blocking pool with the session's slot locked (see
+//! [`super`]), so a load never sees half of a concurrent append and two appends never interleave.
+//!
+//! # Why an append is all or nothing
+//!
+//! An append is one `write` of all its lines. If that write (or, for `Disk`, the sync) fails, the
+//! file is truncated back to its length before the append and the open handle is dropped, so a
+//! failed append never shows up on reload, not even as complete lines. If the truncation itself
+//! fails, the next append or load re-reads the file's tail and treats whatever it finds by the
+//! usual rules (a missing newline is torn).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+use super::parse::{TornLine, parse_log};
+use crate::store::sync::Syncer;
+use crate::store::{Durability, Loaded, StoreError, TornTail};
+
+/// How the store writes: its durability and syncer.
+#[derive(Clone, Copy)]
+pub(super) struct WriteMode<'a> {
+    pub(super) durability: Durability,
+    pub(super) syncer: &'a dyn Syncer,
+}
+
+impl WriteMode<'_> {
+    /// Syncs `file` when the durability is `Disk`.
+    fn sync(&self, file: &File, path: &Path) -> Result<(), StoreError> {
+        if self.durability == Durability::Disk {
+            self.syncer.sync(file).map_err(|e| io_error(path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Makes a newly created entry of `dir` durable when the durability is `Disk`.
+    fn sync_dir(&self, dir: &Path) -> Result<(), StoreError> {
+        // Only Unix can open (and fsync) a directory; elsewhere the file system orders this.
+        if cfg!(unix) && self.durability == Durability::Disk {
+            let handle = File::open(dir).map_err(|e| io_error(dir, e))?;
+            self.sync(&handle, dir)?;
+        }
+        Ok(())
+    }
+}
+
+/// A log file opened for appending, with what the store knows about it.
+#[derive(Debug)]
+pub(super) struct LogFile {
+    file: File,
+    /// The length of its complete lines (= the file's length).
+    len: u64,
+    /// The `seq` the next appended event must have.
+    next_seq: u64,
+}
+
+impl LogFile {
+    /// The `seq` the next appended event must have.
+    pub(super) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Creates the log of a new session (its first append must start at seq 0).
+    pub(super) fn create(path: &Path, mode: WriteMode<'_>) -> Result<Self, StoreError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(path)
+            .map_err(|e| io_error(path, e))?;
+        if let Some(dir) = path.parent() {
+            mode.sync_dir(dir)?;
+        }
+        Ok(Self { file, len: 0, next_seq: 0 })
+    }
+
+    /// Opens an existing log for appending without reading all of it: only its last line is
+    /// parsed (for the next `seq`). `None` when the file does not exist. A torn tail sends it
+    /// down the full [`load`] path, which cuts the tail only if the rest of the file is sound.
+    pub(super) fn open(
+        path: &Path,
+        torn_path: &Path,
+        mode: WriteMode<'_>,
+    ) -> Result<Option<Self>, StoreError> {
+        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_error(path, e)),
+        };
+        let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+        if len == 0 {
+            return Ok(Some(Self { file, len, next_seq: 0 }));
+        }
+        let last_line = last_line(&mut file, len).map_err(|e| io_error(path, e))?;
+        let Some(line) = last_line else {
+            drop(file);
+            return Ok(load(path, torn_path, mode)?.and_then(|(_, log)| log));
+        };
+        let envelope = serde_json::from_slice::<crate::event::Envelope>(&line).map_err(|e| {
+            let number = count_lines(&mut file).unwrap_or(0);
+            StoreError::Corrupt {
+                path: path.display().to_string(),
+                line: number,
+                message: e.to_string(),
+            }
+        })?;
+        Ok(Some(Self { file, len, next_seq: envelope.seq + 1 }))
+    }
+
+    /// Appends `bytes` (whole lines holding `count` events) with one write, then syncs when
+    /// `Disk`. On error the file is cut back to its previous length; the caller must then drop
+    /// this handle (its state is no longer trusted).
+    pub(super) fn append(
+        &mut self,
+        bytes: &[u8],
+        count: u64,
+        path: &Path,
+        mode: WriteMode<'_>,
+    ) -> Result<(), StoreError> {
+        let written = self
+            .file
+            .write_all(bytes)
+            .map_err(|e| io_error(path, e))
+            .and_then(|()| mode.sync(&self.file, path));
+        if let Err(e) = written {
+            // Best effort: the error that matters is the one we return.
+            let _ = self.file.set_len(self.len);
+            return Err(e);
+        }
+        self.len += bytes.len() as u64;
+        self.next_seq += count;
+        Ok(())
+    }
+}
+
+/// Loads a log: parses every line, cuts a torn tail (keeping its bytes in `torn_path`), and
+/// returns the events, with the file opened for appending when it is writable. `None` when the
+/// file does not exist. On [`StoreError::Corrupt`] the file is not modified.
+pub(super) fn load(
+    path: &Path,
+    torn_path: &Path,
+    mode: WriteMode<'_>,
+) -> Result<Option<(Loaded, Option<LogFile>)>, StoreError> {
+    let mut bytes = Vec::new();
+    match File::open(path).and_then(|mut file| file.read_to_end(&mut bytes)) {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, e)),
+    }
+    let parsed = parse_log(&bytes, path)?;
+    // A read-only log still loads (when it needs no cut); it just cannot be appended to.
+    let writable = OpenOptions::new().read(true).append(true).open(path);
+    let mut len = bytes.len() as u64;
+    let torn = match parsed.torn {
+        Some(torn) => {
+            let file = writable.as_ref().map_err(|e| io_error(path, clone_io(e)))?;
+            let cut = &bytes[usize::try_from(torn.start).unwrap_or(bytes.len())..];
+            let tail = cut_torn(file, path, torn_path, torn, cut, mode)?;
+            len = torn.start;
+            Some(tail)
+        }
+        None => None,
+    };
+    let next_seq = parsed.events.len() as u64;
+    let log = writable.ok().map(|file| LogFile { file, len, next_seq });
+    Ok(Some((Loaded { events: parsed.events, torn }, log)))
+}
+
+/// A copy of an I/O error (kind and message), for reporting an error that is still borrowed.
+fn clone_io(e: &io::Error) -> io::Error {
+    io::Error::new(e.kind(), e.to_string())
+}
+
+/// Cuts a torn last line: appends its bytes (and a `\n`, one line per cut) to `torn_path`,
+/// then truncates the log to the end of its previous line, then warns.
+fn cut_torn(
+    file: &File,
+    path: &Path,
+    torn_path: &Path,
+    torn: TornLine,
+    cut: &[u8],
+    mode: WriteMode<'_>,
+) -> Result<TornTail, StoreError> {
+    let existed = torn_path.exists();
+    let mut keep = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .open(torn_path)
+        .map_err(|e| io_error(torn_path, e))?;
+    let mut record = Vec::with_capacity(cut.len() + 1);
+    record.extend_from_slice(cut);
+    record.push(b'\n');
+    keep.write_all(&record).map_err(|e| io_error(torn_path, e))?;
+    // The cut bytes must be safe before they leave the log.
+    mode.sync(&keep, torn_path)?;
+    if !existed {
+        if let Some(dir) = torn_path.parent() {
+            mode.sync_dir(dir)?;
+        }
+    }
+    file.set_len(torn.start).map_err(|e| io_error(path, e))?;
+    mode.sync(file, path)?;
+    tracing::warn!(
+        file = %path.display(),
+        line = torn.line,
+        bytes = cut.len(),
+        kept_in = %torn_path.display(),
+        "cut a torn last line (an append that was never acknowledged)",
+    );
+    Ok(TornTail {
+        line: torn.line,
+        bytes: cut.len() as u64,
+        kept_in: Some(torn_path.to_path_buf()),
+    })
+}
+
+/// The last line of a non-empty file of length `len`, without its `\n`; `None` when the file does
+/// not end with `\n` (its last line is torn).
+fn last_line(file: &mut File, len: u64) -> io::Result<Option<Vec<u8>>> {
+    const CHUNK: u64 = 8 * 1024;
+    let mut last = [0u8];
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] != b'\n' {
+        return Ok(None);
+    }
+    // Walk back from the final newline to the one before it, a chunk at a time.
+    let mut line: Vec<u8> = Vec::new();
+    let mut start = len - 1;
+    while start > 0 {
+        let from = start.saturating_sub(CHUNK);
+        let mut chunk = vec![0; usize::try_from(start - from).unwrap_or(0)];
+        file.seek(SeekFrom::Start(from))?;
+        file.read_exact(&mut chunk)?;
+        let newline = chunk.iter().rposition(|&b| b == b'\n');
+        if let Some(at) = newline {
+            chunk.drain(..=at);
+        }
+        chunk.extend_from_slice(&line);
+        line = chunk;
+        if newline.is_some() {
+            break;
+        }
+        start = from;
+    }
+    Ok(Some(line))
+}
+
+/// How many lines (newlines) a file has, for an error message.
+fn count_lines(file: &mut File) -> io::Result<u64> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64)
+}
+
+/// An I/O error on `path`.
+pub(super) fn io_error(path: &Path, source: io::Error) -> StoreError {
+    StoreError::Io { path: path.display().to_string(), source }
+}

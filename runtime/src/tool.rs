@@ -1,0 +1,132 @@
+//! Tools the model may call: the [`Tool`] trait and the [`Toolbox`] a runtime offers.
+//!
+//! A tool is called by the step that received the model's `toolCalls`: the step appends
+//! `tool/call`, awaits [`Tool::call`] racing the turn's cancellation, and appends `tool/result`.
+//!
+//! # Why a tool error ends the turn
+//!
+//! SPEC §2: "Tool errors … are NOT offered to the waterfall: the turn ends with an error." A tool
+//! that answers `Err(message)` (or panics, or is not registered) still gets its `tool/result`
+//! with `isError: true` — so the model-visible history stays well formed (every call answered)
+//! and a later `Session::retry()` shows the model what went wrong — and then the step and the
+//! turn end with `{kind:"error"}` (code [`TOOL_ERROR`]). A tool that wants the model to react to
+//! a soft problem returns it as `Ok` text.
+//!
+//! # Why the future is `'static`
+//!
+//! The step races the call against the turn's cancellation token and drops it when the turn is
+//! cancelled; a `'static` future owns what it needs, so dropping it is always safe. Tools that
+//! hold a long wait should also watch `cancel` to release resources early.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::provider::ToolSpec;
+use crate::store::BoxFuture;
+
+pub mod echo;
+
+/// The failure code of a turn ended by a tool error (not offered to the waterfall).
+pub const TOOL_ERROR: &str = "TOOL_ERROR";
+
+/// A tool the model may call.
+pub trait Tool: Send + Sync + 'static {
+    /// Its name and description, as offered to the model.
+    fn spec(&self) -> ToolSpec;
+
+    /// Runs one call. `Ok` is the output the model sees; `Err` is a tool error: it is recorded
+    /// as a `tool/result` with `isError: true` and ends the turn with an error.
+    fn call(
+        &self,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<String, String>>;
+}
+
+/// The tools a runtime offers, in registration order.
+#[derive(Clone, Default)]
+pub struct Toolbox {
+    order: Vec<ToolSpec>,
+    by_name: HashMap<String, Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toolbox").field("tools", &self.order).finish()
+    }
+}
+
+impl Toolbox {
+    /// An empty toolbox.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool; a later tool with the same name replaces the earlier one (keeping its place).
+    pub fn add(&mut self, tool: Arc<dyn Tool>) {
+        let spec = tool.spec();
+        match self.order.iter_mut().find(|s| s.name == spec.name) {
+            Some(slot) => *slot = spec.clone(),
+            None => self.order.push(spec.clone()),
+        }
+        self.by_name.insert(spec.name, tool);
+    }
+
+    /// The specs offered to the model, in registration order.
+    pub fn specs(&self) -> &[ToolSpec] {
+        &self.order
+    }
+
+    /// The tool named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.by_name.get(name)
+    }
+
+    /// How many tools there are.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Named(&'static str, &'static str);
+
+    impl Tool for Named {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec { name: self.0.into(), description: self.1.into() }
+        }
+        fn call(
+            &self,
+            _: Value,
+            _: CancellationToken,
+        ) -> BoxFuture<'static, Result<String, String>> {
+            let out = self.1.to_owned();
+            Box::pin(async move { Ok(out) })
+        }
+    }
+
+    #[tokio::test]
+    async fn tools_keep_registration_order_and_a_new_one_replaces_its_namesake() {
+        let mut tools = Toolbox::new();
+        tools.add(Arc::new(Named("b", "first b")));
+        tools.add(Arc::new(Named("a", "an a")));
+        tools.add(Arc::new(Named("b", "second b")));
+        let names: Vec<_> = tools.specs().iter().map(|s| s.description.as_str()).collect();
+        assert_eq!(names, ["second b", "an a"]);
+        let out = tools.get("b").unwrap().call(Value::Null, CancellationToken::new()).await;
+        assert_eq!(out, Ok("second b".to_owned()));
+        assert!(tools.get("c").is_none());
+        assert_eq!(tools.len(), 2);
+    }
+}

@@ -1,0 +1,607 @@
+//! The durable stores, through their public API: what a reopened log holds after torn writes,
+//! corruption, random appends and concurrency, and whether `Disk` really syncs.
+
+// Helpers outside `#[test]` functions build fixtures; a failure there is a broken test.
+#![allow(clippy::unwrap_used)]
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use rein_runtime::event::*;
+use rein_runtime::failure::Failure;
+use rein_runtime::store::jsonl::JsonlStore;
+use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::store::sqlite::SqliteStore;
+use rein_runtime::store::sync::CountingSyncer;
+use rein_runtime::store::{Durability, SessionStore, StoreError, TornTail};
+
+fn envelope(seq: u64, event: Event) -> Envelope {
+    Envelope { seq, time: 1_700_000_000_000 + seq, event }
+}
+
+fn message(seq: u64, text: &str) -> Envelope {
+    envelope(seq, Event::UserMessage(UserMessage { text: text.into() }))
+}
+
+fn idle(seq: u64) -> Envelope {
+    envelope(seq, Event::AgentIdle(AgentIdle {}))
+}
+
+/// A small session: start, a message whose text has multi-byte characters, a turn.
+fn session_events() -> Vec<Envelope> {
+    vec![
+        envelope(0, Event::SessionStart(SessionStart { session: "s".into(), format: LOG_FORMAT })),
+        message(1, "héllo \u{1F600} \"quoted\"\nnew line"),
+        envelope(2, Event::TurnStart(TurnStart { turn: 1 })),
+        envelope(
+            3,
+            Event::RequestError(RequestError {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                provider: "mock".into(),
+                failure: Failure::new("RATE_LIMIT", "slow down — ✋")
+                    .unwrap()
+                    .with_status(429)
+                    .unwrap(),
+            }),
+        ),
+    ]
+}
+
+fn jsonl(dir: &Path) -> JsonlStore {
+    JsonlStore::open(dir, Durability::Os).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Torn last lines and corruption (JSONL)
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_log_cut_at_every_byte_of_its_last_line_reopens_to_the_events_before_it() {
+    let events = session_events();
+    let written = tempfile::tempdir().unwrap();
+    jsonl(written.path()).append("s", &events).await.unwrap();
+    let full = std::fs::read(written.path().join("s.jsonl")).unwrap();
+    let last_start = full[..full.len() - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    let prefix = &events[..events.len() - 1];
+
+    // Every length from "the last line is entirely missing" to "only its newline is missing".
+    for cut_at in last_start..full.len() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, &full[..cut_at]).unwrap();
+        let store = jsonl(dir.path());
+
+        let loaded = store.load("s").await.unwrap().unwrap();
+        assert_eq!(loaded.events, prefix, "cut at {cut_at}");
+        assert_eq!(std::fs::read(&path).unwrap(), &full[..last_start], "cut at {cut_at}");
+        let torn_path = dir.path().join("s.jsonl.torn");
+        if cut_at == last_start {
+            assert_eq!(loaded.torn, None, "nothing to cut at {cut_at}");
+            assert!(!torn_path.exists());
+        } else {
+            let cut = &full[last_start..cut_at];
+            let want = TornTail {
+                line: events.len() as u64,
+                bytes: cut.len() as u64,
+                kept_in: Some(torn_path.clone()),
+            };
+            assert_eq!(loaded.torn, Some(want), "cut at {cut_at}");
+            assert_eq!(
+                std::fs::read(&torn_path).unwrap(),
+                [cut, b"\n"].concat(),
+                "cut at {cut_at}"
+            );
+        }
+
+        // The log goes on from the prefix, and a second load finds nothing more to cut.
+        store.append("s", &[idle(prefix.len() as u64)]).await.unwrap();
+        let again = jsonl(dir.path()).load("s").await.unwrap().unwrap();
+        assert_eq!(again.events.len(), events.len(), "cut at {cut_at}");
+        assert_eq!(again.torn, None);
+    }
+}
+
+#[tokio::test]
+async fn cuts_accumulate_in_the_torn_file_one_line_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    let first = serde_json::to_string(&idle(0)).unwrap();
+    std::fs::write(&path, format!("{first}\n{{\"seq\":1")).unwrap();
+    assert!(jsonl(dir.path()).load("s").await.unwrap().unwrap().torn.is_some());
+    std::fs::write(&path, format!("{first}\n{{\"seq\":1,\"time\"")).unwrap();
+    assert!(jsonl(dir.path()).load("s").await.unwrap().unwrap().torn.is_some());
+    let kept = std::fs::read_to_string(dir.path().join("s.jsonl.torn")).unwrap();
+    assert_eq!(kept, "{\"seq\":1\n{\"seq\":1,\"time\"\n");
+}
+
+#[tokio::test]
+async fn a_corrupt_line_fails_naming_file_and_line_and_changes_no_byte() {
+    let events = session_events();
+    let good = tempfile::tempdir().unwrap();
+    jsonl(good.path()).append("s", &events).await.unwrap();
+    let text = std::fs::read_to_string(good.path().join("s.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+
+    // (description, file content, the line the error must name)
+    let cases: Vec<(&str, String, u64)> = vec![
+        (
+            "garbage in the middle",
+            format!("{}\n{}\nnot json\n{}\n", lines[0], lines[1], lines[3]),
+            3,
+        ),
+        (
+            "a middle line cut short",
+            format!("{}\n{}\n{}\n", lines[0], &lines[1][..20], lines[2]),
+            2,
+        ),
+        (
+            "a corrupt middle line and a torn tail",
+            format!("{}\n{}\n{{\"seq\":2,\"ti\n{}\n{{\"seq\"", lines[0], lines[1], lines[3]),
+            3,
+        ),
+        (
+            "a complete last line that does not parse",
+            format!("{}\n{}\n{{\"seq\":2,\n", lines[0], lines[1]),
+            3,
+        ),
+        ("a gap in seq", format!("{}\n{}\n{}\n", lines[0], lines[1], lines[3]), 3),
+        ("a repeated line", format!("{}\n{}\n{}\n", lines[0], lines[1], lines[1]), 3),
+    ];
+    for (what, content, line) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        std::fs::write(&path, &content).unwrap();
+        let before = std::fs::read(&path).unwrap();
+
+        let err = jsonl(dir.path()).load("s").await.unwrap_err();
+        let StoreError::Corrupt { path: named, line: at, .. } = &err else {
+            panic!("{what}: {err}")
+        };
+        assert_eq!((named.as_str(), *at), (path.to_str().unwrap(), line), "{what}");
+        let shown = err.to_string();
+        assert!(shown.starts_with(&format!("{}:{line}: ", path.display())), "{what}: {shown}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "{what}: the file must be untouched");
+        assert!(!dir.path().join("s.jsonl.torn").exists(), "{what}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every store keeps the same contract
+// ---------------------------------------------------------------------------------------------
+
+/// The three stores, fresh, each with its own directory.
+fn every_store(dir: &Path) -> Vec<(&'static str, Box<dyn SessionStore>)> {
+    vec![
+        ("memory", Box::new(MemoryStore::new())),
+        ("jsonl", Box::new(JsonlStore::open(dir.join("logs"), Durability::Os).unwrap())),
+        ("sqlite", Box::new(SqliteStore::open(dir.join("events.db"), Durability::Os).unwrap())),
+    ]
+}
+
+#[tokio::test]
+async fn every_store_refuses_what_it_could_not_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, store) in every_store(dir.path()) {
+        assert_eq!(store.load("s").await.unwrap(), None, "{name}");
+        store.append("s", &[idle(0), idle(1)]).await.unwrap();
+        store.append("s", &[]).await.unwrap();
+
+        for (stale, expected, found) in
+            [(vec![idle(1)], 2, 1), (vec![idle(3)], 2, 3), (vec![idle(2), idle(4)], 3, 4)]
+        {
+            let err = store.append("s", &stale).await.unwrap_err();
+            assert!(
+                matches!(&err, StoreError::OutOfOrder { session, expected: e, found: f }
+                    if session == "s" && *e == expected && *f == found),
+                "{name}: {err}"
+            );
+        }
+        for bad in ["", "../escape", "a/b", ".hidden"] {
+            let err = store.append(bad, &[idle(0)]).await.unwrap_err();
+            assert!(matches!(err, StoreError::InvalidSessionId(_)), "{name} {bad:?}: {err}");
+            assert!(store.load(bad).await.is_err(), "{name} {bad:?}");
+        }
+        let loaded = store.load("s").await.unwrap().unwrap();
+        assert_eq!(loaded.events, [idle(0), idle(1)], "{name}");
+        assert_eq!(store.sessions().await.unwrap(), ["s"], "{name}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random appends reopen to the same events
+// ---------------------------------------------------------------------------------------------
+
+fn text() -> impl Strategy<Value = String> {
+    prop::collection::vec(any::<char>(), 0..12).prop_map(String::from_iter)
+}
+
+fn word() -> impl Strategy<Value = String> {
+    prop::collection::vec(any::<char>(), 1..8).prop_map(String::from_iter)
+}
+
+fn finite_positive() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        (1u32..100_000).prop_map(f64::from),
+        0.001f64..1e6,
+        prop::num::f64::POSITIVE | prop::num::f64::NORMAL | prop::num::f64::SUBNORMAL,
+    ]
+}
+
+fn failure() -> impl Strategy<Value = Failure> {
+    (
+        word(),
+        word(),
+        prop::option::of(100u16..=599),
+        prop::option::of(finite_positive()),
+        prop::option::of(word()),
+    )
+        .prop_map(|(code, message, status, retry_after, request_id)| {
+            let mut f = Failure::new(code, message).unwrap();
+            if let Some(status) = status {
+                f = f.with_status(status).unwrap();
+            }
+            if let Some(ms) = retry_after {
+                f = f.with_retry_after_ms(ms).unwrap();
+            }
+            if let Some(id) = request_id {
+                f = f.with_request_id(id).unwrap();
+            }
+            f
+        })
+}
+
+fn json_value() -> impl Strategy<Value = serde_json::Value> {
+    let leaf = prop_oneof![
+        Just(serde_json::Value::Null),
+        any::<bool>().prop_map(serde_json::Value::from),
+        any::<i64>().prop_map(serde_json::Value::from),
+        finite_positive().prop_map(serde_json::Value::from),
+        text().prop_map(serde_json::Value::from),
+    ];
+    leaf.prop_recursive(3, 16, 4, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+            prop::collection::btree_map(text(), inner, 0..4)
+                .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn reason() -> impl Strategy<Value = TurnEndReason> {
+    prop_oneof![
+        Just(TurnEndReason::Completed),
+        failure().prop_map(|failure| TurnEndReason::Error { failure }),
+        prop_oneof![
+            Just(CancelCause::User),
+            Just(CancelCause::Parent),
+            Just(CancelCause::Disposed),
+            text().prop_map(|reason| CancelCause::Hook { reason }),
+        ]
+        .prop_map(|cause| TurnEndReason::Aborted { cause }),
+        Just(TurnEndReason::MaxSteps),
+        Just(TurnEndReason::Interrupted),
+    ]
+}
+
+/// Any event of the vocabulary.
+fn event() -> impl Strategy<Value = Event> {
+    let n = || 0u32..50;
+    prop_oneof![
+        (text(), any::<u32>())
+            .prop_map(|(session, format)| Event::SessionStart(SessionStart { session, format })),
+        text().prop_map(|text| Event::UserMessage(UserMessage { text })),
+        n().prop_map(|turn| Event::TurnStart(TurnStart { turn })),
+        (n(), n()).prop_map(|(turn, step)| Event::StepStart(StepRef { turn, step })),
+        (n(), n(), n(), word(), word()).prop_map(|(turn, step, attempt, provider, model)| {
+            Event::RequestStart(RequestStart { turn, step, attempt, provider, model })
+        }),
+        (n(), n(), n(), text()).prop_map(|(turn, step, attempt, text)| {
+            Event::AssistantChunk(AssistantChunk { turn, step, attempt, text })
+        }),
+        (n(), n(), n(), word(), failure()).prop_map(|(turn, step, attempt, provider, failure)| {
+            Event::RequestError(RequestError { turn, step, attempt, provider, failure })
+        }),
+        (
+            word(),
+            n(),
+            n(),
+            word(),
+            word(),
+            word(),
+            text(),
+            any::<u64>(),
+            prop::option::of(any::<u64>()),
+            finite_positive(),
+            failure()
+        )
+            .prop_map(
+                |(
+                    retry_id,
+                    turn,
+                    step,
+                    provider,
+                    plugin,
+                    mode,
+                    policy_key,
+                    retry,
+                    max_retries,
+                    delay_ms,
+                    failure,
+                )| {
+                    Event::LlmRetry(LlmRetry {
+                        retry_id,
+                        turn,
+                        step,
+                        provider,
+                        plugin,
+                        mode,
+                        policy_key,
+                        retry,
+                        max_retries,
+                        delay_ms,
+                        failure,
+                    })
+                }
+            ),
+        (word(), n(), n(), any::<u64>()).prop_map(|(retry_id, turn, step, retry)| {
+            Event::LlmRetryStarted(LlmRetryStarted { retry_id, turn, step, retry })
+        }),
+        (
+            n(),
+            n(),
+            text(),
+            prop::option::of(prop::collection::vec(
+                (word(), word(), json_value()).prop_map(|(id, name, arguments)| ToolCall {
+                    id,
+                    name,
+                    arguments
+                }),
+                0..3
+            )),
+            prop::option::of(
+                (any::<u64>(), any::<u64>()).prop_map(|(input_tokens, output_tokens)| Usage {
+                    input_tokens,
+                    output_tokens
+                })
+            ),
+        )
+            .prop_map(|(turn, step, text, tool_calls, usage)| {
+                Event::AssistantMessage(AssistantMessage { turn, step, text, tool_calls, usage })
+            }),
+        (n(), n(), word(), word(), json_value()).prop_map(|(turn, step, id, name, arguments)| {
+            Event::ToolCall(ToolCallEvent { turn, step, id, name, arguments })
+        }),
+        (n(), n(), word(), text(), any::<bool>()).prop_map(|(turn, step, id, output, is_error)| {
+            Event::ToolResult(ToolResult { turn, step, id, output, is_error })
+        }),
+        (n(), n(), prop::collection::vec(any::<u64>(), 0..5), any::<u64>()).prop_map(
+            |(turn, step, removed, kept)| {
+                Event::ContextCompacted(ContextCompacted { turn, step, removed, kept })
+            }
+        ),
+        (n(), n()).prop_map(|(turn, step)| Event::StepEnd(StepRef { turn, step })),
+        (n(), reason()).prop_map(|(turn, reason)| Event::TurnEnd(TurnEnd { turn, reason })),
+        Just(Event::AgentIdle(AgentIdle {})),
+        (word(), text(), any::<u32>()).prop_map(|(plugin, error, restarts)| {
+            Event::PluginCrashed(PluginCrashed { plugin, error, restarts })
+        }),
+        (word(), any::<u64>(), prop::collection::vec(word(), 0..3)).prop_map(
+            |(plugin, revision, changed)| {
+                Event::ConfigChanged(ConfigChanged { plugin, revision, changed })
+            }
+        ),
+    ]
+}
+
+/// Appends: (session index, events with times), in order.
+fn appends() -> impl Strategy<Value = Vec<(usize, Vec<(u64, Event)>)>> {
+    prop::collection::vec((0usize..3, prop::collection::vec((any::<u64>(), event()), 1..5)), 1..10)
+}
+
+/// Applies `appends` to `store`, giving each session contiguous seqs; returns what each session
+/// must hold.
+async fn apply(
+    store: &dyn SessionStore,
+    appends: &[(usize, Vec<(u64, Event)>)],
+) -> std::collections::BTreeMap<String, Vec<Envelope>> {
+    let mut logs: std::collections::BTreeMap<String, Vec<Envelope>> = Default::default();
+    for (session, batch) in appends {
+        let session = format!("s{session}");
+        let log = logs.entry(session.clone()).or_default();
+        let start = log.len() as u64;
+        let batch: Vec<Envelope> = (start..)
+            .zip(batch)
+            .map(|(seq, (time, event))| Envelope { seq, time: *time, event: event.clone() })
+            .collect();
+        store.append(&session, &batch).await.unwrap();
+        log.extend(batch);
+    }
+    logs
+}
+
+async fn reopened_holds(
+    store: &dyn SessionStore,
+    logs: &std::collections::BTreeMap<String, Vec<Envelope>>,
+) {
+    assert_eq!(store.sessions().await.unwrap(), logs.keys().cloned().collect::<Vec<_>>());
+    for (session, events) in logs {
+        let loaded = store.load(session).await.unwrap().unwrap();
+        assert_eq!(loaded.torn, None);
+        assert_eq!(&loaded.events, events, "{session}");
+    }
+}
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(future)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_appends_reopen_to_the_same_events_in_jsonl(appends in appends()) {
+        block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let logs = apply(&jsonl(dir.path()), &appends).await;
+            reopened_holds(&jsonl(dir.path()), &logs).await;
+        });
+    }
+
+    #[test]
+    fn any_appends_reopen_to_the_same_events_in_sqlite(appends in appends()) {
+        block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("events.db");
+            let store = SqliteStore::open(&db, Durability::Os).unwrap();
+            let logs = apply(&store, &appends).await;
+            drop(store);
+            reopened_holds(&SqliteStore::open(&db, Durability::Os).unwrap(), &logs).await;
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQLite: concurrency and group commit
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() {
+    const SESSIONS: usize = 256;
+    const APPENDS: u64 = 8;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("events.db");
+    let syncs = Arc::new(CountingSyncer::fdatasync());
+    let store =
+        Arc::new(SqliteStore::open_with_syncer(&db, Durability::Disk, syncs.clone()).unwrap());
+    let opened = syncs.count();
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for s in 0..SESSIONS {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let session = format!("session-{s}");
+            let mut seq = 0;
+            for append in 0..APPENDS {
+                // 1 to 3 events per append, varying by session and round.
+                let n = 1 + (s as u64 + append) % 3;
+                let batch: Vec<Envelope> =
+                    (seq..seq + n).map(|q| message(q, &format!("{session}/{q}"))).collect();
+                store.append(&session, &batch).await.unwrap();
+                seq += n;
+            }
+            (session, seq)
+        });
+    }
+    let mut expected = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        expected.push(done.unwrap());
+    }
+    let appends = SESSIONS as u64 * APPENDS;
+    let synced = syncs.count() - opened;
+    assert!((1..=appends).contains(&synced), "{synced} syncs for {appends} appends");
+
+    drop(Arc::into_inner(store).expect("every task is done"));
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    assert_eq!(store.sessions().await.unwrap().len(), SESSIONS);
+    for (session, count) in expected {
+        let events = store.load(&session).await.unwrap().unwrap().events;
+        let want: Vec<Envelope> =
+            (0..count).map(|q| message(q, &format!("{session}/{q}"))).collect();
+        assert_eq!(events, want, "{session}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_append_among_concurrent_ones_fails_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("events.db"), Durability::Disk).unwrap();
+    store.append("b", &[idle(0)]).await.unwrap();
+    let (ea, eb, ec) = ([idle(0), idle(1)], [idle(0)], [idle(0)]);
+    // "b" repeats a seq it already has.
+    let (a, b, c) =
+        tokio::join!(store.append("a", &ea), store.append("b", &eb), store.append("c", &ec));
+    a.unwrap();
+    let err = b.unwrap_err();
+    assert!(matches!(err, StoreError::OutOfOrder { expected: 1, found: 0, .. }), "{err}");
+    c.unwrap();
+    assert_eq!(store.load("a").await.unwrap().unwrap().events, ea);
+    assert_eq!(store.load("b").await.unwrap().unwrap().events, [idle(0)]);
+    assert_eq!(store.load("c").await.unwrap().unwrap().events, ec);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Durability levels: counted syncs
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn jsonl_disk_syncs_every_append_before_acknowledging_it() {
+    const N: u64 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let syncs = Arc::new(CountingSyncer::fdatasync());
+    let store = JsonlStore::open(dir.path(), Durability::Disk).unwrap().with_syncer(syncs.clone());
+    for seq in 0..N {
+        let before = syncs.count();
+        store.append("s", &[idle(seq)]).await.unwrap();
+        assert!(syncs.count() > before, "append {seq} was acknowledged without a sync");
+    }
+    assert!(syncs.count() >= N);
+
+    let os_syncs = Arc::new(CountingSyncer::fdatasync());
+    let os = JsonlStore::open(dir.path().join("os"), Durability::Os)
+        .unwrap()
+        .with_syncer(os_syncs.clone());
+    for seq in 0..N {
+        os.append("s", &[idle(seq)]).await.unwrap();
+    }
+    assert_eq!(os_syncs.count(), 0);
+}
+
+#[tokio::test]
+async fn sqlite_disk_syncs_each_commit_and_os_never_syncs() {
+    const N: u64 = 20;
+    let dir = tempfile::tempdir().unwrap();
+    let syncs = Arc::new(CountingSyncer::fdatasync());
+    let store =
+        SqliteStore::open_with_syncer(dir.path().join("disk.db"), Durability::Disk, syncs.clone())
+            .unwrap();
+    let opened = syncs.count();
+    for seq in 0..N {
+        let before = syncs.count();
+        store.append("s", &[idle(seq)]).await.unwrap();
+        assert!(syncs.count() > before, "append {seq} was acknowledged without a sync");
+    }
+    let synced = syncs.count() - opened;
+    assert!((1..=N).contains(&synced), "{synced} syncs for {N} appends");
+
+    let os_syncs = Arc::new(CountingSyncer::fdatasync());
+    let os =
+        SqliteStore::open_with_syncer(dir.path().join("os.db"), Durability::Os, os_syncs.clone())
+            .unwrap();
+    for seq in 0..N {
+        os.append("s", &[idle(seq)]).await.unwrap();
+    }
+    assert_eq!(os_syncs.count(), 0);
+}
+
+#[tokio::test]
+async fn a_session_written_by_one_store_reads_the_same_from_the_other() {
+    // The SQLite `line` column holds exactly the JSONL line.
+    let dir = tempfile::tempdir().unwrap();
+    let events = session_events();
+    let sqlite = SqliteStore::open(dir.path().join("events.db"), Durability::Os).unwrap();
+    sqlite.append("s", &events).await.unwrap();
+    let files = jsonl(dir.path().join("logs").as_path());
+    files.append("s", &events).await.unwrap();
+
+    let conn = rusqlite::Connection::open(dir.path().join("events.db")).unwrap();
+    let mut query =
+        conn.prepare("SELECT line FROM events WHERE session = 's' ORDER BY seq").unwrap();
+    let lines: Vec<String> =
+        query.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+    let text = std::fs::read_to_string(files.path("s").unwrap()).unwrap();
+    assert_eq!(text, lines.iter().map(|l| format!("{l}\n")).collect::<String>());
+}

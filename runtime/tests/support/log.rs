@@ -1,0 +1,124 @@
+//! Reading logs in tests: their shape, and the structural rules every end-to-end log must keep.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use rein_runtime::event::{Envelope, Event, TurnEndReason};
+
+/// The `type` of each event.
+pub fn kinds(events: &[Envelope]) -> Vec<&'static str> {
+    events.iter().map(Envelope::kind).collect()
+}
+
+/// The reasons of every `turn/end`, in order.
+pub fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::TurnEnd(end) => Some(end.reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The events from the first of type `kind` (inclusive).
+pub fn from_kind<'a>(events: &'a [Envelope], kind: &str) -> &'a [Envelope] {
+    let at = events.iter().position(|e| e.kind() == kind).unwrap_or(events.len());
+    &events[at..]
+}
+
+/// The structural rules of a finished log: contiguous seqs from 0, `session/start` first, turns
+/// and steps numbered in order and nested, one `turn/end` per `turn/start`, every
+/// `request/start` and chunk inside an open step, nothing left open, `agent/idle` last.
+pub fn assert_valid(events: &[Envelope]) {
+    assert!(!events.is_empty(), "an empty log");
+    assert_eq!(events[0].kind(), "session/start", "the first event");
+    let mut turn: Option<u32> = None;
+    let mut last_turn = 0;
+    let mut step: Option<u32> = None;
+    let mut last_step = 0;
+    for (i, e) in events.iter().enumerate() {
+        assert_eq!(e.seq, i as u64, "seq {} at position {i}", e.seq);
+        if i > 0 {
+            assert!(e.time >= events[i - 1].time, "time goes back at seq {}", e.seq);
+        }
+        let at = format!("seq {} {}", e.seq, e.kind());
+        match &e.event {
+            Event::TurnStart(s) => {
+                assert_eq!(turn, None, "{at}: a turn is already open");
+                assert_eq!(s.turn, last_turn + 1, "{at}: turns are numbered in order");
+                turn = Some(s.turn);
+                last_turn = s.turn;
+                last_step = 0;
+            }
+            Event::StepStart(s) => {
+                assert_eq!(turn, Some(s.turn), "{at}: outside its turn");
+                assert_eq!(step, None, "{at}: a step is already open");
+                assert_eq!(s.step, last_step + 1, "{at}: steps are numbered in order");
+                step = Some(s.step);
+                last_step = s.step;
+            }
+            Event::StepEnd(s) => {
+                assert_eq!((turn, step), (Some(s.turn), Some(s.step)), "{at}: closes no open step");
+                step = None;
+            }
+            Event::TurnEnd(end) => {
+                assert_eq!(turn, Some(end.turn), "{at}: closes no open turn");
+                assert_eq!(step, None, "{at}: a step is still open");
+                turn = None;
+            }
+            Event::RequestStart(r) => {
+                assert_eq!(
+                    (turn, step),
+                    (Some(r.turn), Some(r.step)),
+                    "{at}: outside an open step"
+                );
+            }
+            Event::AssistantChunk(c) => {
+                assert_eq!(
+                    (turn, step),
+                    (Some(c.turn), Some(c.step)),
+                    "{at}: outside an open step"
+                );
+            }
+            Event::RequestError(r) => {
+                assert_eq!(
+                    (turn, step),
+                    (Some(r.turn), Some(r.step)),
+                    "{at}: outside an open step"
+                );
+            }
+            Event::AssistantMessage(m) => {
+                assert_eq!(
+                    (turn, step),
+                    (Some(m.turn), Some(m.step)),
+                    "{at}: outside an open step"
+                );
+            }
+            Event::ToolCall(c) => {
+                assert_eq!(
+                    (turn, step),
+                    (Some(c.turn), Some(c.step)),
+                    "{at}: outside an open step"
+                );
+            }
+            Event::ToolResult(r) => {
+                assert_eq!(
+                    (turn, step),
+                    (Some(r.turn), Some(r.step)),
+                    "{at}: outside an open step"
+                );
+            }
+            Event::LlmRetry(r) => {
+                assert_eq!(
+                    (turn, step),
+                    (Some(r.turn), Some(r.step)),
+                    "{at}: outside an open step"
+                );
+            }
+            Event::AgentIdle(_) => assert_eq!(turn, None, "{at}: a turn is open"),
+            _ => {}
+        }
+    }
+    assert_eq!(turn, None, "a turn is left open");
+    assert_eq!(events.last().unwrap().kind(), "agent/idle", "a finished log ends idle");
+}
