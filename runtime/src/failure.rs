@@ -213,14 +213,6 @@ impl Failure {
     pub fn request_id(&self) -> Option<&str> {
         self.request_id.as_deref()
     }
-
-    /// Whether the runtime offers this failure to the request-error waterfall. False only for
-    /// [`SCRIPT_EXHAUSTED`]: a scripted provider that ran out of script ends the turn with
-    /// `turn/end {kind:"error"}` at once (after its `request/error`), so that no policy — not even
-    /// an `always` one — can retry an empty script forever (SPEC §10).
-    pub fn is_offered_to_waterfall(&self) -> bool {
-        self.code != SCRIPT_EXHAUSTED
-    }
 }
 
 /// The wire form, checked by `TryFrom`. Numbers stay `serde_json::Number` so that a status of
@@ -335,13 +327,5 @@ mod tests {
         assert_eq!(ok.status(), Some(503));
         assert_eq!(ok.provider_retry_after_ms(), Some(1.5));
         assert_eq!(http_code(418), "HTTP_418");
-    }
-
-    #[test]
-    fn only_an_exhausted_script_bypasses_the_waterfall() {
-        assert!(!Failure::internal(SCRIPT_EXHAUSTED, "out").is_offered_to_waterfall());
-        for code in KNOWN_CODES {
-            assert!(Failure::new(*code, "m").unwrap().is_offered_to_waterfall(), "{code}");
-        }
     }
 }

@@ -10,7 +10,7 @@
 //! - [`Scripted::Stall`]: never answers; only cancellation (dropping the future) ends it.
 //!
 //! When the script has run out, a call fails with [`SCRIPT_EXHAUSTED`]; the runtime ends the turn
-//! with that failure without offering it to the waterfall ([`Failure::is_offered_to_waterfall`]).
+//! with that failure without offering it to the waterfall ([`crate::waterfall::offered`]).
 //! Every [`Request`] received is recorded, so tests can assert that a retried request equals the
 //! failed one.
 //!
@@ -391,7 +391,7 @@ mod tests {
             assert_eq!(failure.code(), SCRIPT_EXHAUSTED);
             assert!(failure.message().contains("\"mock\" has 1 script entries"), "{failure:?}");
             assert!(failure.message().contains(&format!("attempt {attempt}")), "{failure:?}");
-            assert!(!failure.is_offered_to_waterfall());
+            assert!(!crate::waterfall::offered(&failure, false));
         }
         assert_eq!(provider.requests().len(), 3, "exhausted calls are recorded too");
     }

@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::event::{Envelope, Event, TurnEndReason};
+use crate::history::History;
 use crate::json_number;
 use crate::provider::Message;
 use crate::validator::Rejection;
@@ -214,34 +215,8 @@ pub fn build(
             _ => {}
         }
     }
-    report.messages = model_visible_history(events);
+    report.messages = History::from_events(events).messages();
     report
-}
-
-/// The model-visible history at the end of the log (SPEC §3): user messages, assistant messages
-/// (with their tool calls) and tool results, minus what `context/compacted` removed. A `tool/call`
-/// event adds no message of its own: the call is part of the assistant message that asked for it.
-fn model_visible_history(events: &[Envelope]) -> Vec<Message> {
-    let mut history: Vec<(u64, Message)> = Vec::new();
-    for envelope in events {
-        let message = match &envelope.event {
-            Event::UserMessage(e) => Message::User { text: e.text.clone() },
-            Event::AssistantMessage(e) => Message::Assistant {
-                text: e.text.clone(),
-                tool_calls: e.tool_calls.clone().unwrap_or_default(),
-            },
-            Event::ToolResult(e) => {
-                Message::Tool { id: e.id.clone(), output: e.output.clone(), is_error: e.is_error }
-            }
-            Event::ContextCompacted(e) => {
-                history.retain(|(seq, _)| !e.removed.contains(seq));
-                continue;
-            }
-            _ => continue,
-        };
-        history.push((envelope.seq, message));
-    }
-    history.into_iter().map(|(_, message)| message).collect()
 }
 
 #[cfg(test)]
