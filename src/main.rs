@@ -1,3 +1,29 @@
-//! The `rein` command line.
+//! The `rein` command line: a thin dispatcher over the subcommands in `cli/`.
 
-fn main() {}
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+/// rein: an actor-based agent runtime whose model-request failures flow through a supervised
+/// waterfall of retry plugins.
+#[derive(Debug, Parser)]
+#[command(name = "rein", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run scenario files: one session driven deterministically on virtual time (SPEC §10).
+    Scenario(cli::scenario::ScenarioArgs),
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Scenario(args) => cli::scenario::run(&args),
+    }
+}

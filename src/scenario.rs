@@ -1,0 +1,23 @@
+//! Scenario runs with everything rein ships: the plugins of `rein-plugins` registered under
+//! their names, the `echo` tool, and the invariant checker of `rein-invariant` judging every log.
+//!
+//! The runtime's [`ScenarioRunner`] knows no plugin and no rule (it cannot import either); this
+//! module is where the family is assembled, for the `rein scenario run` command and for programs
+//! and tests that want the same behaviour.
+
+use rein_runtime::scenario::{PluginRegistry, ScenarioRunner};
+
+pub use rein_runtime::scenario::{
+    InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry,
+};
+
+/// The plugins a scenario may `use`, by name. Empty until `rein-plugins` provides plugin actors;
+/// each one is registered here as it lands.
+pub fn plugins() -> PluginRegistry {
+    PluginRegistry::new()
+}
+
+/// A runner with [`plugins`], the default tools and the invariant checker.
+pub fn runner() -> ScenarioRunner {
+    ScenarioRunner::new().plugins(plugins())
+}
