@@ -279,3 +279,39 @@ fn a_log_that_cannot_be_written_is_an_internal_fault() {
     assert!(out.stdout.is_empty());
     assert!(stderr(&out).contains("cannot write the log"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_stall_nothing_cancels_ends_by_shutdown_and_leaves_a_valid_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = scenario_file(
+        &dir,
+        &json!({
+            "providers": [{"id": "mock", "script": [{"stall": {}}]}],
+            "turns": [{"prompt": "hello", "provider": "mock"}]
+        }),
+    );
+    let (report, out) = run_json(&["scenario", "run", file.to_str().unwrap(), "--json"]);
+    let value = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        value["turns"],
+        json!([{"turn": 1, "reason": {"kind": "aborted", "cause": {"kind": "disposed"}}}])
+    );
+    assert!(stderr(&out).starts_with("note: at 2147483648 ms: the running turn wrote no event"));
+}
+
+#[test]
+fn the_report_checker_is_the_invariant_crate() {
+    use rein::runtime::event::{Event, SessionStart, TurnStart};
+    let open_turn = [
+        Envelope {
+            seq: 0,
+            time: 0,
+            event: Event::SessionStart(SessionStart { session: "s".into(), format: 1 }),
+        },
+        Envelope { seq: 1, time: 0, event: Event::TurnStart(TurnStart { turn: 1 }) },
+    ];
+    let violations = rein::scenario::check(&open_turn);
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(violations[0].seq, 1);
+    assert!(violations[0].message.contains("never ends"), "{violations:?}");
+}

@@ -14,12 +14,113 @@
 //! - [`projection`]: the `Projection` trait (pure folds of a log).
 //! - [`validator`]: the `Validator` trait (checks run before an append commits).
 //! - [`provider`]: the request/completion types and the `Adapter` trait.
+//! - [`history`]: the model-visible history fold (what a request is built from).
+//! - [`plugin`]: the one trait plugins implement, `Verdict`, the recovery payload, `Downstream`.
+//! - [`waterfall`]: the chain-walk rules (order, `Next`/`Stop`/`Retry`, crash = `Next`, end of
+//!   chain = `Stop`, cancellation beats everything) and the driver that walks the chain.
+//! - [`agent_loop`]: what a step's end means for its turn, what a success writes, when a
+//!   manual retry applies.
+//! - [`plugin_host::intensity`]: the restart rule (3 restarts in 5 s).
+//! - [`cancel`]: cancellation scopes that remember their cause.
+//! - [`tool`]: the `Tool` trait, the toolbox, the `echo` tool.
+//! - [`crash`]: caught panics as text.
 //! - [`scripted`]: the scripted provider (test double and scenario provider).
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
 //! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
 //!   chains, open turn), validators hook and the repair on reopen.
+//! - [`runtime`]: the `Runtime` builder and handle, the root supervisor.
+//! - [`session`]: the `Session` handle, the session actor, hibernation.
+//! - [`turn_handle`]: what a prompt returns: the turn's events and its outcome.
+//! - `turn`, `step`: the turn and step actors (the agent loop's wiring).
+//! - [`provider::actor`]: one actor per provider route, one task per attempt.
+//! - [`plugin_host`]: the supervisor of the plugin actors.
+//! - [`census`]: live actors and tasks, so shutdown can prove it left none.
+//! - [`scenario`]: scenario files (strict format, field paths), the pure agenda and report, and
+//!   the runner that drives one session on a paused clock.
+//!
+//! # Quick start
+//!
+//! An adapter that fails its first attempt, a plugin that retries once, a tool-less agent:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//!
+//! use rein_runtime::event::TurnEndReason;
+//! use rein_runtime::failure::Failure;
+//! use rein_runtime::plugin::{Plugin, Recovery, Verdict};
+//! use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
+//! use rein_runtime::runtime::Runtime;
+//! use rein_runtime::store::BoxFuture;
+//!
+//! /// Streams "hello" — except on its first call, which fails after a partial chunk.
+//! #[derive(Default)]
+//! struct Flaky(AtomicU32);
+//!
+//! impl Adapter for Flaky {
+//!     fn call(&self, _: Request, chunks: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+//!         let first = self.0.fetch_add(1, Ordering::SeqCst) == 0;
+//!         Box::pin(async move {
+//!             if first {
+//!                 let _ = chunks.send("hel".into());
+//!                 return Err(Failure::new("SERVER", "busy").unwrap());
+//!             }
+//!             for chunk in ["hel", "lo"] {
+//!                 let _ = chunks.send(chunk.into());
+//!             }
+//!             Ok(Completion::default())
+//!         })
+//!     }
+//! }
+//!
+//! /// Retries a step's first failed attempt; delegates everything else.
+//! struct RetryOnce;
+//!
+//! impl Plugin for RetryOnce {
+//!     fn name(&self) -> &str {
+//!         "retry-once"
+//!     }
+//!     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
+//!         let first = recovery.payload.attempt == 1;
+//!         Box::pin(async move { if first { Verdict::Retry } else { Verdict::Next } })
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Runtime::builder()
+//!     .route("flaky", Arc::new(Flaky::default()), "flaky-1", None)
+//!     .plugin(Arc::new(RetryOnce))
+//!     .build()
+//!     .await?;
+//! let session = runtime.session("demo").await?;
+//!
+//! let mut turn = session.prompt("hi").await?;
+//! let mut kinds = Vec::new();
+//! while let Some(event) = turn.next_event().await {
+//!     kinds.push(event.kind());
+//! }
+//! let outcome = turn.outcome().await?;
+//! assert_eq!(outcome.reason, TurnEndReason::Completed);
+//! assert_eq!(kinds, [
+//!     "user/message", "turn/start", "step/start",
+//!     "request/start", "assistant/chunk", "request/error",            // attempt 1 fails…
+//!     "request/start", "assistant/chunk", "assistant/chunk",          // …retry-once retries
+//!     "assistant/message", "step/end", "turn/end",
+//! ]);
+//!
+//! // The answer is built from the successful attempt's chunks only.
+//! let events = session.events().await?;
+//! assert!(events.iter().any(|e| matches!(&e.event,
+//!     rein_runtime::event::Event::AssistantMessage(m) if m.text == "hello")));
+//!
+//! runtime.shutdown().await; // no actor, no task left
+//! assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod agent_loop;
 pub mod cancel;

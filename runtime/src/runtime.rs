@@ -347,6 +347,9 @@ struct Inner {
 }
 
 /// A running agent runtime. Cheap to clone; [`Runtime::shutdown`] stops it for every clone.
+///
+/// Dropping every clone does not stop the actors (ractor actors are not owned by handles):
+/// call [`Runtime::shutdown`] to end its turns, stop its actors and wait for its tasks.
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
@@ -425,6 +428,20 @@ impl Runtime {
     /// Live actors and tasks of this runtime.
     pub fn census(&self) -> &Census {
         &self.inner.shared.census
+    }
+
+    /// How many actors ractor's supervision tree holds under the runtime's root (the root
+    /// included; 0 once it stopped): also counts the session-log actors, which are not in the
+    /// [`Census`].
+    pub fn supervision_tree(&self) -> usize {
+        fn count(cell: &ActorCell) -> usize {
+            1 + cell.get_children().iter().map(count).sum::<usize>()
+        }
+        let root = self.inner.root.get_cell();
+        match root.get_status() {
+            ractor::ActorStatus::Stopped => 0,
+            _ => count(&root),
+        }
     }
 
     /// How many sessions are awake (hold actors) right now.

@@ -148,6 +148,10 @@ impl Session {
     /// Cancels the running turn (it ends `aborted` with `cause`) and drops the prompts queued
     /// behind it. Returns whether a turn was running.
     pub async fn cancel(&self, cause: CancelCause) -> Result<bool, SessionError> {
+        if !self.is_awake() {
+            // Hibernating: nothing runs and nothing is queued; no need to wake it.
+            return Ok(false);
+        }
         let (reply, answer) = oneshot::channel();
         self.send(ClientMsg::Cancel(cause, reply))?;
         answer.await.map_err(|_| SessionError::Stopped)
@@ -156,6 +160,9 @@ impl Session {
     /// Closes the session: cancels the running turn (cause `parent`), drops queued prompts, and
     /// resolves once the session is idle and hibernating. The log stays; a later call reopens it.
     pub async fn close(&self) -> Result<(), SessionError> {
+        if !self.is_awake() {
+            return Ok(());
+        }
         let (reply, done) = oneshot::channel();
         self.send(ClientMsg::Close(reply))?;
         done.await.map_err(|_| SessionError::Stopped)

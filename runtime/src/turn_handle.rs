@@ -2,25 +2,31 @@
 //! they are committed, and its outcome.
 //!
 //! The handle is created before the turn starts (a prompt sent while another turn runs waits in
-//! the session's queue). When the turn starts, the session subscribes to its log and hands the
-//! subscription over; [`TurnHandle::next_event`] yields every event committed from the turn's
-//! first event (`user/message`, or `turn/start` for a retry) up to and including its
-//! `turn/end`, then `None`. Awaiting the handle (or [`TurnHandle::outcome`]) resolves to how
-//! the turn ended.
+//! the session's queue). [`TurnHandle::next_event`] yields every event committed from the turn's
+//! first event (`user/message`, or `turn/start` for a retry) up to and including its `turn/end`,
+//! then `None`. Awaiting the handle (or [`TurnHandle::outcome`]) resolves to how the turn ended.
 //!
-//! # Why a log subscription
+//! # Why the subscription is lazy
 //!
-//! The turn's events are written by several parties — the step, the turn, and plugins appending
-//! `llm/retry` — and only the session log sees them all, in commit order. Subscribing at the
-//! start of the turn gives the handle exactly the log's view, nothing buffered twice.
+//! The turn's events are written by several parties — the step, the turn, plugins appending
+//! `llm/retry` — and only the session log sees them all, in commit order, so the stream is a log
+//! subscription. But a subscription is an unbounded channel (≈ 9 KiB of buffer once created),
+//! and most callers only await the outcome; a turn parked in a retry wait must stay small. So
+//! the session only tells the handle where its turn starts (the `seq` of its first event), and
+//! the first [`TurnHandle::next_event`] subscribes then reads back what was committed since that
+//! `seq` — from the open log, or from the store once the session hibernated — dropping the
+//! duplicates by `seq`.
 
+use std::collections::VecDeque;
 use std::future::IntoFuture;
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::event::{Envelope, Event, TurnEndReason};
 use crate::session::SessionError;
-use crate::store::BoxFuture;
+use crate::session_log::SessionLog;
+use crate::store::{BoxFuture, SessionStore};
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,10 +37,13 @@ pub struct TurnOutcome {
     pub reason: TurnEndReason,
 }
 
-/// A turn started: its number and the log subscription its events arrive on.
+/// A turn started: where its events are.
 pub(crate) struct Started {
     pub(crate) turn: u32,
-    pub(crate) events: Option<mpsc::UnboundedReceiver<Envelope>>,
+    /// The `seq` of the turn's first event.
+    pub(crate) from_seq: u64,
+    pub(crate) log: SessionLog,
+    pub(crate) store: Arc<dyn SessionStore>,
 }
 
 /// The session's side of a [`TurnHandle`].
@@ -45,9 +54,9 @@ pub(crate) struct TurnSink {
 
 impl TurnSink {
     /// Reports that the turn started.
-    pub(crate) fn started(&mut self, turn: u32, events: Option<mpsc::UnboundedReceiver<Envelope>>) {
-        if let Some(started) = self.started.take() {
-            let _ = started.send(Started { turn, events });
+    pub(crate) fn started(&mut self, started: Started) {
+        if let Some(sender) = self.started.take() {
+            let _ = sender.send(started);
         }
     }
 
@@ -57,18 +66,34 @@ impl TurnSink {
     }
 }
 
+/// Where the stream stands.
+enum Stream {
+    /// The turn has not started (or its start was not yet seen).
+    Waiting(oneshot::Receiver<Started>),
+    /// Started; nothing read yet.
+    Started(Started),
+    /// Reading: caught-up events first, then the subscription.
+    Reading {
+        turn: u32,
+        pending: VecDeque<Envelope>,
+        live: Option<mpsc::UnboundedReceiver<Envelope>>,
+        next_seq: u64,
+    },
+    /// The turn's `turn/end` was yielded, or the turn never started.
+    Ended,
+}
+
 /// A prompted (or retried) turn: stream its events, await its outcome.
 pub struct TurnHandle {
-    started: Option<oneshot::Receiver<Started>>,
+    stream: Stream,
     turn: Option<u32>,
-    events: Option<mpsc::UnboundedReceiver<Envelope>>,
-    ended: bool,
     outcome: oneshot::Receiver<Result<TurnOutcome, SessionError>>,
 }
 
 impl std::fmt::Debug for TurnHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TurnHandle").field("turn", &self.turn).field("ended", &self.ended).finish()
+        let ended = matches!(self.stream, Stream::Ended);
+        f.debug_struct("TurnHandle").field("turn", &self.turn).field("ended", &ended).finish()
     }
 }
 
@@ -77,14 +102,35 @@ pub(crate) fn channel() -> (TurnSink, TurnHandle) {
     let (started_tx, started_rx) = oneshot::channel();
     let (outcome_tx, outcome_rx) = oneshot::channel();
     let sink = TurnSink { started: Some(started_tx), outcome: outcome_tx };
-    let handle = TurnHandle {
-        started: Some(started_rx),
-        turn: None,
-        events: None,
-        ended: false,
-        outcome: outcome_rx,
-    };
+    let handle =
+        TurnHandle { stream: Stream::Waiting(started_rx), turn: None, outcome: outcome_rx };
     (sink, handle)
+}
+
+/// Whether `event` is turn `turn`'s `turn/end`.
+fn ends(event: &Envelope, turn: u32) -> bool {
+    matches!(&event.event, Event::TurnEnd(end) if end.turn == turn)
+}
+
+/// The committed events of turn `turn` from `from_seq`, up to its `turn/end`: read from the open
+/// log, or from the store when the log is closed (the session hibernated).
+async fn catch_up(started: &Started) -> VecDeque<Envelope> {
+    let events = match started.log.events().await {
+        Ok(events) => events,
+        Err(_) => match started.store.load(started.log.session()).await {
+            Ok(Some(loaded)) => loaded.events,
+            _ => Vec::new(),
+        },
+    };
+    let mut out = VecDeque::new();
+    for event in events.into_iter().filter(|e| e.seq >= started.from_seq) {
+        let last = ends(&event, started.turn);
+        out.push_back(event);
+        if last {
+            break;
+        }
+    }
+    out
 }
 
 impl TurnHandle {
@@ -96,31 +142,48 @@ impl TurnHandle {
     /// The next event of the turn, in commit order; `None` after its `turn/end` (or when the
     /// turn never started).
     pub async fn next_event(&mut self) -> Option<Envelope> {
-        if self.ended {
-            return None;
-        }
-        if let Some(started) = self.started.take() {
-            match started.await {
-                Ok(Started { turn, events }) => {
-                    self.turn = Some(turn);
-                    self.events = events;
+        loop {
+            match std::mem::replace(&mut self.stream, Stream::Ended) {
+                Stream::Ended => return None,
+                Stream::Waiting(started) => match started.await {
+                    Ok(started) => {
+                        self.turn = Some(started.turn);
+                        self.stream = Stream::Started(started);
+                    }
+                    Err(_) => return None,
+                },
+                Stream::Started(started) => {
+                    // Subscribe first, then read back: the overlap is dropped by seq.
+                    let live = started.log.subscribe().await.ok();
+                    let pending = catch_up(&started).await;
+                    self.stream = Stream::Reading {
+                        turn: started.turn,
+                        pending,
+                        live,
+                        next_seq: started.from_seq,
+                    };
                 }
-                Err(_) => {
-                    self.ended = true;
-                    return None;
+                Stream::Reading { turn, mut pending, mut live, next_seq } => {
+                    let event = match pending.pop_front() {
+                        Some(event) => Some(event),
+                        None => match live.as_mut() {
+                            Some(live) => live.recv().await,
+                            None => None,
+                        },
+                    };
+                    let event = event?;
+                    if event.seq < next_seq {
+                        self.stream = Stream::Reading { turn, pending, live, next_seq };
+                        continue;
+                    }
+                    if !ends(&event, turn) {
+                        let next_seq = event.seq + 1;
+                        self.stream = Stream::Reading { turn, pending, live, next_seq };
+                    }
+                    return Some(event);
                 }
             }
         }
-        let turn = self.turn?;
-        let event = self.events.as_mut()?.recv().await;
-        match &event {
-            Some(Envelope { event: Event::TurnEnd(end), .. }) if end.turn == turn => {
-                self.ended = true;
-            }
-            None => self.ended = true,
-            Some(_) => {}
-        }
-        event
     }
 
     /// How the turn ended. An error when it never started (the session was closed or the

@@ -11,22 +11,26 @@ mod log;
 #[path = "support/plugins.rs"]
 mod plugins;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use adapters::{Scripted, call, fail, reply};
 use log::{assert_valid, kinds};
 use plugins::{TestPlugin, Trace};
 use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_runtime::event::{Envelope, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::Verdict;
 use rein_runtime::provider::{Adapter, Message};
+use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::session::Prompt;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
 use serde_json::json;
 
 fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
     Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", adapter, "mock-1", None)
@@ -202,4 +206,180 @@ async fn a_failure_nobody_recovers_ends_the_turn_with_it() {
         kinds(&events)[3..],
         ["step/start", "request/start", "request/error", "step/end", "turn/end", "agent/idle"]
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_error_is_recorded_and_ends_the_turn_without_the_waterfall() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![call(
+        &[],
+        &[("c1", "echo", json!({"text": 1})), ("c2", "echo", json!({"text": "never"}))],
+    )]);
+    let trace = Trace::default();
+    let runtime = builder(&store, adapter)
+        .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("go").await.unwrap().await.unwrap();
+    match &outcome.reason {
+        TurnEndReason::Error { failure } => {
+            assert_eq!(failure.code(), "TOOL_ERROR");
+            assert_eq!(
+                failure.message(),
+                "tool echo: echo: arguments.text must be a string, got 1"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(trace.take().is_empty(), "a tool error is not offered to the waterfall");
+    let events = finish(runtime, &store, "s").await;
+    let result = events.iter().find_map(|e| match &e.event {
+        Event::ToolResult(r) => Some(r.clone()),
+        _ => None,
+    });
+    let result = result.unwrap();
+    assert!(result.is_error);
+    assert_eq!(result.id, "c1");
+    assert_eq!(events.iter().filter(|e| e.kind() == "tool/call").count(), 1, "c2 never ran");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exhausted_script_is_not_offered_to_the_waterfall() {
+    let store = MemoryStore::new();
+    let trace = Trace::default();
+    let runtime = builder(&store, Scripted::new(vec![]))
+        .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("go").await.unwrap().await.unwrap();
+    match &outcome.reason {
+        TurnEndReason::Error { failure } => assert_eq!(failure.code(), "SCRIPT_EXHAUSTED"),
+        other => panic!("{other:?}"),
+    }
+    assert!(trace.take().is_empty());
+    let events = finish(runtime, &store, "s").await;
+    assert!(kinds(&events).contains(&"request/error"));
+}
+
+/// A plugin that records the retry policy of every payload it is offered, then delegates.
+fn policy_recorder(seen: Arc<Mutex<Vec<Option<RetryPolicy>>>>) -> Arc<TestPlugin> {
+    TestPlugin::new("recorder", &Trace::default(), move |recovery, _| {
+        seen.lock().unwrap().push(recovery.payload.retry_policy.clone());
+        Box::pin(async { Verdict::Next })
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adapter() {
+    let always = RetryPolicy::from_declared(&json!({"mode": "always"}), "p").unwrap();
+    let configured =
+        RetryPolicy::from_declared(&json!({"mode": "normal", "maxRetries": 7}), "p").unwrap();
+    let store = MemoryStore::new();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let failing: Arc<dyn Adapter> = Scripted::always(fail("SERVER", &[]));
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("declared", Arc::clone(&failing), "m", Some(always.clone()))
+        .route("undeclared", failing, "m", None)
+        .default_route_policy(configured.clone())
+        .plugin(policy_recorder(Arc::clone(&seen)))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    for route in ["declared", "undeclared", "nowhere"] {
+        session.prompt(Prompt::new("go").on(route)).await.unwrap().await.unwrap();
+    }
+    assert_eq!(*seen.lock().unwrap(), [Some(always), Some(configured), None]);
+    let events = finish(runtime, &store, "s").await;
+    let no_adapter = events.iter().rev().find_map(|e| match &e.event {
+        Event::RequestError(r) => Some(r.clone()),
+        _ => None,
+    });
+    let no_adapter = no_adapter.unwrap();
+    assert_eq!(
+        (no_adapter.provider.as_str(), no_adapter.failure.code()),
+        ("nowhere", "NO_ADAPTER")
+    );
+
+    // Without a configured default, the defaults apply.
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let store = MemoryStore::new();
+    let runtime = builder(&store, Scripted::always(fail("SERVER", &[])))
+        .plugin(policy_recorder(Arc::clone(&seen)))
+        .build()
+        .await
+        .unwrap();
+    runtime.session("s").await.unwrap().prompt("go").await.unwrap().await.unwrap();
+    assert_eq!(*seen.lock().unwrap(), [Some(RetryPolicy::default())]);
+    finish(runtime, &store, "s").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashing_plugin_leaves_a_plugin_crashed_event_and_the_chain_goes_on() {
+    let store = MemoryStore::new();
+    let trace = Trace::default();
+    let runtime = builder(&store, Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]))
+        .plugin(TestPlugin::crashing("crashy", &trace))
+        .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("go").await.unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    let events = finish(runtime, &store, "s").await;
+    let crashed = events.iter().find_map(|e| match &e.event {
+        Event::PluginCrashed(c) => Some(c.clone()),
+        _ => None,
+    });
+    assert_eq!(
+        crashed,
+        Some(PluginCrashed { plugin: "crashy".into(), error: "crash #1".into(), restarts: 1 })
+    );
+    let after_error = log::from_kind(&events, "request/error");
+    assert_eq!(kinds(after_error)[..3], ["request/error", "plugin/crashed", "request/start"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_can_be_streamed_late_mid_turn_or_after_the_session_hibernated() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        adapters::after(100, reply(&["a", "b"])),
+        adapters::after(100, reply(&["c"])),
+    ]);
+    let runtime = builder(&store, adapter).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+
+    // Mid-turn: what was committed is read back, the rest arrives live, nothing twice.
+    let mut first = session.prompt("one").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut streamed = Vec::new();
+    while let Some(event) = first.next_event().await {
+        streamed.push(event);
+    }
+    assert_eq!(first.turn(), Some(1));
+
+    // After the turn ended and the session hibernated: read from the store.
+    let mut second = session.prompt("two").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!session.is_awake());
+    let mut late = Vec::new();
+    while let Some(event) = second.next_event().await {
+        late.push(event);
+    }
+    assert_eq!(second.outcome().await.unwrap().turn, 2);
+
+    let events = finish(runtime, &store, "s").await;
+    let turn_one = &events[1..=9];
+    assert_eq!(streamed, turn_one);
+    assert_eq!(kinds(&late).first(), Some(&"user/message"));
+    assert_eq!(kinds(&late).last(), Some(&"turn/end"));
+    assert_eq!(late, events[11..11 + late.len()], "turn 2 from its user message to its turn/end");
 }

@@ -384,3 +384,43 @@ async fn a_crash_in_one_session_does_not_disturb_the_waits_of_the_others() {
     }
     assert_eq!(census.tasks(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_offer_lost_in_a_crashing_incarnations_mailbox_reaches_its_successor() {
+    let t = Trace::default();
+    let census = Census::new();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let gate = Arc::clone(&release);
+    // Recovery 1 waits for the gate, then panics; every later one retries at once.
+    let plugin = TestPlugin::new("fragile", &t, move |_, n| {
+        let gate = Arc::clone(&gate);
+        Box::pin(async move {
+            if n == 1 {
+                gate.notified().await;
+                panic!("first recovery");
+            }
+            Retry
+        })
+    });
+    let host = host(vec![plugin.clone()], &census).await;
+    let store = MemoryStore::new();
+    let a = open_log(&store, "a").await;
+    let b = open_log(&store, "b").await;
+    let crashing = spawn_run(&host, payload(&a, &CancellationToken::new()));
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    let first = host.chain().incarnation("fragile").unwrap();
+
+    // In one tick: the panic's report and b's offer land in the same incarnation's mailbox,
+    // the report first — so the incarnation fails with b's offer unread.
+    release.notify_one();
+    let lost = spawn_run(&host, payload(&b, &CancellationToken::new()));
+
+    assert_eq!(crashing.await.unwrap(), Outcome::Stop, "a's crash counts as Next");
+    assert_eq!(lost.await.unwrap(), Outcome::Retry, "b's offer was re-sent and answered");
+    assert_ne!(host.chain().incarnation("fragile").unwrap(), first);
+    assert_eq!(plugin.calls(), 2, "b's recovery ran exactly once");
+    host.stop().await;
+    a.close().await;
+    b.close().await;
+    assert_eq!(census.tasks(), 0);
+}

@@ -203,9 +203,14 @@ async fn resolve(slot: &Slot) -> Resolved {
     if slot.host().send_message(HostMsg::Resolve { slot: slot.index, reply }).is_err() {
         return Resolved::HostGone;
     }
-    match answer.await {
-        Ok(Some(actor)) => Resolved::Actor(actor),
-        Ok(None) => Resolved::OutOfChain,
-        Err(_) => Resolved::HostGone,
+    // A host that is stopping disposes every slot first; it may never read this request.
+    tokio::select! {
+        biased;
+        answer = answer => match answer {
+            Ok(Some(actor)) => Resolved::Actor(actor),
+            Ok(None) => Resolved::OutOfChain,
+            Err(_) => Resolved::HostGone,
+        },
+        () = slot.disposed.cancelled() => Resolved::OutOfChain,
     }
 }

@@ -35,7 +35,7 @@ use crate::history::HistoryProjection;
 use crate::runtime::Shared;
 use crate::session_log::SessionLog;
 use crate::turn::{TurnActor, TurnArgs, TurnMsg};
-use crate::turn_handle::{TurnOutcome, TurnSink};
+use crate::turn_handle::{Started, TurnOutcome, TurnSink};
 
 /// A message to a session actor.
 pub(crate) enum SessionMsg {
@@ -162,19 +162,23 @@ impl SessionActor {
         };
         let turn = state.next_turn;
         let route = route.unwrap_or_default();
-        let events = log.subscribe().await.ok();
         let mut batch = Vec::with_capacity(2);
         if let Work::Prompt(text) = work {
             batch.push(Event::UserMessage(UserMessage { text }));
         }
         batch.push(Event::TurnStart(TurnStart { turn }));
-        if let Err(error) = log.append(batch).await {
-            let message = error.to_string();
-            sink.finish(Err(SessionError::NotStarted { session: self.id.to_string(), message }));
-            return false;
-        }
+        let from_seq = match log.append(batch).await {
+            Ok(written) => written.first().map_or(0, |e| e.seq),
+            Err(error) => {
+                let message = error.to_string();
+                let error = SessionError::NotStarted { session: self.id.to_string(), message };
+                sink.finish(Err(error));
+                return false;
+            }
+        };
         state.next_turn += 1;
-        sink.started(turn, events);
+        let store = Arc::clone(&self.shared.store);
+        sink.started(Started { turn, from_seq, log: log.clone(), store });
         let scope = self.shared.scope.child();
         let args = TurnArgs {
             shared: Arc::clone(&self.shared),

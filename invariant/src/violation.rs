@@ -1,0 +1,72 @@
+//! A broken rule, as data: which event, which rule, and what a person needs to know.
+
+use std::fmt;
+
+use rein_runtime::event::Envelope;
+use rein_runtime::validator::Rejection;
+
+use crate::rules::Rule;
+
+/// One broken rule.
+///
+/// Displayed as `llm/retry seq 7: retry 3 must equal 2 in chain [mock, …] [retry-continues-chain]`:
+/// the offending event's type and `seq`, the message, and the rule's name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Violation {
+    /// The `seq` of the offending event.
+    pub seq: u64,
+    /// Its `family/name` type.
+    pub kind: String,
+    /// The rule it breaks.
+    pub rule: Rule,
+    /// What is wrong, in words.
+    pub message: String,
+}
+
+impl Violation {
+    /// A violation of `rule` by `event`.
+    pub fn new(event: &Envelope, rule: Rule, message: impl Into<String>) -> Self {
+        Self { seq: event.seq, kind: event.kind().to_owned(), rule, message: message.into() }
+    }
+
+    /// A violation of `rule` by the event with `seq` and `kind`.
+    pub fn at(seq: u64, kind: impl Into<String>, rule: Rule, message: impl Into<String>) -> Self {
+        Self { seq, kind: kind.into(), rule, message: message.into() }
+    }
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} seq {}: {} [{}]", self.kind, self.seq, self.message, self.rule)
+    }
+}
+
+impl std::error::Error for Violation {}
+
+impl From<Violation> for Rejection {
+    fn from(v: Violation) -> Self {
+        Rejection { seq: v.seq, kind: v.kind, rule: v.rule.name().to_owned(), message: v.message }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_type_seq_message_and_rule_like_a_rejection() {
+        let v = Violation::at(
+            7,
+            "llm/retry",
+            Rule::RetryContinuesChain,
+            "retry 3 must equal 2 in chain [mock, x]",
+        );
+        let text = v.to_string();
+        assert_eq!(
+            text,
+            "llm/retry seq 7: retry 3 must equal 2 in chain [mock, x] [retry-continues-chain]"
+        );
+        assert_eq!(Rejection::from(v).to_string(), text);
+    }
+}

@@ -1,0 +1,185 @@
+//! Cancellation at every stage of a turn (SPEC §9): during a provider stream, a tool, a plugin's
+//! wait and a downstream consultation, and of prompts still queued. The turn ends `aborted`
+//! at once, and nothing after the cancel is written except `step/end`, `turn/end`, `agent/idle`.
+
+// Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/adapters.rs"]
+mod adapters;
+#[path = "support/log.rs"]
+mod log;
+#[path = "support/plugins.rs"]
+mod plugins;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use adapters::{Scripted, call, fail, reply, stall};
+use log::{assert_valid, kinds};
+use plugins::{TestPlugin, Trace};
+use rein_runtime::clock::VirtualClock;
+use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
+use rein_runtime::plugin::{Plugin, Verdict};
+use rein_runtime::provider::{Adapter, ToolSpec};
+use rein_runtime::runtime::Runtime;
+use rein_runtime::session::SessionError;
+use rein_runtime::store::BoxFuture;
+use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::tool::Tool;
+use rein_runtime::turn_handle::TurnHandle;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// A tool that waits an hour unless cancelled.
+struct Slow;
+
+impl Tool for Slow {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec { name: "slow".into(), description: "waits".into() }
+    }
+    fn call(
+        &self,
+        _: Value,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<String, String>> {
+        Box::pin(async move {
+            tokio::select! {
+                () = cancel.cancelled() => Err("cancelled".into()),
+                () = tokio::time::sleep(Duration::from_secs(3600)) => Ok("slept".into()),
+            }
+        })
+    }
+}
+
+async fn runtime(
+    store: &MemoryStore,
+    adapter: Arc<dyn Adapter>,
+    plugins: Vec<Arc<dyn Plugin>>,
+) -> Runtime {
+    let mut builder = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", adapter, "m", None)
+        .tool(Arc::new(Slow));
+    for plugin in plugins {
+        builder = builder.plugin(plugin);
+    }
+    builder.build().await.unwrap()
+}
+
+/// Reads the turn's events up to (and including) the first of type `kind`.
+async fn until(turn: &mut TurnHandle, kind: &str) -> Envelope {
+    loop {
+        let event = turn.next_event().await.expect("the turn ended first");
+        if event.kind() == kind {
+            return event;
+        }
+    }
+}
+
+/// Cancels a turn once it wrote `stage`; checks it ends aborted at once with nothing but the
+/// closing events after the cancel.
+async fn cancel_at(stage: &str, adapter: Arc<dyn Adapter>, plugins: Vec<Arc<dyn Plugin>>) {
+    let store = MemoryStore::new();
+    let runtime = runtime(&store, adapter, plugins).await;
+    let session = runtime.session("s").await.unwrap();
+    let mut turn = session.prompt("hello").await.unwrap();
+    let last = until(&mut turn, stage).await;
+    tokio::time::sleep(Duration::from_millis(250)).await;
+
+    let before = tokio::time::Instant::now();
+    assert!(session.cancel(CancelCause::User).await.unwrap(), "{stage}: a turn was running");
+    let outcome = turn.outcome().await.unwrap();
+    assert_eq!(before.elapsed(), Duration::ZERO, "{stage}: aborted promptly");
+    assert_eq!(outcome.reason, TurnEndReason::Aborted { cause: CancelCause::User }, "{stage}");
+
+    runtime.shutdown().await;
+    assert_eq!(runtime.census().tasks(), 0, "{stage}: every wait was released");
+    let events = store.events("s");
+    assert_valid(&events);
+    let after: Vec<&str> = kinds(&events[last.seq as usize + 1..]);
+    assert_eq!(
+        after,
+        ["step/end", "turn/end", "agent/idle"],
+        "{stage}: nothing else after the cancel"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_during_a_provider_stream_aborts_the_attempt() {
+    cancel_at("assistant/chunk", Scripted::new(vec![stall(&["par"])]), vec![]).await;
+    cancel_at("request/start", Scripted::new(vec![stall(&[])]), vec![]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_during_a_tool_call_aborts_the_tool() {
+    let adapter = Scripted::new(vec![call(&[], &[("c1", "slow", json!({}))]), reply(&["never"])]);
+    cancel_at("tool/call", adapter, vec![]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_during_a_plugin_wait_aborts_the_wait() {
+    let t = Trace::default();
+    let adapter = Scripted::new(vec![fail("SERVER", &["x"]), reply(&["never"])]);
+    let waiting = TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry);
+    cancel_at("request/error", adapter, vec![waiting]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelling_during_a_downstream_consultation_aborts_it() {
+    let t = Trace::default();
+    let adapter = Scripted::new(vec![fail("SERVER", &[]), reply(&["never"])]);
+    let plugins: Vec<Arc<dyn Plugin>> = vec![
+        TestPlugin::downstream_first("asking", &t, Verdict::Retry),
+        TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry),
+    ];
+    cancel_at("request/error", adapter, plugins).await;
+    assert_eq!(t.take(), ["asking", "waiting"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancel_drops_the_prompts_queued_behind_the_running_turn() {
+    let store = MemoryStore::new();
+    let runtime = runtime(&store, Scripted::new(vec![stall(&[])]), vec![]).await;
+    let session = runtime.session("s").await.unwrap();
+    let mut first = session.prompt("one").await.unwrap();
+    let queued = session.prompt("two").await.unwrap();
+    until(&mut first, "request/start").await;
+    assert!(session.cancel(CancelCause::User).await.unwrap());
+    assert_eq!(
+        first.outcome().await.unwrap().reason,
+        TurnEndReason::Aborted { cause: CancelCause::User }
+    );
+    match queued.outcome().await {
+        Err(SessionError::Dropped { cause }) => assert_eq!(cause, CancelCause::User),
+        other => panic!("{other:?}"),
+    }
+    assert!(!session.cancel(CancelCause::User).await.unwrap(), "nothing runs any more");
+    runtime.shutdown().await;
+    let events = store.events("s");
+    assert_valid(&events);
+    assert_eq!(
+        events.iter().filter(|e| e.kind() == "user/message").count(),
+        1,
+        "two never started"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn closing_a_session_aborts_its_turn_as_parent_and_hibernates_it() {
+    let store = MemoryStore::new();
+    let runtime = runtime(&store, Scripted::new(vec![stall(&[])]), vec![]).await;
+    let session = runtime.session("s").await.unwrap();
+    let mut turn = session.prompt("one").await.unwrap();
+    until(&mut turn, "request/start").await;
+    session.close().await.unwrap();
+    assert_eq!(
+        turn.outcome().await.unwrap().reason,
+        TurnEndReason::Aborted { cause: CancelCause::Parent }
+    );
+    assert!(!session.is_awake());
+    runtime.shutdown().await;
+    assert_valid(&store.events("s"));
+}

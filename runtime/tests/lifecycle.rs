@@ -1,0 +1,311 @@
+//! A session's life: queued turns, hibernation and waking, reopening after a crash, manual
+//! retry, and a runtime shutdown that leaves no actor and no task.
+
+// Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/adapters.rs"]
+mod adapters;
+#[path = "support/log.rs"]
+mod log;
+#[path = "support/plugins.rs"]
+mod plugins;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use adapters::{Scripted, after, call, fail, reply, stall};
+use log::{assert_valid, kinds, turn_ends};
+use plugins::{TestPlugin, Trace};
+use rein_runtime::agent_loop::RetryRefused;
+use rein_runtime::clock::VirtualClock;
+use rein_runtime::event::*;
+use rein_runtime::plugin::Verdict;
+use rein_runtime::provider::{Adapter, Message};
+use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::session::SessionError;
+use rein_runtime::store::SessionStore;
+use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::tool::echo::EchoTool;
+use serde_json::json;
+
+fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
+    Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", adapter, "m", None)
+        .tool(Arc::new(EchoTool))
+}
+
+#[tokio::test(start_paused = true)]
+async fn prompts_queue_behind_the_running_turn_and_idle_follows_the_last() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![after(100, reply(&["one"])), reply(&["two"])]);
+    let runtime = builder(&store, adapter.clone()).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let first = session.prompt("first").await.unwrap();
+    let second = session.prompt("second").await.unwrap();
+    assert_eq!(first.await.unwrap().turn, 1);
+    assert_eq!(second.await.unwrap().turn, 2);
+
+    // The second request saw the whole first turn, and not before it ended.
+    let seen = adapter.seen();
+    assert_eq!(
+        seen[1].messages,
+        [
+            Message::User { text: "first".into() },
+            Message::Assistant { text: "one".into(), tool_calls: vec![] },
+            Message::User { text: "second".into() },
+        ]
+    );
+    runtime.shutdown().await;
+    let events = store.events("s");
+    assert_valid(&events);
+    assert_eq!(
+        events.iter().filter(|e| e.kind() == "agent/idle").count(),
+        1,
+        "idle once, at the end"
+    );
+    assert_eq!(turn_ends(&events), [TurnEndReason::Completed, TurnEndReason::Completed]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_session_holds_no_actors_and_the_next_prompt_wakes_it_from_its_log() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![reply(&["one"]), reply(&["two"])]);
+    let runtime = builder(&store, adapter.clone())
+        .plugin(TestPlugin::answering("p", &Trace::default(), Verdict::Next))
+        .build()
+        .await
+        .unwrap();
+    // Root, plugin host, one plugin, one provider.
+    let baseline = 4;
+    assert_eq!(runtime.census().actors(), baseline);
+
+    let session = runtime.session("s").await.unwrap();
+    assert!(!session.is_awake(), "opening alone leaves it hibernating");
+    session.prompt("first").await.unwrap().await.unwrap();
+    tokio::task::yield_now().await;
+    assert!(!session.is_awake());
+    assert_eq!(runtime.awake_sessions(), 0);
+    assert_eq!(runtime.census().actors(), baseline, "no session, turn or step actor left");
+    assert_eq!(runtime.supervision_tree(), baseline, "and no session-log actor");
+    assert_eq!(runtime.census().tasks(), 0);
+
+    let outcome = session.prompt("second").await.unwrap().await.unwrap();
+    assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
+    assert_eq!(adapter.seen()[1].messages.len(), 3, "the woken session folded its history");
+    runtime.shutdown().await;
+    assert_valid(&store.events("s"));
+}
+
+/// Writes a log a crash cut short in the middle of an attempt.
+async fn crashed_log(store: &MemoryStore) {
+    let events = vec![
+        Event::SessionStart(SessionStart { session: "s".into(), format: LOG_FORMAT }),
+        Event::UserMessage(UserMessage { text: "hello".into() }),
+        Event::TurnStart(TurnStart { turn: 1 }),
+        Event::StepStart(StepRef { turn: 1, step: 1 }),
+        Event::RequestStart(RequestStart {
+            turn: 1,
+            step: 1,
+            attempt: 1,
+            provider: "mock".into(),
+            model: "m".into(),
+        }),
+        Event::AssistantChunk(AssistantChunk { turn: 1, step: 1, attempt: 1, text: "half".into() }),
+    ];
+    let envelopes: Vec<Envelope> = events
+        .into_iter()
+        .enumerate()
+        .map(|(seq, event)| Envelope { seq: seq as u64, time: seq as u64, event })
+        .collect();
+    store.append("s", &envelopes).await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn reopening_after_a_crash_mid_turn_closes_it_interrupted_and_retry_resumes() {
+    let store = MemoryStore::new();
+    crashed_log(&store).await;
+    let adapter = Scripted::new(vec![reply(&["whole"])]);
+    let runtime = builder(&store, adapter.clone()).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let repaired = store.events("s");
+    assert_eq!(kinds(&repaired[6..]), ["step/end", "turn/end", "agent/idle"]);
+    assert_eq!(turn_ends(&repaired), [TurnEndReason::Interrupted]);
+
+    let outcome = session.retry().await.unwrap().await.unwrap();
+    assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
+    assert_eq!(
+        adapter.seen()[0].messages,
+        [Message::User { text: "hello".into() }],
+        "the interrupted attempt's chunk never reaches the request"
+    );
+    runtime.shutdown().await;
+    let events = store.events("s");
+    assert_valid(&events);
+    let turn2 = log::from_kind(&events, "agent/idle");
+    assert_eq!(
+        kinds(turn2),
+        [
+            "agent/idle",
+            "turn/start",
+            "step/start",
+            "request/start",
+            "assistant/chunk",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+            "agent/idle"
+        ],
+        "a retry writes no user message"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_manual_retry_reruns_a_failed_turn_over_the_same_history() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![fail("SERVER", &["x"]), reply(&["fine"])]);
+    let runtime = builder(&store, adapter.clone()).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    match session.retry().await {
+        Err(SessionError::Retry(RetryRefused::NoTurn)) => {}
+        other => panic!("{other:?}"),
+    }
+    let failed = session.prompt("hello").await.unwrap().await.unwrap();
+    assert!(matches!(failed.reason, TurnEndReason::Error { .. }));
+
+    let retried = session.retry().await.unwrap().await.unwrap();
+    assert_eq!((retried.turn, retried.reason), (2, TurnEndReason::Completed));
+    let seen = adapter.seen();
+    assert_eq!(seen[1].messages, seen[0].messages, "same durable history");
+    assert_eq!((seen[1].turn, seen[1].attempt), (2, 1), "a new turn, fresh attempts");
+    match session.retry().await {
+        Err(SessionError::Retry(RetryRefused::Completed(2))) => {}
+        other => panic!("{other:?}"),
+    }
+    runtime.shutdown().await;
+    let events = store.events("s");
+    assert_valid(&events);
+    assert_eq!(events.iter().filter(|e| e.kind() == "user/message").count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task() {
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let provider = Scripted::always(stall(&["..."]));
+    let failing = Scripted::always(fail("SERVER", &[]));
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("stalling", provider, "m", None)
+        .route("failing", failing, "m", None)
+        .plugin(TestPlugin::downstream_first("asking", &t, Verdict::Retry))
+        .plugin(TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry))
+        .build()
+        .await
+        .unwrap();
+    let before = (runtime.census().actors(), runtime.census().tasks());
+    assert_eq!(before, (6, 0), "root, host, two plugins, two providers");
+    assert_eq!(runtime.supervision_tree(), 6);
+
+    let mut turns = Vec::new();
+    for i in 0..20 {
+        let session = runtime.session(&format!("s{i}")).await.unwrap();
+        let route = if i % 2 == 0 { "stalling" } else { "failing" };
+        let prompt = rein_runtime::session::Prompt::new("hi").on(route);
+        turns.push(session.prompt(prompt).await.unwrap());
+    }
+    let idle = runtime.session("idle").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(runtime.census().actors(), before.0 + 20 * 3, "session, turn, step per session");
+    assert_eq!(runtime.supervision_tree(), before.0 + 20 * 4, "and each session's log actor");
+    assert!(runtime.census().tasks() >= 20, "attempts and recoveries in flight");
+
+    let started = tokio::time::Instant::now();
+    runtime.shutdown().await;
+    assert_eq!(started.elapsed(), Duration::ZERO, "nothing waited for a timer");
+    assert_eq!(runtime.census().actors(), 0, "no actor outlives shutdown");
+    assert_eq!(runtime.supervision_tree(), 0, "the root and all below it stopped");
+    assert_eq!(runtime.census().tasks(), 0, "no task outlives shutdown");
+    for turn in turns {
+        let reason = turn.outcome().await.unwrap().reason;
+        assert_eq!(reason, TurnEndReason::Aborted { cause: CancelCause::Disposed });
+    }
+    for i in 0..20 {
+        assert_valid(&store.events(&format!("s{i}")));
+    }
+    assert!(matches!(idle.prompt("late").await, Err(SessionError::ShutDown)));
+    assert!(matches!(runtime.session("new").await, Err(SessionError::ShutDown)));
+    runtime.shutdown().await; // idempotent
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_whose_last_allowed_step_called_tools_ends_max_steps() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::always(call(&[], &[("c", "echo", json!({"text": "again"}))]));
+    let runtime = builder(&store, adapter).max_steps(2).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("loop").await.unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
+    runtime.shutdown().await;
+    let events = store.events("s");
+    assert_valid(&events);
+    assert_eq!(events.iter().filter(|e| e.kind() == "step/start").count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named() {
+    use rein_runtime::store::Durability;
+    use rein_runtime::store::jsonl::JsonlStore;
+    use std::io::Write;
+
+    let dir = tempfile::tempdir().unwrap();
+    let open = || -> Arc<dyn SessionStore> {
+        Arc::new(JsonlStore::open(dir.path(), Durability::Os).unwrap())
+    };
+    let build = |store: Arc<dyn SessionStore>, adapter: Arc<dyn Adapter>| {
+        Runtime::builder()
+            .validator(log::live_invariant)
+            .store(store)
+            .clock(Arc::new(VirtualClock::start()))
+            .route("mock", adapter, "m", None)
+    };
+
+    // A first process: one completed turn, then a crash mid-write of a second turn's line.
+    let runtime = build(open(), Scripted::new(vec![reply(&["one"])])).build().await.unwrap();
+    runtime.session("s").await.unwrap().prompt("first").await.unwrap().await.unwrap();
+    runtime.shutdown().await;
+    let path = dir.path().join("s.jsonl");
+    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+    let next = std::fs::read_to_string(&path).unwrap().lines().count();
+    write!(file, "{{\"seq\":{next},\"time\":9,\"type\":\"user/mess").unwrap();
+    drop(file);
+
+    // A second process: the torn line is cut, the session goes on.
+    let adapter = Scripted::new(vec![reply(&["two"])]);
+    let runtime = build(open(), adapter.clone()).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("second").await.unwrap().await.unwrap();
+    assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
+    assert_eq!(adapter.seen()[0].messages.len(), 3, "the first turn's history survived");
+    let events = session.events().await.unwrap();
+    runtime.shutdown().await;
+    assert_valid(&events);
+
+    // A corrupt line in the middle: the session does not open, and the error names file:line.
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines[2] = "{not json";
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let runtime = build(open(), Scripted::new(vec![])).build().await.unwrap();
+    match runtime.session("s").await {
+        Err(error) => assert!(error.to_string().contains("s.jsonl:3"), "{error}"),
+        Ok(_) => panic!("a corrupt log opened"),
+    }
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), lines.join("\n") + "\n", "untouched");
+    runtime.shutdown().await;
+}

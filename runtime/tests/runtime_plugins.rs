@@ -1,0 +1,190 @@
+//! Plugins through the runtime's API: disposal mid-wait, run-time configuration, and a thousand
+//! sessions parked in one plugin's wait.
+
+// Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/adapters.rs"]
+mod adapters;
+#[path = "support/log.rs"]
+mod log;
+#[path = "support/plugins.rs"]
+mod plugins;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use adapters::{Scripted, fail, reply, stall};
+use log::{assert_valid, kinds, turn_ends};
+use plugins::{TestPlugin, Trace};
+use rein_runtime::clock::VirtualClock;
+use rein_runtime::event::{ConfigChanged, Event, TurnEndReason};
+use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
+use rein_runtime::runtime::Runtime;
+use rein_runtime::session::SessionError;
+use rein_runtime::store::BoxFuture;
+use rein_runtime::store::memory::MemoryStore;
+use serde_json::{Value, json};
+
+#[tokio::test(start_paused = true)]
+async fn disposing_a_plugin_mid_wait_ends_the_turn_with_its_failure() {
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", Scripted::always(fail("SERVER", &[])), "m", None)
+        .plugin(TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let turn = session.prompt("hi").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    runtime.dispose_plugin("waiting").await.unwrap();
+    match turn.outcome().await.unwrap().reason {
+        TurnEndReason::Error { failure } => assert_eq!(failure.code(), "SERVER"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(runtime.plugins(), Vec::<String>::new());
+    runtime.shutdown().await;
+    assert_valid(&store.events("s"));
+}
+
+/// A plugin with one run-time setting, `enabled`, at a revision.
+struct Switch {
+    revision: AtomicU64,
+    enabled: Mutex<bool>,
+}
+
+impl Plugin for Switch {
+    fn name(&self) -> &str {
+        "switch"
+    }
+    fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
+        Box::pin(async { Verdict::Next })
+    }
+    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
+        let current = self.revision.load(Ordering::SeqCst);
+        if base_revision != current {
+            return Err(ConfigError::StaleRevision { based_on: base_revision, current });
+        }
+        let Some(enabled) = patch.get("enabled").and_then(Value::as_bool) else {
+            return Err(ConfigError::Invalid {
+                path: "enabled".into(),
+                message: "must be a bool".into(),
+            });
+        };
+        *self.enabled.lock().unwrap() = enabled;
+        let revision = self.revision.fetch_add(1, Ordering::SeqCst) + 1;
+        Ok(ConfigOutcome { revision, changed: vec!["enabled".into()] })
+    }
+    fn revision(&self) -> u64 {
+        self.revision.load(Ordering::SeqCst)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
+    let store = MemoryStore::new();
+    let switch = Arc::new(Switch { revision: AtomicU64::new(0), enabled: Mutex::new(true) });
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", Scripted::new(vec![stall(&[])]), "m", None)
+        .plugin(switch.clone())
+        .build()
+        .await
+        .unwrap();
+    let awake = runtime.session("awake").await.unwrap();
+    let _asleep = runtime.session("asleep").await.unwrap();
+    let _turn = awake.prompt("hi").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(10)).await;
+
+    assert_eq!(runtime.plugin_revision("switch"), Some(0));
+    let stale = runtime.configure_plugin("switch", json!({"enabled": false}), 7).await;
+    assert_eq!(stale, Err(ConfigError::StaleRevision { based_on: 7, current: 0 }));
+    let invalid = runtime.configure_plugin("switch", json!({"enabled": 1}), 0).await;
+    assert!(matches!(invalid, Err(ConfigError::Invalid { .. })));
+    let unknown = runtime.configure_plugin("nope", json!({}), 0).await;
+    assert_eq!(unknown, Err(ConfigError::UnknownPlugin("nope".into())));
+
+    let outcome = runtime.configure_plugin("switch", json!({"enabled": false}), 0).await.unwrap();
+    assert_eq!(outcome.revision, 1);
+    assert!(!*switch.enabled.lock().unwrap());
+    assert_eq!(runtime.plugin_revision("switch"), Some(1));
+    assert!(!runtime.session("asleep").await.unwrap().is_awake(), "not woken for it");
+
+    runtime.shutdown().await;
+    let changed: Vec<ConfigChanged> = store
+        .events("awake")
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::ConfigChanged(c) => Some(c),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        changed,
+        [ConfigChanged { plugin: "switch".into(), revision: 1, changed: vec!["enabled".into()] }]
+    );
+    assert!(!kinds(&store.events("asleep")).contains(&"config/changed"));
+    assert_valid(&store.events("awake"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_sessions_wait_in_one_plugin_and_all_retry() {
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let parking = TestPlugin::parking("parking", &t, Duration::from_secs(5), Verdict::Retry);
+    let adapter = Scripted::new(
+        std::iter::repeat_n(fail("SERVER", &[]), 1000)
+            .chain(std::iter::repeat_n(reply(&["ok"]), 1000))
+            .collect(),
+    );
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", adapter, "m", None)
+        .plugin(parking.clone())
+        .build()
+        .await
+        .unwrap();
+    let incarnation = runtime.chain().incarnation("parking");
+    let mut turns = Vec::new();
+    for i in 0..1000 {
+        let session = runtime.session(&format!("s{i}")).await.unwrap();
+        turns.push(session.prompt("hi").await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(parking.parked(), 1000, "every session parked in the one plugin's wait");
+    assert_eq!(runtime.chain().incarnation("parking"), incarnation);
+    for turn in turns {
+        assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
+    }
+    runtime.shutdown().await;
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    for i in 0..1000 {
+        let events = store.events(&format!("s{i}"));
+        assert_valid(&events);
+        assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_invalid_session_id_is_refused_with_the_store_error() {
+    let runtime = Runtime::builder().build().await.unwrap();
+    match runtime.session("../etc").await {
+        Err(SessionError::Open { session, source }) => {
+            assert_eq!(session, "../etc");
+            assert!(source.to_string().contains("invalid session id"), "{source}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(runtime.awake_sessions(), 0);
+    runtime.shutdown().await;
+}

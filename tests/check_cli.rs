@@ -1,0 +1,402 @@
+//! `rein check` as a process: exit codes, output naming file, line, seq and rule, torn and corrupt
+//! lines, and SQLite stores.
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
+
+#[path = "../invariant/tests/support/history.rs"]
+mod history;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use history::{History, Retry};
+use rein_runtime::event::Envelope;
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn rein(args: &[&str]) -> Run {
+    let output = Command::new(env!("CARGO_BIN_EXE_rein")).args(args).output().unwrap();
+    Run {
+        code: output.status.code().unwrap(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
+    }
+}
+
+fn jsonl(events: &[Envelope]) -> String {
+    events.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect()
+}
+
+/// A valid log: a failure, two official retries, success, tool call, a second step.
+fn valid() -> Vec<Envelope> {
+    History::new()
+        .user()
+        .turn()
+        .step()
+        .request("mock")
+        .error("SERVER")
+        .retried(Retry::official("id-a", 1))
+        .request("mock")
+        .error("SERVER")
+        .retried(Retry::official("id-a", 2))
+        .request("mock")
+        .message(&["c"])
+        .tool_call("c")
+        .tool_result("c")
+        .step_end()
+        .step()
+        .answer("mock")
+        .completed()
+        .idle()
+        .build()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn arg(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn a_valid_log_exits_0_with_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = write(dir.path(), "ok.jsonl", &jsonl(&valid()));
+    let run = rein(&["check", arg(&log)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout, format!("ok: 1 log(s), {} events\n", valid().len()));
+    assert_eq!(run.stderr, "");
+}
+
+#[test]
+fn a_violation_exits_1_naming_file_line_seq_and_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut events = valid();
+    // The second official retry claims to be retry 3.
+    let at = events
+        .iter()
+        .position(|e| matches!(&e.event, rein_runtime::event::Event::LlmRetry(r) if r.retry == 2))
+        .unwrap();
+    if let rein_runtime::event::Event::LlmRetry(r) = &mut events[at].event {
+        r.retry = 3;
+    }
+    let log = write(dir.path(), "bad.jsonl", &jsonl(&events));
+    let run = rein(&["check", arg(&log)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let first = run.stdout.lines().next().unwrap();
+    assert_eq!(
+        first,
+        format!(
+            "{}:{}: llm/retry seq {at}: retry 3 must equal 2 in chain [mock, {}] [retry-continues-chain]",
+            log.display(),
+            at + 1,
+            history::OFFICIAL_KEY
+        )
+    );
+    assert!(run.stdout.contains("[retry-within-max-retries]"), "{}", run.stdout);
+    assert!(run.stdout.contains("[retry-started-pairs-retry]"), "{}", run.stdout);
+    assert!(run.stdout.ends_with("3 violation(s) in 1 log(s)\n"), "{}", run.stdout);
+}
+
+#[test]
+fn an_unreadable_log_exits_2_and_the_others_are_still_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let ok = write(dir.path(), "ok.jsonl", &jsonl(&valid()));
+    let missing = dir.path().join("missing.jsonl");
+    let run = rein(&["check", arg(&missing), arg(&ok), arg(dir.path())]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains(&format!("error: {}: cannot be read", missing.display())));
+    assert!(run.stderr.contains(&format!("error: {}: cannot be read", dir.path().display())));
+    assert_eq!(
+        run.stdout,
+        format!("ok: 1 log(s), {} events; 2 log(s) could not be read\n", valid().len())
+    );
+    assert!(!missing.exists(), "checking never creates a log");
+}
+
+#[test]
+fn a_torn_last_line_is_a_warning_and_the_file_is_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = valid();
+    let whole = jsonl(&events);
+    let next = serde_json::to_string(&events[3]).unwrap();
+    let torn = format!("{whole}{}", &next[..25]);
+    let log = write(dir.path(), "torn.jsonl", &torn);
+    let run = rein(&["check", arg(&log)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "warning: {}: torn last line {} (25 bytes), ignored\n",
+            log.display(),
+            events.len() + 1
+        )
+    );
+    assert_eq!(run.stdout, format!("ok: 1 log(s), {} events\n", events.len()));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), torn, "nothing is cut or rewritten");
+
+    // Complete JSON without its newline is torn too: that append was never acknowledged.
+    let unacked =
+        format!("{whole}{}", next.replace("\"seq\":3", &format!("\"seq\":{}", events.len())));
+    let log = write(dir.path(), "unacked.jsonl", &unacked);
+    let run = rein(&["check", arg(&log)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("torn last line"), "{}", run.stderr);
+}
+
+#[test]
+fn a_corrupt_middle_line_is_a_violation_with_its_line_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines: Vec<String> = jsonl(&valid()).lines().map(str::to_owned).collect();
+    lines[5] = "{\"seq\":5,\"time\":".to_owned();
+    let text = lines.join("\n") + "\n";
+    let log = write(dir.path(), "corrupt.jsonl", &text);
+    let run = rein(&["check", arg(&log)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let mut out = run.stdout.lines();
+    let first = out.next().unwrap();
+    assert!(
+        first.starts_with(&format!("{}:6: corrupt line, not JSON: ", log.display())),
+        "{first}"
+    );
+    assert!(first.ends_with("[corrupt-line]"), "{first}");
+    // The lost line was request/error of attempt 1: the llm/retry after it has no error to retry.
+    assert!(out.next().unwrap().ends_with("[retry-after-request-error]"), "{}", run.stdout);
+    assert_eq!(out.next().unwrap(), "2 violation(s) in 1 log(s)");
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "the file is left as it was");
+}
+
+#[test]
+fn a_line_that_is_not_an_event_names_seq_type_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines: Vec<String> = jsonl(&valid()).lines().map(str::to_owned).collect();
+    let retry = lines.iter().position(|l| l.contains("\"llm/retry\"")).unwrap();
+    lines[retry] = lines[retry]
+        .replace("\"message\":\"it failed\"", "\"message\":\"it failed\",\"status\":600");
+    let log = write(dir.path(), "schema.jsonl", &(lines.join("\n") + "\n"));
+    let run = rein(&["check", arg(&log)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let first = run.stdout.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!(
+            "{}:{}: llm/retry seq {retry}: failure.status",
+            log.display(),
+            retry + 1
+        )),
+        "{first}"
+    );
+    assert!(first.ends_with("[retry-failure-valid]"), "{first}");
+}
+
+#[test]
+fn an_open_turn_is_a_warning_unless_the_log_is_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let events = History::new().user().turn().step().request("mock").chunk().build();
+    let log = write(dir.path(), "open.jsonl", &jsonl(&events));
+    let run = rein(&["check", arg(&log)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("turn 1 is still open"), "{}", run.stderr);
+
+    let run = rein(&["check", "--finished", arg(&log)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with(&format!("{}: turn/start seq 2: turn 1 never ends", log.display())),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("[turn-left-open]"));
+}
+
+#[test]
+fn several_logs_are_summed_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a.jsonl", &jsonl(&valid()));
+    let b = write(dir.path(), "b.jsonl", &jsonl(&History::new().user().build()));
+    let run = rein(&["check", arg(&a), arg(&b)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout, format!("ok: 2 log(s), {} events\n", valid().len() + 2));
+
+    let empty = write(dir.path(), "empty.jsonl", "");
+    let run = rein(&["check", arg(&empty)]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "ok: 1 log(s), 0 events\n"));
+    assert!(run.stderr.contains("no events"), "{}", run.stderr);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(rein(&["check"]).code, 2);
+    assert_eq!(rein(&["check", "--session", "s", "x.jsonl"]).code, 2, "--session needs --sqlite");
+}
+
+/// A database with the store's table (`SqliteStore`'s schema), holding `sessions`.
+fn store(path: &Path, sessions: &[(&str, Vec<Envelope>)]) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL, \
+         PRIMARY KEY (session, seq)) WITHOUT ROWID",
+    )
+    .unwrap();
+    for (session, events) in sessions {
+        for e in events {
+            conn.execute(
+                "INSERT INTO events (session, seq, line) VALUES (?1, ?2, ?3)",
+                rusqlite::params![session, e.seq as i64, serde_json::to_string(e).unwrap()],
+            )
+            .unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_sqlite_store_is_checked_per_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("logs.db");
+    let mut bad = valid();
+    bad.swap(5, 6);
+    history::renumber(&mut bad);
+    store(&db, &[("good", valid()), ("bad", bad)]);
+    let before = std::fs::read(&db).unwrap();
+
+    let run = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert_eq!(run.stdout, format!("ok: 1 log(s), {} events\n", valid().len()));
+
+    let run = rein(&["check", "--sqlite", arg(&db), "--session", "bad"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.starts_with(&format!("{}#bad:6: llm/retry seq 5: ", db.display())),
+        "{}",
+        run.stdout
+    );
+
+    let run = rein(&["check", "--sqlite", arg(&db)]);
+    assert_eq!(run.code, 1, "every session: {}{}", run.stdout, run.stderr);
+    assert!(run.stdout.ends_with("in 2 log(s)\n"), "{}", run.stdout);
+
+    let run = rein(&["check", "--sqlite", arg(&db), "--session", "nope"]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("nope: cannot be read: no such session"), "{}", run.stderr);
+
+    assert_eq!(std::fs::read(&db).unwrap(), before, "the store is read, never written");
+}
+
+#[test]
+fn a_sqlite_row_that_is_not_an_event_is_named_by_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("logs.db");
+    store(&db, &[("s", valid())]);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.execute("UPDATE events SET line = 'garbage' WHERE session = 's' AND seq = 1", []).unwrap();
+    conn.execute("DELETE FROM events WHERE session = 's' AND seq = 7", []).unwrap();
+    conn.execute("UPDATE events SET seq = 100 WHERE session = 's' AND seq = 23", []).unwrap();
+    drop(conn);
+    let run = rein(&["check", "--sqlite", arg(&db), "--session", "s"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let name = format!("{}#s", db.display());
+    assert!(run.stdout.contains(&format!("{name}:2: corrupt line, not JSON")), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&format!(
+            "{name}:8: request/start seq 8: seq 8 must be 7: it follows seq 6 [seq-contiguous]"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "{name}:23: agent/idle seq 23: the row keyed seq 100 holds the event with seq 23 [event-schema]"
+        )),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.ends_with("3 violation(s) in 1 log(s)\n"), "{}", run.stdout);
+}
+
+#[test]
+fn a_missing_or_foreign_database_exits_2_and_is_not_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.db");
+    let run = rein(&["check", "--sqlite", arg(&missing)]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(!missing.exists());
+
+    let foreign = write(dir.path(), "foreign.db", "not a database at all, just text");
+    let run = rein(&["check", "--sqlite", arg(&foreign), "--session", "s"]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("cannot be read"), "{}", run.stderr);
+}
+
+/// A log that breaks one rule: the second official retry claims to be retry 3.
+fn violating() -> Vec<Envelope> {
+    let mut events = valid();
+    for e in &mut events {
+        if let rein_runtime::event::Event::LlmRetry(r) = &mut e.event {
+            if r.retry == 2 {
+                r.retry = 3;
+            }
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn logs_written_by_the_sqlite_store_are_checked_even_while_it_is_open() {
+    use rein_runtime::store::{Durability, SessionStore, sqlite::SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("logs.db");
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    store.append("good", &valid()).await.unwrap();
+    store.append("bad", &violating()).await.unwrap();
+
+    // The store is still open (WAL): a reader sees what it committed.
+    let run = rein(&["check", "--sqlite", arg(&db)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let name = format!("{}#bad", db.display());
+    assert!(
+        run.stdout.starts_with(&format!("{name}:11: llm/retry seq 10: retry 3 must equal 2")),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.ends_with("3 violation(s) in 2 log(s)\n"), "{}", run.stdout);
+
+    let run = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
+    assert_eq!((run.code, run.stdout), (0, format!("ok: 1 log(s), {} events\n", valid().len())));
+
+    // The checker's reads do not disturb the store: it still appends and loads.
+    let more = History::new().user().build();
+    let mut next = more[1].clone();
+    next.seq = valid().len() as u64;
+    store.append("good", &[next]).await.unwrap();
+    assert_eq!(store.load("good").await.unwrap().unwrap().events.len(), valid().len() + 1);
+}
+
+#[tokio::test]
+async fn logs_written_by_the_jsonl_store_are_checked_and_a_crash_tail_is_only_reported() {
+    use rein_runtime::store::{Durability, SessionStore, jsonl::JsonlStore};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+    store.append("s1", &valid()).await.unwrap();
+    let path = store.path("s1").unwrap();
+    drop(store);
+
+    // A crash mid-append leaves part of a line.
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"{\"seq\":24,\"ti")
+        .unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let run = rein(&["check", arg(&path)]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains(&format!("torn last line {} (13 bytes), ignored", valid().len() + 1))
+    );
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the checker does not cut it; a reopen does");
+}
