@@ -90,8 +90,26 @@ impl Plugin for WaitThenRetry {
     }
 }
 
+/// Waits `sample × 1000` ms, drawing the sample from the runtime's jitter source, then retries.
+struct SampleDelay;
+
+impl Plugin for SampleDelay {
+    fn name(&self) -> &str {
+        "sample-delay"
+    }
+
+    fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
+        let delay = Duration::from_secs_f64(recovery.jitter.sample());
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Verdict::Retry
+        })
+    }
+}
+
 fn runner() -> ScenarioRunner {
     let mut plugins = PluginRegistry::new();
+    plugins.register("sample-delay", |_: &Value| Ok(Arc::new(SampleDelay) as Arc<dyn Plugin>));
     plugins.register("wait-then-retry", WaitThenRetry::factory("wait-then-retry"));
     plugins.register("misnamed", WaitThenRetry::factory("other-name"));
     ScenarioRunner::new().plugins(plugins)
@@ -378,7 +396,7 @@ fn names_the_registries_do_not_know_make_the_scenario_invalid() {
         (
             base(json!([{"use": "wait-then-retry"}, {"use": "llm-retry"}]), json!([])),
             "plugins[1].use",
-            "unknown plugin \"llm-retry\"; registered: \"misnamed\", \"wait-then-retry\"",
+            "unknown plugin \"llm-retry\"; registered: \"misnamed\", \"sample-delay\", \"wait-then-retry\"",
         ),
         (
             base(json!([{"use": "wait-then-retry", "config": {"delaysMs": 1}}]), json!([])),
@@ -456,6 +474,32 @@ fn two_runs_of_one_scenario_write_the_same_log() {
     let second = run(doc);
     assert_eq!(first.events, second.events);
     assert_eq!(first.report, second.report);
+}
+
+#[test]
+fn plugins_draw_the_random_samples_in_order_then_the_seeded_rng() {
+    let with_seed = |seed: u64| {
+        json!({
+            "seed": seed,
+            "random": [0.5, 0.25],
+            "plugins": [{"use": "sample-delay"}],
+            "providers": [{"id": "mock", "script": [
+                {"fail": {"code": "SERVER", "message": "1"}},
+                {"fail": {"code": "SERVER", "message": "2"}},
+                {"fail": {"code": "SERVER", "message": "3"}},
+                {"reply": {"text": "done"}}
+            ]}],
+            "turns": [{"prompt": "hello", "provider": "mock"}]
+        })
+    };
+    let starts = |outcome: &Outcome| -> Vec<u64> {
+        outcome.report.requests.iter().map(|r| r.at_ms).collect()
+    };
+    let seven = starts(&run(with_seed(7)));
+    assert_eq!(&seven[..3], [0, 500, 750], "the explicit samples first, in order");
+    assert!(seven[3] >= 750 && seven[3] < 1750, "then the RNG: {seven:?}");
+    assert_eq!(starts(&run(with_seed(7))), seven, "a seed gives the same samples");
+    assert_ne!(starts(&run(with_seed(8))), seven, "another seed, other samples");
 }
 
 #[tokio::test(start_paused = true)]
