@@ -120,7 +120,12 @@ fn write_log(path: &Path, events: &[Envelope]) -> std::io::Result<()> {
     std::fs::write(path, text)
 }
 
-/// The summary printed without `--json`.
+/// How many rows of one kind the summary lists before it says "… and N more".
+const LISTED: usize = 10;
+
+/// The summary printed without `--json`: counts, then the turns (all of them when there are few;
+/// otherwise a tally by outcome and the turns that did not complete), the retries, the
+/// configuration errors and the invariant verdict — each list cut at [`LISTED`] rows.
 fn summary(file: &str, outcome: &Outcome) -> String {
     let report: &Report = &outcome.report;
     let mut out = String::new();
@@ -133,10 +138,25 @@ fn summary(file: &str, outcome: &Outcome) -> String {
         report.events,
         report.end_ms
     );
-    for turn in &report.turns {
+    let turns: Vec<_> = if report.turns.len() <= LISTED {
+        report.turns.iter().collect()
+    } else {
+        let mut tally: Vec<(&str, usize)> = Vec::new();
+        for turn in &report.turns {
+            let kind = kind(&turn.reason);
+            match tally.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => *n += 1,
+                None => tally.push((kind, 1)),
+            }
+        }
+        let tally: Vec<String> = tally.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        let _ = writeln!(out, "  turns: {}", tally.join(", "));
+        report.turns.iter().filter(|t| t.reason != TurnEndReason::Completed).collect()
+    };
+    list(&mut out, &turns, |out, turn| {
         let _ = writeln!(out, "  turn {}: {}", turn.turn, reason(&turn.reason));
-    }
-    for retry in &report.retries {
+    });
+    list(&mut out, &report.retries.iter().collect::<Vec<_>>(), |out, retry| {
         let _ = writeln!(
             out,
             "  retry {} by {} at {} ms: {} on {}, next attempt after {} ms",
@@ -147,14 +167,14 @@ fn summary(file: &str, outcome: &Outcome) -> String {
             retry.provider,
             rein::runtime::json_number::format(retry.delay_ms)
         );
-    }
-    for error in &report.config_errors {
+    });
+    list(&mut out, &report.config_errors.iter().collect::<Vec<_>>(), |out, error| {
         let _ = writeln!(
             out,
             "  config error at {} ms: {}: {}",
             error.at_ms, error.plugin, error.error
         );
-    }
+    });
     if report.invariant.ok {
         out.push_str("  invariant: ok\n");
     } else {
@@ -163,11 +183,32 @@ fn summary(file: &str, outcome: &Outcome) -> String {
             "  invariant: {} broken",
             plural(report.invariant.violations.len(), "rule")
         );
-        for v in &report.invariant.violations {
+        list(&mut out, &report.invariant.violations.iter().collect::<Vec<_>>(), |out, v| {
             let _ = writeln!(out, "    {} seq {}: {} [{}]", v.kind, v.seq, v.message, v.rule);
-        }
+        });
     }
     out
+}
+
+/// Writes up to [`LISTED`] rows, then how many were left out.
+fn list<T>(out: &mut String, rows: &[T], mut row: impl FnMut(&mut String, &T)) {
+    for item in rows.iter().take(LISTED) {
+        row(out, item);
+    }
+    if rows.len() > LISTED {
+        let _ = writeln!(out, "  … and {} more", rows.len() - LISTED);
+    }
+}
+
+/// The `kind` of a turn's end, as in the report.
+fn kind(reason: &TurnEndReason) -> &'static str {
+    match reason {
+        TurnEndReason::Completed => "completed",
+        TurnEndReason::Error { .. } => "error",
+        TurnEndReason::Aborted { .. } => "aborted",
+        TurnEndReason::MaxSteps => "max-steps",
+        TurnEndReason::Interrupted => "interrupted",
+    }
 }
 
 fn reason(reason: &TurnEndReason) -> String {
@@ -271,6 +312,32 @@ mod tests {
              \x20 invariant: 1 rule broken\n\
              \x20   llm/retry seq 7: retry 3 must equal 2 [retry-continues-chain]\n"
         );
+    }
+
+    #[test]
+    fn many_turns_are_tallied_and_only_the_unfinished_ones_listed() {
+        let mut report = report();
+        report.turns = (1..=30)
+            .map(|turn| TurnRow {
+                turn,
+                reason: if turn % 2 == 0 || turn == 29 {
+                    TurnEndReason::Completed
+                } else {
+                    TurnEndReason::MaxSteps
+                },
+            })
+            .collect();
+        report.retries.clear();
+        report.config_errors.clear();
+        report.invariant = InvariantRow { ok: true, violations: Vec::new() };
+        let text = summary("s.json", &Outcome { report, events: Vec::new(), notes: Vec::new() });
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "  turns: 14 max-steps, 16 completed");
+        assert_eq!(lines[2], "  turn 1: max-steps");
+        assert_eq!(lines[11], "  turn 19: max-steps");
+        assert_eq!(lines[12], "  … and 4 more");
+        assert_eq!(lines[13], "  invariant: ok");
+        assert_eq!(lines.len(), 14);
     }
 
     #[test]
