@@ -1,5 +1,7 @@
 //! The subcommands of the `rein` command line, one file each.
 //!
 //! - [`check`]: `rein check LOG…` — the offline invariant checker.
+//! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
 
 pub(crate) mod check;
+pub(crate) mod scenario;

@@ -20,10 +20,13 @@ struct Cli {
 enum Command {
     /// Check session logs against every rule of the session-log contract (SPEC §8).
     Check(cli::check::CheckArgs),
+    /// Run scenario files: one session driven deterministically on virtual time (SPEC §10).
+    Scenario(cli::scenario::ScenarioArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Check(args) => cli::check::run(&args),
+        Command::Scenario(args) => cli::scenario::run(&args),
     }
 }
