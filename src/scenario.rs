@@ -13,10 +13,12 @@ pub use rein_runtime::scenario::{
     InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry,
 };
 
-/// The plugins a scenario may `use`, by name. Empty until `rein-plugins` provides plugin actors;
-/// each one is registered here as it lands.
+/// The plugins a scenario may `use`, by name: every plugin of `rein-plugins`
+/// ([`rein_plugins::register_all`]).
 pub fn plugins() -> PluginRegistry {
-    PluginRegistry::new()
+    let mut registry = PluginRegistry::new();
+    rein_plugins::register_all(&mut registry);
+    registry
 }
 
 /// A runner with [`plugins`], the default tools and the invariant checker ([`check`]).
