@@ -70,7 +70,13 @@ fn run_file(args: &RunArgs) -> ExitCode {
         Ok(text) => text,
         Err(e) => return fail(INVALID, &format!("{file}: cannot read the scenario: {e}")),
     };
-    let scenario = match Scenario::from_json(&text) {
+    run_text(&file, &text, args.json, args.log.as_deref())
+}
+
+/// Runs the scenario `text` (named `file` in messages), prints the report or a summary, and
+/// writes the log to `log` when given. Shared by `rein scenario run` and `rein demo`.
+pub(crate) fn run_text(file: &str, text: &str, json: bool, log: Option<&Path>) -> ExitCode {
+    let scenario = match Scenario::from_json(text) {
         Ok(scenario) => scenario,
         Err(e) => return fail(INVALID, &format!("{file}: invalid scenario: {e}")),
     };
@@ -81,7 +87,7 @@ fn run_file(args: &RunArgs) -> ExitCode {
         }
         Err(e) => return fail(FAULT, &format!("{file}: {e}")),
     };
-    if let Some(path) = &args.log {
+    if let Some(path) = log {
         if let Err(e) = write_log(path, &outcome.events) {
             return fail(FAULT, &format!("{}: cannot write the log: {e}", path.display()));
         }
@@ -89,13 +95,13 @@ fn run_file(args: &RunArgs) -> ExitCode {
     for note in &outcome.notes {
         eprintln!("note: {note}");
     }
-    let out = if args.json {
+    let out = if json {
         match serde_json::to_string(&outcome.report) {
             Ok(json) => json + "\n",
             Err(e) => return fail(FAULT, &format!("cannot serialize the report: {e}")),
         }
     } else {
-        summary(&file, &outcome)
+        summary(file, &outcome)
     };
     let mut stdout = std::io::stdout().lock();
     match stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush()) {
