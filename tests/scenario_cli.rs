@@ -166,6 +166,53 @@ fn a_failed_turn_is_still_a_run_that_exits_zero() {
 }
 
 #[test]
+fn two_scripted_plugins_share_a_chain_under_their_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("session.jsonl");
+    let file = scenario_file(
+        &dir,
+        &json!({
+            "plugins": [
+                {"use": "scripted", "config": {"name": "outer", "answers": ["next", "crash"]}},
+                {"use": "scripted", "config": {"name": "inner", "answers": ["retry"]}}
+            ],
+            "providers": [{"id": "mock", "script": [
+                {"fail": {"code": "SERVER", "message": "one"}},
+                {"fail": {"code": "SERVER", "message": "two", "latencyMs": 100}},
+                {"reply": {"text": "never reached"}}
+            ]}],
+            "turns": [{"prompt": "hello", "provider": "mock"}],
+            // Disposing `inner` before the second failure leaves only `outer`, which crashes
+            // (`Next`): the end of the chain stops the turn.
+            "actions": [{"atMs": 50, "do": "dispose", "plugin": "inner"}]
+        }),
+    );
+    let args =
+        ["scenario", "run", file.to_str().unwrap(), "--json", "--log", log.to_str().unwrap()];
+    let (report, out) = run_json(&args);
+    assert_eq!(stderr(&out), "", "the dispose applied; a scripted crash prints nothing");
+    let value = serde_json::to_value(&report).unwrap();
+    assert_eq!(
+        value["turns"],
+        json!([{"turn": 1, "reason": {"kind": "error",
+                "failure": {"code": "SERVER", "message": "two"}}}])
+    );
+    let attempts: Vec<(u64, u32)> = report.requests.iter().map(|r| (r.at_ms, r.attempt)).collect();
+    assert_eq!(attempts, [(0, 1), (0, 2)], "outer passed attempt 1 on, inner retried it");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let crashed: Vec<Envelope> = text
+        .lines()
+        .map(|line| serde_json::from_str::<Envelope>(line).unwrap())
+        .filter(|e| e.kind() == "plugin/crashed")
+        .collect();
+    assert_eq!(crashed.len(), 1);
+    assert_eq!(
+        serde_json::to_value(&crashed[0].event).unwrap()["data"],
+        json!({"plugin": "outer", "error": "scripted crash (failure 2)", "restarts": 1})
+    );
+}
+
+#[test]
 fn a_cancel_action_and_its_notes() {
     let dir = tempfile::tempdir().unwrap();
     let file = scenario_file(
@@ -233,6 +280,47 @@ fn an_invalid_file_exits_2_naming_the_field() {
                 "turns": [{"prompt": "hi", "provider": "mock"}]
             }),
             "providers[0].retryPolicy.maxRetries:",
+        ),
+        // rein's extensions, and the checks only built plugins allow.
+        (
+            json!({
+                "plugins": [{"use": "scripted", "config": {"answers": ["retyr"]}}],
+                "providers": [{"id": "mock", "script": []}],
+                "turns": [{"prompt": "hi", "provider": "mock"}]
+            }),
+            "plugins[0].config.answers[0]: unknown answer \"retyr\"",
+        ),
+        (
+            json!({
+                "plugins": [{"use": "scripted"}, {"use": "scripted"}],
+                "providers": [{"id": "mock", "script": []}],
+                "turns": [{"prompt": "hi", "provider": "mock"}]
+            }),
+            "plugins[1]: the plugin name \"scripted\" is already registered by plugins[0]",
+        ),
+        (
+            json!({
+                "plugins": [{"use": "scripted", "config": {"name": "first"}}],
+                "providers": [{"id": "mock", "script": []}],
+                "turns": [{"prompt": "hi", "provider": "mock"}],
+                "actions": [{"atMs": 0, "do": "dispose", "plugin": "scripted"}]
+            }),
+            "actions[0].plugin: unknown plugin \"scripted\"; registered: \"first\"",
+        ),
+        (
+            json!({
+                "providers": [{"id": "ghost", "adapter": false, "script": []}],
+                "turns": [{"prompt": "hi", "provider": "ghost"}]
+            }),
+            "providers[0].script: not allowed: \"adapter\": false",
+        ),
+        (
+            json!({
+                "providers": [{"id": "mock", "script": []}],
+                "turns": [{"prompt": "hi", "provider": "mock"}],
+                "reject": ["llm/retry", "turn/end"]
+            }),
+            "reject[1]: \"turn/end\" is written by the runtime's own machinery",
         ),
     ];
     for (doc, expected) in cases {

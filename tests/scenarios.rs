@@ -13,16 +13,20 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 const FILES: &[&str] = &[
+    "llm-retry-always-accepts-downstream-retry.json",
     "llm-retry-always-any-code.json",
+    "llm-retry-always-downstream-crashed.json",
     "llm-retry-budget-exhausted.json",
     "llm-retry-budget-per-step.json",
     "llm-retry-budget-per-turn.json",
     "llm-retry-cancel-during-wait.json",
     "llm-retry-dispose-during-wait.json",
+    "llm-retry-no-adapter.json",
     "llm-retry-not-retryable.json",
     "llm-retry-provider-delay-over-cap.json",
     "llm-retry-provider-delay-within-cap.json",
     "llm-retry-rate-limit.json",
+    "llm-retry-rejected-append.json",
     "llm-retry-route-policy-wins.json",
 ];
 
@@ -33,13 +37,29 @@ fn dir() -> PathBuf {
 /// Runs `tests/scenarios/<name>` with `--json`: exit 0, one JSON line, a clean invariant verdict;
 /// returns the report with retry ids masked.
 fn run(name: &str) -> Value {
+    run_with(name, &[])
+}
+
+/// [`run`], also writing the session log (`--log`); returns the report and the log's events.
+fn run_with_log(name: &str) -> (Value, Vec<Value>) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("session.jsonl");
+    let report = run_with(name, &["--log", log.to_str().unwrap()]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let events = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    (report, events)
+}
+
+fn run_with(name: &str, extra: &[&str]) -> Value {
     let file = dir().join(name);
     let out = Command::new(env!("CARGO_BIN_EXE_rein"))
         .args(["scenario", "run", file.to_str().unwrap(), "--json"])
+        .args(extra)
         .output()
         .expect("rein runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+    assert_eq!(stderr, "", "{name}: nothing to note, no panic message");
     let stdout = String::from_utf8(out.stdout).unwrap();
     assert_eq!(stdout.lines().count(), 1, "{name}: one JSON object on one line");
     let mut report: Value = serde_json::from_str(&stdout).unwrap();
@@ -290,4 +310,112 @@ fn disposing_during_the_wait_ends_the_turn_with_its_failure_after_one_request() 
     assert_eq!(report["retriesStarted"], json!([]));
     assert_eq!(requests(&report), [(0, 1)]);
     assert_eq!(report["endMs"], 100);
+}
+
+/// `request/start` rows of turn 1, step 1 on `provider`, as `(atMs, attempt)`.
+fn request_rows(provider: &str, rows: &[(u64, u64)]) -> Value {
+    rows.iter()
+        .map(|(at, attempt)| {
+            json!({"atMs": at, "turn": 1, "step": 1, "attempt": attempt, "provider": provider})
+        })
+        .collect()
+}
+
+#[test]
+fn no_policy_when_no_adapter_served_the_attempt_so_llm_retry_delegates() {
+    let report = run("llm-retry-no-adapter.json");
+    // No adapter serves `ghost`: each attempt fails with NO_ADAPTER and no policy. llm-retry
+    // delegates (Next, not Stop): the scripted plugin behind it answers its one `retry`, then
+    // `next`, and the end of the chain stops. No llm/retry at any point.
+    let failure = json!({"code": "NO_ADAPTER", "message": "no provider route named \"ghost\""});
+    assert_eq!(
+        report,
+        json!({
+            "turns": [{"turn": 1, "reason": {"kind": "error", "failure": failure}}],
+            "requests": request_rows("ghost", &[(0, 1), (0, 2)]),
+            "retries": [],
+            "retriesStarted": [],
+            "configErrors": [],
+            "messages": [{"role": "user", "text": "hello"}],
+            "invariant": {"ok": true, "violations": []},
+            "events": 11,
+            "endMs": 0
+        })
+    );
+}
+
+#[test]
+fn always_mode_accepts_a_downstream_retry_and_writes_nothing() {
+    let report = run("llm-retry-always-accepts-downstream-retry.json");
+    // Attempt 1: downstream answers `retry`; llm-retry accepts it, writes nothing, and attempt 2
+    // follows at once. Attempt 2: downstream has nothing more to say (`next`, then the end of the
+    // chain stops), so llm-retry schedules its own retry 1 — the only llm/retry of the run.
+    assert_eq!(
+        report,
+        json!({
+            "turns": [{"turn": 1, "reason": {"kind": "completed"}}],
+            "requests": request_rows("mock", &[(0, 1), (0, 2), (500, 3)]),
+            "retries": [{"atMs": 0, "turn": 1, "step": 1, "plugin": "llm-retry", "retryId": "#1",
+                         "retry": 1, "mode": "always", "policyKey": r#"["always",500,10000,0]"#,
+                         "delayMs": 500, "code": "SERVER", "provider": "mock"}],
+            "retriesStarted": [{"atMs": 500, "retryId": "#1", "retry": 1}],
+            "configErrors": [],
+            "messages": [{"role": "user", "text": "hello"}, {"role": "assistant", "text": "done"}],
+            "invariant": {"ok": true, "violations": []},
+            "events": 16,
+            "endMs": 500
+        })
+    );
+}
+
+#[test]
+fn always_mode_falls_back_to_its_own_retry_when_downstream_crashes() {
+    let (report, events) = run_with_log("llm-retry-always-downstream-crashed.json");
+    assert_eq!(
+        report,
+        json!({
+            "turns": [{"turn": 1, "reason": {"kind": "completed"}}],
+            "requests": request_rows("mock", &[(0, 1), (500, 2)]),
+            "retries": [{"atMs": 0, "turn": 1, "step": 1, "plugin": "llm-retry", "retryId": "#1",
+                         "retry": 1, "mode": "always", "policyKey": r#"["always",500,10000,0]"#,
+                         "delayMs": 500, "code": "AUTH", "provider": "mock"}],
+            "retriesStarted": [{"atMs": 500, "retryId": "#1", "retry": 1}],
+            "configErrors": [],
+            "messages": [{"role": "user", "text": "hello"}, {"role": "assistant", "text": "done"}],
+            "invariant": {"ok": true, "violations": []},
+            "events": 15,
+            "endMs": 500
+        })
+    );
+    // The report has no row for a crash; the log shows it came first: the scripted plugin
+    // crashed while llm-retry consulted it, then llm-retry retried on its own.
+    let types: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(types[5..9], ["request/error", "plugin/crashed", "llm/retry", "llm/retry-started"]);
+    assert_eq!(
+        events[6]["data"],
+        json!({"plugin": "scripted", "error": "scripted crash (failure 1)", "restarts": 1})
+    );
+}
+
+#[test]
+fn a_rejected_append_abandons_the_retry() {
+    let report = run("llm-retry-rejected-append.json");
+    // The log refuses every llm/retry: llm-retry abandons the retry with Stop (not Next — the
+    // scripted plugin behind it, which would retry, is never asked), and the turn ends with the
+    // failure after exactly one request, without a timer.
+    let failure = json!({"code": "SERVER", "message": "down", "status": 503});
+    assert_eq!(
+        report,
+        json!({
+            "turns": [{"turn": 1, "reason": {"kind": "error", "failure": failure}}],
+            "requests": request_rows("mock", &[(0, 1)]),
+            "retries": [],
+            "retriesStarted": [],
+            "configErrors": [],
+            "messages": [{"role": "user", "text": "hello"}],
+            "invariant": {"ok": true, "violations": []},
+            "events": 9,
+            "endMs": 0
+        })
+    );
 }

@@ -8,9 +8,25 @@
 //! validated types; every error it raises carries the same kind of JSON path.
 //!
 //! What this module does not know is which plugins and tools exist: the runner resolves
-//! `plugins[i].use`, `plugins[i].config` and `tools[i]` against its registries and reports their errors with the paths this module records
-//! ([`PluginUse::path`], [`ProviderScript::path`], …), so a scenario is rejected, whole, before
-//! anything runs.
+//! `plugins[i].use`, `plugins[i].config` and `tools[i]` against its registries, checks that the
+//! plugins it built have distinct names and that every `dispose`/`configure` action names one of
+//! them, and reports its errors with the paths this module records ([`PluginUse::path`],
+//! [`Action::path`], …), so a scenario is rejected, whole, before anything runs.
+//!
+//! # rein's extensions of SPEC §10
+//!
+//! Two optional fields make the waterfall's failure modes expressible; a file without them reads
+//! exactly as SPEC §10 says, and the report keeps its shape:
+//!
+//! - `providers[i].adapter` (default `true`): `false` declares a route no adapter serves. It
+//!   takes no `script` and no `retryPolicy`; the runner registers no route for it, so a turn on
+//!   it fails with `NO_ADAPTER` and a waterfall payload without a policy, as for any route the
+//!   runtime does not know. `turns[i].provider` must still name a declared provider, so a typo
+//!   stays an invalid file rather than becoming an adapterless route.
+//! - `reject`: event types whose appends the session log refuses (fault injection, through
+//!   [`super::reject::RejectAppends`]). Only the types written for plugins ([`REJECTABLE`]) may
+//!   be listed: refusing the runtime's own lifecycle (`turn/start`, `session/start`…) would make
+//!   the run an internal fault instead of showing what a plugin does with a refusal.
 //!
 //! # Why a reply's `text` and `chunks` must agree
 //!
@@ -19,7 +35,6 @@
 //! and silently preferring one would make the report disagree with the file; so it is invalid. A
 //! reply with only `text` streams it as one chunk.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -29,9 +44,10 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::{Number, Value};
 
-use crate::event::{ToolCall, Usage};
+use crate::event::{Event, ToolCall, Usage};
 use crate::failure::{Failure, FailureError};
 use crate::retry_policy::RetryPolicy;
+use crate::scenario::reject::REJECTABLE;
 use crate::scripted::{Scripted, ScriptedFail, ScriptedReply};
 
 /// The largest `latencyMs` and `atMs` accepted (the largest timer delay browsers and the retry
@@ -64,7 +80,8 @@ pub struct Scenario {
     pub seed: u64,
     /// Jitter samples, each in [0, 1], consumed in order by every plugin.
     pub random: Vec<f64>,
-    /// The plugins, in registration order (names are unique).
+    /// The plugins, in registration order. The names they are built with must be unique; only
+    /// the runner, which builds them, can check that.
     pub plugins: Vec<PluginUse>,
     /// The provider routes (ids are unique; at least one).
     pub providers: Vec<ProviderScript>,
@@ -74,6 +91,9 @@ pub struct Scenario {
     pub turns: Vec<TurnPlan>,
     /// The actions, sorted by `at_ms`; actions at the same time keep their file order.
     pub actions: Vec<Action>,
+    /// rein's extension: the event types whose appends the session log refuses (fault
+    /// injection), each one of [`REJECTABLE`], unique, in file order.
+    pub reject: Vec<String>,
 }
 
 /// `plugins[i]`.
@@ -92,6 +112,10 @@ pub struct PluginUse {
 pub struct ProviderScript {
     /// The route's id.
     pub id: String,
+    /// Whether an adapter serves the route (rein's extension, `"adapter": false`: no adapter
+    /// does, so every attempt on it fails with `NO_ADAPTER` and the waterfall payload carries no
+    /// policy). When false, `retry_policy` is `None` and `script` is empty.
+    pub adapter: bool,
     /// The route's declared retry policy (SPEC §5.1), if any.
     pub retry_policy: Option<RetryPolicy>,
     /// One entry per attempt.
@@ -127,12 +151,12 @@ pub enum ActionKind {
     Cancel,
     /// Dispose a plugin.
     Dispose {
-        /// Its name (one of `plugins[].use`).
+        /// Its name (the runner checks it names one of the scenario's plugins).
         plugin: String,
     },
     /// Update a plugin's settings through the run-time update path, based on its current revision.
     Configure {
-        /// Its name (one of `plugins[].use`).
+        /// Its name (the runner checks it names one of the scenario's plugins).
         plugin: String,
         /// The patch, as written; the plugin judges it (errors go to the report's `configErrors`).
         patch: Value,
@@ -234,6 +258,8 @@ struct RawScenario {
     turns: Vec<Obj<RawTurn>>,
     #[serde(default)]
     actions: Vec<Obj<RawAction>>,
+    #[serde(default)]
+    reject: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -250,8 +276,11 @@ struct RawPlugin {
 struct RawProvider {
     id: String,
     #[serde(default)]
+    adapter: Option<bool>,
+    #[serde(default)]
     retry_policy: Option<Value>,
-    script: Vec<RawEntry>,
+    #[serde(default)]
+    script: Option<Vec<RawEntry>>,
 }
 
 #[derive(Deserialize)]
@@ -352,16 +381,9 @@ impl RawScenario {
             .collect::<Result<Vec<f64>, _>>()?;
 
         let mut plugins = Vec::with_capacity(self.plugins.len());
-        let mut plugin_at: HashMap<String, String> = HashMap::new();
         for (i, Obj(raw)) in self.plugins.into_iter().enumerate() {
             let path = format!("plugins[{i}]");
             non_empty(&raw.name, || format!("{path}.use"))?;
-            if let Some(first) = plugin_at.get(&raw.name) {
-                return Err(InvalidScenario::new(
-                    format!("{path}.use"),
-                    format!("plugin {:?} is already registered by {first}", raw.name),
-                ));
-            }
             let config = match raw.config {
                 None => Value::Object(serde_json::Map::new()),
                 Some(config @ Value::Object(_)) => config,
@@ -372,7 +394,6 @@ impl RawScenario {
                     ));
                 }
             };
-            plugin_at.insert(raw.name.clone(), path.clone());
             plugins.push(PluginUse { name: raw.name, config, path });
         }
 
@@ -389,8 +410,34 @@ impl RawScenario {
                     format!("provider {:?} is already declared by {}", raw.id, first.path),
                 ));
             }
-            let script = raw
-                .script
+            let adapter = raw.adapter.unwrap_or(true);
+            if !adapter {
+                let no_adapter = "not allowed: \"adapter\": false declares that no adapter serves \
+                                  this route";
+                if raw.retry_policy.is_some() {
+                    return Err(InvalidScenario::new(
+                        format!("{path}.retryPolicy"),
+                        format!("{no_adapter} (its attempts carry no policy)"),
+                    ));
+                }
+                if raw.script.is_some() {
+                    return Err(InvalidScenario::new(
+                        format!("{path}.script"),
+                        format!("{no_adapter} (nothing plays a script)"),
+                    ));
+                }
+            }
+            let script = match raw.script {
+                Some(script) => script,
+                None if adapter => {
+                    return Err(InvalidScenario::new(
+                        format!("{path}.script"),
+                        "required field is missing",
+                    ));
+                }
+                None => Vec::new(),
+            };
+            let script = script
                 .into_iter()
                 .enumerate()
                 .map(|(j, entry)| entry.validate(&format!("{path}.script[{j}]")))
@@ -402,7 +449,7 @@ impl RawScenario {
                         .map_err(|e| InvalidScenario::new(e.path, e.kind.to_string()))
                 })
                 .transpose()?;
-            providers.push(ProviderScript { id: raw.id, retry_policy, script, path });
+            providers.push(ProviderScript { id: raw.id, adapter, retry_policy, script, path });
         }
 
         for (i, tool) in self.tools.iter().enumerate() {
@@ -435,12 +482,45 @@ impl RawScenario {
 
         let mut actions = Vec::with_capacity(self.actions.len());
         for (i, Obj(raw)) in self.actions.into_iter().enumerate() {
-            actions.push(raw.validate(&format!("actions[{i}]"), &plugins)?);
+            actions.push(raw.validate(&format!("actions[{i}]"))?);
         }
         // Stable: actions at the same time keep their file order.
         actions.sort_by_key(|a| a.at_ms);
 
-        Ok(Scenario { seed, random, plugins, providers, tools: self.tools, turns, actions })
+        for (i, kind) in self.reject.iter().enumerate() {
+            let path = format!("reject[{i}]");
+            if !REJECTABLE.contains(&kind.as_str()) {
+                let known = Event::KINDS.contains(&kind.as_str());
+                let what = if known {
+                    format!(
+                        "{kind:?} is written by the runtime's own machinery and cannot be rejected"
+                    )
+                } else {
+                    format!("unknown event type {kind:?}")
+                };
+                return Err(InvalidScenario::new(
+                    path,
+                    format!("{what}; rejectable: {}", list(REJECTABLE.iter().copied())),
+                ));
+            }
+            if let Some(first) = self.reject[..i].iter().position(|k| k == kind) {
+                return Err(InvalidScenario::new(
+                    path,
+                    format!("event type {kind:?} is already listed at reject[{first}]"),
+                ));
+            }
+        }
+
+        Ok(Scenario {
+            seed,
+            random,
+            plugins,
+            providers,
+            tools: self.tools,
+            turns,
+            actions,
+            reject: self.reject,
+        })
     }
 }
 
@@ -522,7 +602,7 @@ impl RawFail {
 }
 
 impl RawAction {
-    fn validate(self, path: &str, plugins: &[PluginUse]) -> Result<Action, InvalidScenario> {
+    fn validate(self, path: &str) -> Result<Action, InvalidScenario> {
         let at_ms =
             self.at_ms.as_u64().filter(|ms| *ms <= MAX_MS).ok_or_else(|| {
                 InvalidScenario::new(format!("{path}.atMs"), ms_range(&self.at_ms))
@@ -537,6 +617,8 @@ impl RawAction {
                 Ok(())
             }
         };
+        // Whether the name is one of the scenario's plugins is the runner's check: a plugin's
+        // name is what its factory builds (`scripted` takes a `name`), unknown here.
         let plugin = || -> Result<String, InvalidScenario> {
             let name = self.plugin.clone().ok_or_else(|| {
                 InvalidScenario::new(
@@ -544,15 +626,7 @@ impl RawAction {
                     format!("required for {:?}", self.action),
                 )
             })?;
-            if !plugins.iter().any(|p| p.name == name) {
-                return Err(InvalidScenario::new(
-                    format!("{path}.plugin"),
-                    format!(
-                        "unknown plugin {name:?}; registered: {}",
-                        list(plugins.iter().map(|p| p.name.as_str()))
-                    ),
-                ));
-            }
+            non_empty(&name, || format!("{path}.plugin"))?;
             Ok(name)
         };
         let kind = match self.action.as_str() {

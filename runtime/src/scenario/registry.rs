@@ -42,7 +42,9 @@ impl PluginRegistry {
     }
 
     /// Registers `factory` under `name` (replacing an earlier registration of that name). The
-    /// plugins it builds must be named `name`, since actions find them by that name.
+    /// plugins it builds are known by their own [`Plugin::name`] (actions, `plugin/crashed`):
+    /// normally `name`; a factory that lets its configuration choose another (`scripted`)
+    /// allows one scenario to use it twice.
     pub fn register(
         &mut self,
         name: impl Into<String>,

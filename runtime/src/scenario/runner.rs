@@ -2,11 +2,17 @@
 //!
 //! [`ScenarioRunner::run`] builds a current-thread tokio runtime with a paused clock, a
 //! [`VirtualClock`] (event times are virtual ms from 0), a [`MemoryStore`], one
-//! [`ScriptedProvider`] per route, the plugins from the [`PluginRegistry`] (in file order), the
-//! tools from the [`ToolRegistry`], and one jitter source — the file's `random` samples, then the
-//! RNG of its `seed` — that every plugin draws from. It then follows the [`Agenda`]: turns one
-//! after another, actions at their `atMs`. When nothing is left it reads the log back, has the
-//! injected checker judge it, and folds it into the report.
+//! [`ScriptedProvider`] per route (none for a route declared `"adapter": false`), the plugins
+//! from the [`PluginRegistry`] (in file order), the tools from the [`ToolRegistry`], a
+//! [`RejectAppends`] validator when the file has a `reject` list, and one jitter source — the
+//! file's `random` samples, then the RNG of its `seed` — that every plugin draws from. It then
+//! follows the [`Agenda`]: turns one after another, actions at their `atMs`. When nothing is left
+//! it reads the log back, has the injected checker judge it, and folds it into the report.
+//!
+//! Before anything runs it also checks what only built plugins can tell: their names (what the
+//! chain, `plugin/crashed` and the actions know them by — the `use` name, unless the plugin's
+//! configuration gives another, as `scripted` allows) are distinct, and every `dispose` and
+//! `configure` action names one of them.
 //!
 //! # Why a paused current-thread runtime
 //!
@@ -39,6 +45,7 @@ use tokio::time::Instant;
 use super::agenda::{Agenda, Move};
 use super::format::{Action, ActionKind, InvalidScenario, MAX_MS, Scenario};
 use super::registry::{PluginRegistry, ToolRegistry};
+use super::reject::RejectAppends;
 use super::report::{self, ConfigErrorRow, Report};
 use crate::clock::{Clock, VirtualClock};
 use crate::event::{CancelCause, Envelope};
@@ -163,6 +170,7 @@ impl ScenarioRunner {
     /// deterministic and instant.
     pub async fn run_here(&self, scenario: &Scenario) -> Result<Outcome, RunError> {
         let plugins = self.instantiate_plugins(scenario)?;
+        Self::check_actions(scenario, &plugins)?;
         let tools = self.resolve_tools(scenario)?;
         let jitter = Samples::new(scenario.random.iter().copied(), scenario.seed).map_err(|e| {
             let message = e.to_string();
@@ -177,10 +185,16 @@ impl ScenarioRunner {
             .store(Arc::new(store.clone()))
             .clock(clock.clone())
             .jitter(Arc::new(jitter));
-        for route in &scenario.providers {
+        // A route no adapter serves is simply not registered: the runtime then fails its
+        // attempts with `NO_ADAPTER` and offers them with no policy, as for any unknown route.
+        for route in scenario.providers.iter().filter(|r| r.adapter) {
             let adapter = ScriptedProvider::new(route.script.iter().cloned());
             builder =
                 builder.route(&route.id, Arc::new(adapter), MODEL, route.retry_policy.clone());
+        }
+        if !scenario.reject.is_empty() {
+            let reject = RejectAppends::new(scenario.reject.iter().cloned());
+            builder = builder.validator(move || Box::new(reject.clone()));
         }
         for plugin in plugins {
             builder = builder.plugin(plugin);
@@ -223,16 +237,47 @@ impl ScenarioRunner {
                 .into());
             };
             let plugin = factory(&used.config).map_err(|e| config_error(&used.path, e))?;
-            if plugin.name() != used.name {
+            let name = plugin.name();
+            if name.is_empty() {
                 return Err(RunError::Internal(format!(
-                    "the factory registered as {:?} built a plugin named {:?}",
-                    used.name,
-                    plugin.name()
+                    "the factory registered as {:?} built a plugin with an empty name",
+                    used.name
                 )));
+            }
+            if let Some(first) = plugins.iter().position(|p: &Arc<dyn Plugin>| p.name() == name) {
+                return Err(InvalidScenario::new(
+                    used.path.clone(),
+                    format!(
+                        "the plugin name {name:?} is already registered by {}",
+                        scenario.plugins[first].path
+                    ),
+                )
+                .into());
             }
             plugins.push(plugin);
         }
         Ok(plugins)
+    }
+
+    /// Every `dispose`/`configure` action names one of the plugins built (by the name it was
+    /// built with, which is its `use` name unless its configuration gives another).
+    fn check_actions(scenario: &Scenario, plugins: &[Arc<dyn Plugin>]) -> Result<(), RunError> {
+        for action in &scenario.actions {
+            let (ActionKind::Dispose { plugin } | ActionKind::Configure { plugin, .. }) =
+                &action.kind
+            else {
+                continue;
+            };
+            if !plugins.iter().any(|p| p.name() == plugin) {
+                let built: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
+                return Err(InvalidScenario::new(
+                    format!("{}.plugin", action.path),
+                    format!("unknown plugin {plugin:?}; registered: {}", names(&built)),
+                )
+                .into());
+            }
+        }
+        Ok(())
     }
 
     fn resolve_tools(&self, scenario: &Scenario) -> Result<Vec<Arc<dyn Tool>>, RunError> {

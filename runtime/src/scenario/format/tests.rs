@@ -93,7 +93,6 @@ fn every_invalid_field_is_reported_at_its_path() {
         (set("/turns", json!([])), "turns", "at least one turn"),
         // plugins
         (set("/plugins/0/use", json!("")), "plugins[0].use", "non-empty"),
-        (set("/plugins/1/use", json!("llm-retry")), "plugins[1].use", "already registered"),
         (
             set("/plugins/0/config", json!(5)),
             "plugins[0].config",
@@ -122,6 +121,27 @@ fn every_invalid_field_is_reported_at_its_path() {
             "already declared by providers[0]",
         ),
         (remove("/providers/0/script"), "providers[0].script", "required field is missing"),
+        // providers: rein's `adapter` extension
+        (set("/providers/0/adapter", json!("no")), "providers[0].adapter", "expected a boolean"),
+        (
+            set("/providers/1", json!({"id": "ghost", "adapter": false, "script": []})),
+            "providers[1].script",
+            "not allowed: \"adapter\": false declares that no adapter serves this route",
+        ),
+        (
+            set(
+                "/providers/1",
+                json!({"id": "ghost", "adapter": false, "retryPolicy": {"mode": "always"}}),
+            ),
+            "providers[1].retryPolicy",
+            "its attempts carry no policy",
+        ),
+        (
+            set("/providers/1", json!({"id": "ghost", "adapter": true})),
+            "providers[1].script",
+            "required field is missing",
+        ),
+        (set("/providers/1", json!({"adapter": false})), "providers[1].id", "required field"),
         (set("/providers/0/model", json!("m")), "providers[0].model", "unknown field"),
         (
             set(
@@ -242,12 +262,33 @@ fn every_invalid_field_is_reported_at_its_path() {
             "not allowed for \"cancel\"",
         ),
         (remove("/actions/1/plugin"), "actions[1].plugin", "required for \"dispose\""),
-        (set("/actions/1/plugin", json!("nope")), "actions[1].plugin", "unknown plugin \"nope\""),
+        (set("/actions/1/plugin", json!("")), "actions[1].plugin", "non-empty"),
         (set("/actions/1/config", json!({})), "actions[1].config", "not allowed for \"dispose\""),
         (remove("/actions/2/config"), "actions[2].config", "required for \"configure\""),
         (remove("/actions/2/plugin"), "actions[2].plugin", "required for \"configure\""),
         (set("/actions/3/config", json!({})), "actions[3].config", "not allowed for \"retry\""),
         (set("/actions/3/when", json!(1)), "actions[3].when", "unknown field"),
+        // rein's `reject` extension
+        (set("/reject", json!("llm/retry")), "reject", "invalid type"),
+        (set("/reject", json!([7])), "reject[0]", "invalid type"),
+        (
+            set("/reject", json!(["llm/retry", "llm/retyr"])),
+            "reject[1]",
+            "unknown event type \"llm/retyr\"; rejectable: \"llm/retry\", \"llm/retry-started\", \
+             \"context/compacted\", \"plugin/crashed\", \"config/changed\"",
+        ),
+        (
+            set("/reject", json!(["turn/start"])),
+            "reject[0]",
+            "\"turn/start\" is written by the runtime's own machinery and cannot be rejected",
+        ),
+        (set("/reject", json!(["session/start"])), "reject[0]", "cannot be rejected"),
+        (set("/reject", json!([""])), "reject[0]", "unknown event type \"\""),
+        (
+            set("/reject", json!(["llm/retry", "llm/retry"])),
+            "reject[1]",
+            "\"llm/retry\" is already listed at reject[0]",
+        ),
     ];
     let mut wrong = Vec::new();
     for (doc, path, fragment) in cases {
@@ -388,4 +429,56 @@ fn tool_call_arguments_default_to_an_empty_object() {
     let scenario = Scenario::from_value(doc).unwrap();
     let Scripted::Reply(reply) = &scenario.providers[0].script[1] else { panic!() };
     assert_eq!(reply.tool_calls[0].arguments, json!({}));
+}
+
+#[test]
+fn plugin_names_and_action_references_are_left_to_the_runner() {
+    // Two entries may `use` the same factory (the names their plugins are built with decide),
+    // and an action may name a plugin the file cannot see (a name given in a configuration).
+    let mut doc = set("/plugins/1/use", json!("llm-retry"));
+    doc["actions"][1]["plugin"] = json!("named-in-a-config");
+    let scenario = Scenario::from_value(doc).unwrap();
+    assert_eq!(scenario.plugins[1].name, "llm-retry");
+    assert_eq!(
+        scenario.actions[2].kind,
+        ActionKind::Dispose { plugin: "named-in-a-config".into() }
+    );
+}
+
+#[test]
+fn a_route_may_declare_that_no_adapter_serves_it() {
+    let doc = json!({
+        "providers": [
+            {"id": "ghost", "adapter": false},
+            {"id": "mock", "adapter": true, "script": [{"reply": {"text": "hi"}}]}
+        ],
+        "turns": [{"prompt": "hello", "provider": "ghost"}]
+    });
+    let scenario = Scenario::from_value(doc).unwrap();
+    let ghost = scenario.provider("ghost").unwrap();
+    assert!(!ghost.adapter);
+    assert_eq!((ghost.retry_policy.as_ref(), ghost.script.len()), (None, 0));
+    assert!(scenario.provider("mock").unwrap().adapter);
+    assert!(Scenario::from_value(base()).unwrap().providers[0].adapter, "the default");
+    // A typo in a turn's provider is still an invalid file, not an adapterless route.
+    let doc = json!({
+        "providers": [{"id": "ghost", "adapter": false}],
+        "turns": [{"prompt": "hello", "provider": "gohst"}]
+    });
+    let err = Scenario::from_value(doc).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "turns[0].provider: unknown provider \"gohst\"; declared: \"ghost\""
+    );
+}
+
+#[test]
+fn reject_lists_plugin_event_types_in_file_order() {
+    let scenario =
+        Scenario::from_value(set("/reject", json!(["llm/retry-started", "llm/retry"]))).unwrap();
+    assert_eq!(scenario.reject, ["llm/retry-started", "llm/retry"]);
+    assert!(Scenario::from_value(base()).unwrap().reject.is_empty(), "absent: nothing rejected");
+    for kind in crate::scenario::reject::REJECTABLE {
+        assert!(Scenario::from_value(set("/reject", json!([kind]))).is_ok(), "{kind}");
+    }
 }

@@ -421,15 +421,45 @@ fn names_the_registries_do_not_know_make_the_scenario_invalid() {
 }
 
 #[test]
-fn a_factory_that_builds_a_misnamed_plugin_is_an_internal_fault() {
-    let scenario = Scenario::from_value(json!({
-        "plugins": [{"use": "misnamed"}],
-        "providers": [{"id": "mock", "script": []}],
-        "turns": [{"prompt": "hi", "provider": "mock"}]
-    }))
-    .unwrap();
-    let err = runner().run(&scenario).unwrap_err();
-    assert!(matches!(&err, RunError::Internal(m) if m.contains("\"other-name\"")), "{err:?}");
+fn plugins_are_known_by_the_names_they_are_built_with() {
+    let base = |plugins: Value, actions: Value| {
+        json!({
+            "plugins": plugins,
+            "providers": [{"id": "mock", "script": []}],
+            "turns": [{"prompt": "hi", "provider": "mock"}],
+            "actions": actions
+        })
+    };
+    // `misnamed` builds a plugin named `other-name`: actions find it by that name.
+    let outcome = run(base(
+        json!([{"use": "misnamed"}]),
+        json!([{"atMs": 0, "do": "dispose", "plugin": "other-name"}]),
+    ));
+    assert_eq!(outcome.notes, Vec::<String>::new(), "the dispose applied");
+    let cases = [
+        (
+            base(json!([{"use": "wait-then-retry"}, {"use": "wait-then-retry"}]), json!([])),
+            "plugins[1]",
+            "the plugin name \"wait-then-retry\" is already registered by plugins[0]",
+        ),
+        (
+            base(
+                json!([{"use": "misnamed"}]),
+                json!([{"atMs": 0, "do": "configure", "plugin": "misnamed", "config": {}}]),
+            ),
+            "actions[0].plugin",
+            "unknown plugin \"misnamed\"; registered: \"other-name\"",
+        ),
+        (
+            base(json!([]), json!([{"atMs": 5, "do": "dispose", "plugin": "gone"}])),
+            "actions[0].plugin",
+            "unknown plugin \"gone\"; registered: none",
+        ),
+    ];
+    for (doc, path, message) in cases {
+        let err = invalid(doc);
+        assert_eq!((err.path.as_str(), err.message.as_str()), (path, message));
+    }
 }
 
 #[test]
@@ -512,4 +542,54 @@ async fn run_here_drives_the_scenario_on_the_callers_paused_runtime() {
     let outcome = ScenarioRunner::new().run_here(&scenario).await.unwrap();
     assert_eq!(outcome.report.end_ms, 5000);
     assert_eq!(reasons(&outcome), [(1, TurnEndReason::Completed)]);
+}
+
+#[test]
+fn a_route_without_an_adapter_fails_with_no_adapter_like_an_unknown_route() {
+    let outcome = run(json!({
+        "providers": [
+            {"id": "ghost", "adapter": false},
+            {"id": "mock", "script": [{"reply": {"text": "served"}}]}
+        ],
+        "turns": [{"prompt": "hello", "provider": "ghost"}, {"prompt": "again", "provider": "mock"}]
+    }));
+    assert_eq!(
+        reasons(&outcome),
+        [
+            (1, error(crate::failure::NO_ADAPTER, "no provider route named \"ghost\"")),
+            (2, TurnEndReason::Completed)
+        ]
+    );
+    let starts: Vec<(&str, &str)> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestStart(r) => Some((r.provider.as_str(), r.model.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, [("ghost", ""), ("mock", MODEL)], "no adapter, no model");
+    assert!(outcome.report.invariant.ok);
+}
+
+#[test]
+fn rejected_event_types_are_refused_by_the_log_and_the_run_goes_on() {
+    let doc = |reject: Value| {
+        json!({
+            "plugins": [{"use": "wait-then-retry"}],
+            "providers": [{"id": "mock", "script": [{"reply": {"text": "done", "latencyMs": 100}}]}],
+            "turns": [{"prompt": "hello", "provider": "mock"}],
+            "actions": [
+                {"atMs": 50, "do": "configure", "plugin": "wait-then-retry", "config": {"delayMs": 1}}
+            ],
+            "reject": reject
+        })
+    };
+    let accepted = run(doc(json!([])));
+    assert!(kinds(&accepted).contains(&"config/changed"));
+    let refused = run(doc(json!(["config/changed"])));
+    assert!(!kinds(&refused).contains(&"config/changed"), "{:?}", kinds(&refused));
+    assert_eq!(reasons(&refused), [(1, TurnEndReason::Completed)]);
+    assert_eq!(refused.report.events + 1, accepted.report.events, "nothing else changed");
+    assert!(refused.report.config_errors.is_empty(), "the plugin accepted the patch");
 }
