@@ -59,6 +59,7 @@ use crate::provider::{Completion, Request};
 use crate::retry_policy::RetryPolicy;
 use crate::runtime::Route;
 use crate::session::actor::runtime_failure;
+use crate::store::BoxFuture;
 use crate::tool::TOOL_ERROR;
 use crate::turn::TurnArgs;
 use crate::waterfall::{self, Outcome};
@@ -109,20 +110,26 @@ impl<'a> Step<'a> {
         StepRef { turn: self.a.turn, step: self.step }
     }
 
-    async fn append(&self, events: Vec<Event>) -> Result<(), Fault> {
-        self.a.log.append(events).await.map(|_| ()).map_err(|error| {
-            Fault(runtime_failure(format!("the session log refused an append: {error}")))
+    /// Appends a batch (boxed: awaited from most states of [`Step::attempts`]).
+    fn append(&self, events: Vec<Event>) -> BoxFuture<'_, Result<(), Fault>> {
+        Box::pin(async move {
+            self.a.log.append(events).await.map(|_| ()).map_err(|error| {
+                Fault(runtime_failure(format!("the session log refused an append: {error}")))
+            })
         })
     }
 
-    /// Ends the step: `step/end` (if it started), and the outcome.
-    async fn close(&self, outcome: StepOutcome) -> StepOutcome {
-        if self.started {
-            if let Err(Fault(failure)) = self.append(vec![Event::StepEnd(self.at())]).await {
-                return StepOutcome::Failed(failure);
+    /// Ends the step: `step/end` (if it started), and the outcome. Boxed, like the other short
+    /// stages (see the module docs): it is awaited from several states of [`Step::attempts`].
+    fn close(&self, outcome: StepOutcome) -> BoxFuture<'_, StepOutcome> {
+        Box::pin(async move {
+            if self.started {
+                if let Err(Fault(failure)) = self.append(vec![Event::StepEnd(self.at())]).await {
+                    return StepOutcome::Failed(failure);
+                }
             }
-        }
-        outcome
+            outcome
+        })
     }
 
     async fn run(&mut self) -> StepOutcome {
@@ -144,21 +151,7 @@ impl<'a> Step<'a> {
             if self.cancelled() {
                 return Ok(self.close(StepOutcome::Aborted).await);
             }
-            let request = Box::pin(self.request(attempt)).await?;
-            let (provider, model) = match &self.route {
-                Some(route) => (route.name.clone(), route.model.clone()),
-                None => (self.a.route.clone(), String::new()),
-            };
-            let mut batch = Vec::with_capacity(2);
-            if !self.started {
-                batch.push(Event::StepStart(self.at()));
-            }
-            let start =
-                RequestStart { turn: self.a.turn, step: self.step, attempt, provider, model };
-            batch.push(Event::RequestStart(start));
-            self.append(batch).await?;
-            self.started = true;
-
+            let request = Box::pin(self.begin(attempt)).await?;
             let span = tracing::info_span!(
                 "attempt",
                 attempt,
@@ -195,6 +188,25 @@ impl<'a> Step<'a> {
                 Outcome::Aborted => return Ok(self.close(StepOutcome::Aborted).await),
             }
         }
+    }
+
+    /// Starts `attempt`: builds its request from the durable history, then writes `step/start`
+    /// (before the first attempt) and `request/start`.
+    async fn begin(&mut self, attempt: u32) -> Result<Request, Fault> {
+        let request = self.request(attempt).await?;
+        let (provider, model) = match &self.route {
+            Some(route) => (route.name.clone(), route.model.clone()),
+            None => (self.a.route.clone(), String::new()),
+        };
+        let mut batch = Vec::with_capacity(2);
+        if !self.started {
+            batch.push(Event::StepStart(self.at()));
+        }
+        let start = RequestStart { turn: self.a.turn, step: self.step, attempt, provider, model };
+        batch.push(Event::RequestStart(start));
+        self.append(batch).await?;
+        self.started = true;
+        Ok(request)
     }
 
     /// The request of `attempt`, from the durable history.
