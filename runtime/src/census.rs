@@ -3,13 +3,13 @@
 //!
 //! Every actor the runtime spawns holds an [`Alive`] in its state: the count goes up when its
 //! `pre_start` builds the state and down when the state is dropped, which ractor does however the
-//! actor ends (stopped, failed or killed). Every task the runtime spawns (a provider request, a
-//! plugin recovery) is tracked by the census's [`TaskTracker`].
+//! actor ends (stopped, failed or killed). Every task the runtime spawns (a turn, a provider
+//! request, a plugin recovery) is tracked by the census's [`TaskTracker`].
 //!
 //! # Why our own counters
 //!
-//! ractor's registry only knows named actors, and naming every session, turn and step actor
-//! would put them all in one global map (and make two runtimes in one process collide). A
+//! ractor's registry only knows named actors, and naming every session actor would put
+//! them all in one global map (and make two runtimes in one process collide). A
 //! counter per runtime costs one atomic add per actor and answers exactly "how many of *this*
 //! runtime's actors are alive".
 

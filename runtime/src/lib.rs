@@ -33,7 +33,8 @@
 //! - [`runtime`]: the `Runtime` builder and handle, the root supervisor.
 //! - [`session`]: the `Session` handle, the session actor, hibernation.
 //! - [`turn_handle`]: what a prompt returns: the turn's events and its outcome.
-//! - `turn`, `step`: the turn and step actors (the agent loop's wiring).
+//! - `turn`, `step`: a turn's task (linked to its session) and the step it runs inline (the
+//!   agent loop's wiring).
 //! - [`provider::actor`]: one actor per provider route, one task per attempt.
 //! - [`plugin_host`]: the supervisor of the plugin actors.
 //! - [`census`]: live actors and tasks, so shutdown can prove it left none.

@@ -6,7 +6,7 @@
 //! ├── ProviderActor per route ── one task per in-flight attempt
 //! └── SessionActor per awake session
 //!     ├── SessionLogActor
-//!     └── TurnActor ── StepActor
+//!     └── (its running turn: a task the session links, running the steps inline)
 //! ```
 //!
 //! [`RuntimeBuilder`] collects the store, clock, provider routes (each with an optional declared

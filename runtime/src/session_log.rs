@@ -302,11 +302,15 @@ impl SessionLog {
     }
 
     /// Sends a request and waits for its reply; `None` when the actor is gone or dropped it.
+    ///
+    /// The round trip is boxed: ractor's `call` future (≈ 400 bytes, its unused timeout
+    /// included) would otherwise be inlined in every future that awaits the log — a turn parked
+    /// in a retry wait carries the largest of them for as long as it waits.
     async fn call<T: Send + 'static>(
         &self,
-        message: impl FnOnce(RpcReplyPort<T>) -> Msg,
+        message: impl FnOnce(RpcReplyPort<T>) -> Msg + Send,
     ) -> Option<T> {
-        match self.actor.call(message, None).await {
+        match Box::pin(self.actor.call(message, None)).await {
             Ok(CallResult::Success(reply)) => Some(reply),
             _ => None,
         }

@@ -1,6 +1,6 @@
-//! [`StepActor`]: one step of a turn — request, attempts, waterfall, tools.
+//! One step of a turn — request, attempts, waterfall, tools — run by the turn's task.
 //!
-//! The step's handler runs the step as one procedure:
+//! [`run`] runs the step as one procedure:
 //!
 //! 1. read the model-visible history from the log (the `history` projection) and build the
 //!    request; write `step/start` (first attempt) and `request/start`;
@@ -21,18 +21,32 @@
 //! may have appended (`llm/retry`, `context/compacted`): rebuilding from the `history`
 //! projection takes compaction into account and, because failed chunks and retry events never
 //! enter the history, gives a retry exactly the failed attempt's messages otherwise.
+//!
+//! # Why a step is a stage of the turn's task, and still a unit of supervision
+//!
+//! A step used to be an actor of its own; it never received a message (it ran one procedure and
+//! reported its outcome), so its mailbox — two channels ractor allocates eagerly, ≈ 6 KiB with
+//! its task — was pure cost for every turn parked in a retry wait (DESIGN §6 budgets 24 KiB for
+//! the whole turn). The step now runs inline in its turn's task, and keeps what being an actor
+//! gave it: its panic is caught at the step's boundary ([`run`]), the open `step/end` is
+//! written, and the turn ends with the runtime's failure (or `aborted`, if it was cancelled),
+//! exactly as when the turn actor supervised a crashed step actor.
+//!
+//! # Why the rarely awaited stages are boxed
+//!
+//! A future is as large as its largest state. The state a step spends its long waits in is the
+//! waterfall (a plugin's backoff); streaming an attempt, building a request and running tools
+//! are short. Each of those is boxed while it runs, so a turn parked in a retry wait carries only
+//! the waterfall's small state, not the largest stage's.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument;
 
 use crate::agent_loop::{self, StepOutcome};
-use crate::cancel::CancelScope;
-use crate::census::Alive;
 use crate::crash::panic_message;
 use crate::event::{
     AssistantChunk, Event, RequestError, RequestStart, StepRef, ToolCall, ToolCallEvent, ToolResult,
@@ -43,43 +57,39 @@ use crate::plugin::RequestErrorPayload;
 use crate::provider::actor::{AttemptResult, ProviderCall, ProviderMsg};
 use crate::provider::{Completion, Request};
 use crate::retry_policy::RetryPolicy;
-use crate::runtime::{Route, Shared};
+use crate::runtime::Route;
 use crate::session::actor::runtime_failure;
-use crate::session_log::SessionLog;
+use crate::store::BoxFuture;
 use crate::tool::TOOL_ERROR;
-use crate::turn::TurnMsg;
+use crate::turn::TurnArgs;
 use crate::waterfall::{self, Outcome};
 
-/// A message to a step actor.
-pub(crate) enum StepMsg {
-    /// Run the step (sent to itself once it started).
-    Run,
+/// Runs step `step` of a turn and returns how it ended (its `step/end` written, if it started).
+///
+/// A panic in the step's code is caught here: the step is closed (`step/end`, if the log shows
+/// it open) and it ends `Failed` with the runtime's failure, which the turn turns into
+/// `turn/end {error}` — or `aborted`, if the turn was cancelled.
+pub(crate) async fn run(turn: &TurnArgs, step: u32) -> StepOutcome {
+    let span = tracing::info_span!("step", session.id = %turn.session_id, turn = turn.turn, step);
+    let ran = AssertUnwindSafe(Step::new(turn, step).run()).catch_unwind().instrument(span).await;
+    match ran {
+        Ok(outcome) => outcome,
+        Err(panic) => {
+            let error = panic_message(panic.as_ref());
+            tracing::error!(session.id = %turn.session_id, turn = turn.turn, step, %error, "a step crashed");
+            let at = StepRef { turn: turn.turn, step };
+            if turn.log.open_turn().await.ok().and_then(|open| open.step) == Some(step) {
+                let _ = turn.log.append(vec![Event::StepEnd(at)]).await;
+            }
+            StepOutcome::Failed(runtime_failure(format!("step {step} crashed: {error}")))
+        }
+    }
 }
 
-/// What a step runs with.
-pub(crate) struct StepArgs {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) turn_actor: ActorRef<TurnMsg>,
-    pub(crate) log: SessionLog,
-    pub(crate) session_id: Arc<str>,
-    pub(crate) turn: u32,
-    pub(crate) step: u32,
-    pub(crate) route: String,
-    pub(crate) scope: CancelScope,
-}
-
-/// The actor of one step.
-pub(crate) struct StepActor;
-
-/// A step's state.
-pub(crate) struct StepState {
-    args: StepArgs,
-    _alive: Alive,
-}
-
-/// A running step: its arguments and whether its `step/start` is written.
+/// A running step: its turn, its number, and whether its `step/start` is written.
 struct Step<'a> {
-    a: &'a StepArgs,
+    a: &'a TurnArgs,
+    step: u32,
     route: Option<Arc<Route>>,
     started: bool,
 }
@@ -88,8 +98,8 @@ struct Step<'a> {
 struct Fault(Failure);
 
 impl<'a> Step<'a> {
-    fn new(a: &'a StepArgs) -> Self {
-        Self { a, route: a.shared.routes.get(&a.route).cloned(), started: false }
+    fn new(a: &'a TurnArgs, step: u32) -> Self {
+        Self { a, step, route: a.shared.routes.get(&a.route).cloned(), started: false }
     }
 
     fn cancelled(&self) -> bool {
@@ -97,23 +107,29 @@ impl<'a> Step<'a> {
     }
 
     fn at(&self) -> StepRef {
-        StepRef { turn: self.a.turn, step: self.a.step }
+        StepRef { turn: self.a.turn, step: self.step }
     }
 
-    async fn append(&self, events: Vec<Event>) -> Result<(), Fault> {
-        self.a.log.append(events).await.map(|_| ()).map_err(|error| {
-            Fault(runtime_failure(format!("the session log refused an append: {error}")))
+    /// Appends a batch (boxed: awaited from most states of [`Step::attempts`]).
+    fn append(&self, events: Vec<Event>) -> BoxFuture<'_, Result<(), Fault>> {
+        Box::pin(async move {
+            self.a.log.append(events).await.map(|_| ()).map_err(|error| {
+                Fault(runtime_failure(format!("the session log refused an append: {error}")))
+            })
         })
     }
 
-    /// Ends the step: `step/end` (if it started), and the outcome.
-    async fn close(&self, outcome: StepOutcome) -> StepOutcome {
-        if self.started {
-            if let Err(Fault(failure)) = self.append(vec![Event::StepEnd(self.at())]).await {
-                return StepOutcome::Failed(failure);
+    /// Ends the step: `step/end` (if it started), and the outcome. Boxed, like the other short
+    /// stages (see the module docs): it is awaited from several states of [`Step::attempts`].
+    fn close(&self, outcome: StepOutcome) -> BoxFuture<'_, StepOutcome> {
+        Box::pin(async move {
+            if self.started {
+                if let Err(Fault(failure)) = self.append(vec![Event::StepEnd(self.at())]).await {
+                    return StepOutcome::Failed(failure);
+                }
             }
-        }
-        outcome
+            outcome
+        })
     }
 
     async fn run(&mut self) -> StepOutcome {
@@ -135,21 +151,7 @@ impl<'a> Step<'a> {
             if self.cancelled() {
                 return Ok(self.close(StepOutcome::Aborted).await);
             }
-            let request = self.request(attempt).await?;
-            let (provider, model) = match &self.route {
-                Some(route) => (route.name.clone(), route.model.clone()),
-                None => (self.a.route.clone(), String::new()),
-            };
-            let mut batch = Vec::with_capacity(2);
-            if !self.started {
-                batch.push(Event::StepStart(self.at()));
-            }
-            let start =
-                RequestStart { turn: self.a.turn, step: self.a.step, attempt, provider, model };
-            batch.push(Event::RequestStart(start));
-            self.append(batch).await?;
-            self.started = true;
-
+            let request = Box::pin(self.begin(attempt)).await?;
             let span = tracing::info_span!(
                 "attempt",
                 attempt,
@@ -157,9 +159,11 @@ impl<'a> Step<'a> {
                 gen_ai.request.model = %request.model,
                 error.r#type = tracing::field::Empty,
             );
-            let result = self.attempt(request, attempt).instrument(span.clone()).await?;
+            let result = Box::pin(self.attempt(request, attempt).instrument(span.clone())).await?;
             let failure = match result {
-                Ok((chunks, completion)) => return self.succeeded(&chunks, &completion).await,
+                Ok((chunks, completion)) => {
+                    return Box::pin(self.succeeded(&chunks, &completion)).await;
+                }
                 Err(failure) => failure,
             };
             span.record("error.type", failure.code());
@@ -168,7 +172,7 @@ impl<'a> Step<'a> {
             }
             let error = RequestError {
                 turn: self.a.turn,
-                step: self.a.step,
+                step: self.step,
                 attempt,
                 provider: self.a.route.clone(),
                 failure: failure.clone(),
@@ -186,6 +190,25 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// Starts `attempt`: builds its request from the durable history, then writes `step/start`
+    /// (before the first attempt) and `request/start`.
+    async fn begin(&mut self, attempt: u32) -> Result<Request, Fault> {
+        let request = self.request(attempt).await?;
+        let (provider, model) = match &self.route {
+            Some(route) => (route.name.clone(), route.model.clone()),
+            None => (self.a.route.clone(), String::new()),
+        };
+        let mut batch = Vec::with_capacity(2);
+        if !self.started {
+            batch.push(Event::StepStart(self.at()));
+        }
+        let start = RequestStart { turn: self.a.turn, step: self.step, attempt, provider, model };
+        batch.push(Event::RequestStart(start));
+        self.append(batch).await?;
+        self.started = true;
+        Ok(request)
+    }
+
     /// The request of `attempt`, from the durable history.
     async fn request(&self, attempt: u32) -> Result<Request, Fault> {
         let history = self.a.log.read::<HistoryProjection>(HISTORY).await.map_err(|error| {
@@ -194,7 +217,7 @@ impl<'a> Step<'a> {
         Ok(Request {
             session: self.a.session_id.to_string(),
             turn: self.a.turn,
-            step: self.a.step,
+            step: self.step,
             attempt,
             provider: self.a.route.clone(),
             model: self.route.as_ref().map(|r| r.model.clone()).unwrap_or_default(),
@@ -208,7 +231,7 @@ impl<'a> Step<'a> {
         RequestErrorPayload {
             session: Arc::clone(&self.a.session_id),
             turn: self.a.turn,
-            step: self.a.step,
+            step: self.step,
             attempt,
             provider: self.a.route.clone(),
             failure,
@@ -282,7 +305,7 @@ impl<'a> Step<'a> {
             .map(|text| {
                 Event::AssistantChunk(AssistantChunk {
                     turn: self.a.turn,
-                    step: self.a.step,
+                    step: self.step,
                     attempt,
                     text: text.clone(),
                 })
@@ -300,7 +323,7 @@ impl<'a> Step<'a> {
         if self.cancelled() {
             return Ok(self.close(StepOutcome::Aborted).await);
         }
-        let message = agent_loop::assistant_message(self.a.turn, self.a.step, chunks, completion);
+        let message = agent_loop::assistant_message(self.a.turn, self.step, chunks, completion);
         let mut batch = vec![Event::AssistantMessage(message)];
         let calls = &completion.tool_calls;
         if calls.is_empty() {
@@ -311,7 +334,7 @@ impl<'a> Step<'a> {
         for call in calls {
             batch.push(Event::ToolCall(ToolCallEvent {
                 turn: self.a.turn,
-                step: self.a.step,
+                step: self.step,
                 id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
@@ -327,7 +350,7 @@ impl<'a> Step<'a> {
             };
             let result = ToolResult {
                 turn: self.a.turn,
-                step: self.a.step,
+                step: self.step,
                 id: call.id.clone(),
                 output: text,
                 is_error,
@@ -366,40 +389,5 @@ impl<'a> Step<'a> {
                 Err(panic) => Err(format!("panicked: {}", panic_message(panic.as_ref()))),
             },
         }
-    }
-}
-
-impl Actor for StepActor {
-    type Msg = StepMsg;
-    type State = StepState;
-    type Arguments = StepArgs;
-
-    async fn pre_start(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        args: StepArgs,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        let alive = args.shared.census.enter();
-        myself.send_message(StepMsg::Run)?;
-        Ok(StepState { args, _alive: alive })
-    }
-
-    async fn handle(
-        &self,
-        myself: ActorRef<Self::Msg>,
-        message: Self::Msg,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        match message {
-            StepMsg::Run => {
-                let a = &state.args;
-                let span = tracing::info_span!("step", session.id = %a.session_id, turn = a.turn, step = a.step);
-                let outcome = Step::new(a).run().instrument(span).await;
-                let ended = TurnMsg::StepEnded { actor: myself.get_id(), outcome };
-                let _ = a.turn_actor.send_message(ended);
-                myself.stop(None);
-            }
-        }
-        Ok(())
     }
 }

@@ -21,6 +21,7 @@
 //! actor and one reply; nothing else is queued anywhere, so a thousand failing sessions walk
 //! the chain concurrently and the only shared state is the chain itself.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -120,14 +121,24 @@ pub fn as_downstream(answer: Option<ChainAnswer>) -> DownstreamAnswer {
 
 /// Offers a failed attempt to the chain and returns what the step must do. The caller has
 /// already appended `request/error` and checked [`offered`].
-pub async fn run(chain: &Arc<PluginChain>, payload: RequestErrorPayload) -> Outcome {
+///
+/// The walk is built (boxed) before the returned future is first polled, so that future holds
+/// only the walk and the turn's token — not a copy of the payload — for as long as a plugin
+/// waits: it is part of every turn parked in a retry wait.
+pub fn run(
+    chain: &Arc<PluginChain>,
+    payload: RequestErrorPayload,
+) -> impl Future<Output = Outcome> + Send + 'static {
     let cancel = payload.cancel.clone();
-    if cancel.is_cancelled() {
-        return Outcome::Aborted;
+    let walk = (!cancel.is_cancelled()).then(|| walk(Arc::clone(chain), 0, payload));
+    async move {
+        let Some(walk) = walk else {
+            return Outcome::Aborted;
+        };
+        // A walk that cannot finish (the host is gone: shutdown) recovers nothing.
+        let answer = walk.await.unwrap_or(END_OF_CHAIN);
+        outcome(answer, cancel.is_cancelled())
     }
-    // A walk that cannot finish (the host is gone: shutdown) recovers nothing.
-    let answer = walk(Arc::clone(chain), 0, payload).await.unwrap_or(END_OF_CHAIN);
-    outcome(answer, cancel.is_cancelled())
 }
 
 /// Walks the chain from `from`; `None` when the host is unreachable.
@@ -146,7 +157,8 @@ fn walk(
                 Offered::Answer(PluginReply { answer, disposed }) => match answer {
                     ReplyAnswer::Verdict(verdict) => (PluginAnswer::Verdict(verdict), disposed),
                     ReplyAnswer::Crashed { error, restarts } => {
-                        record_crash(&chain, index, &payload, error, restarts).await;
+                        // Boxed: a rare path that should not size every walk's future.
+                        Box::pin(record_crash(&chain, index, &payload, error, restarts)).await;
                         (PluginAnswer::Crashed, disposed)
                     }
                 },

@@ -89,9 +89,9 @@ async fn an_idle_session_holds_no_actors_and_the_next_prompt_wakes_it_from_its_l
     tokio::task::yield_now().await;
     assert!(!session.is_awake());
     assert_eq!(runtime.awake_sessions(), 0);
-    assert_eq!(runtime.census().actors(), baseline, "no session, turn or step actor left");
+    assert_eq!(runtime.census().actors(), baseline, "no session actor left");
     assert_eq!(runtime.supervision_tree(), baseline, "and no session-log actor");
-    assert_eq!(runtime.census().tasks(), 0);
+    assert_eq!(runtime.census().tasks(), 0, "and no turn task");
 
     let outcome = session.prompt("second").await.unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
@@ -221,9 +221,13 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
     }
     let idle = runtime.session("idle").await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(runtime.census().actors(), before.0 + 20 * 3, "session, turn, step per session");
-    assert_eq!(runtime.supervision_tree(), before.0 + 20 * 4, "and each session's log actor");
-    assert!(runtime.census().tasks() >= 20, "attempts and recoveries in flight");
+    assert_eq!(runtime.census().actors(), before.0 + 20, "one session actor per session");
+    assert_eq!(runtime.supervision_tree(), before.0 + 20 * 2, "and each session's log actor");
+    assert_eq!(
+        runtime.census().tasks(),
+        20 + 10 + 10 * 2,
+        "a turn per session, a stalled attempt per stalling one, two recoveries per failing one"
+    );
 
     let started = tokio::time::Instant::now();
     runtime.shutdown().await;
@@ -308,4 +312,42 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
     }
     assert_eq!(std::fs::read_to_string(&path).unwrap(), lines.join("\n") + "\n", "untouched");
     runtime.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_the_next_call_repairs_the_log() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![fail("SERVER", &[]), reply(&["two"])]);
+    let woke = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = Arc::clone(&woke);
+    // Its recovery stops the session's log — the session actor fails — then waits on the turn's
+    // token: only the session's link to its turn can end that wait.
+    let closing = TestPlugin::new("closing", &Trace::default(), move |recovery, _| {
+        let flag = Arc::clone(&flag);
+        Box::pin(async move {
+            recovery.payload.log.clone().close().await;
+            recovery.payload.cancel.cancelled().await;
+            flag.store(true, std::sync::atomic::Ordering::SeqCst);
+            Verdict::Stop
+        })
+    });
+    let runtime = builder(&store, adapter).plugin(closing).build().await.unwrap();
+    let baseline = runtime.census().actors();
+    let session = runtime.session("s").await.unwrap();
+
+    let turn = session.prompt("one").await.unwrap();
+    assert!(matches!(turn.outcome().await, Err(SessionError::Stopped)));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(woke.load(std::sync::atomic::Ordering::SeqCst), "the turn's token fired");
+    assert_eq!(runtime.census().tasks(), 0, "the turn's task and the recovery ended");
+    assert_eq!(runtime.census().actors(), baseline, "the failed session actor is gone");
+    assert!(!session.is_awake());
+
+    // The next call wakes a fresh actor, which closes the turn the failure left open.
+    let outcome = session.prompt("two").await.unwrap().await.unwrap();
+    assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
+    runtime.shutdown().await;
+    let events = store.events("s");
+    assert_valid(&events);
+    assert_eq!(turn_ends(&events), [TurnEndReason::Interrupted, TurnEndReason::Completed]);
 }

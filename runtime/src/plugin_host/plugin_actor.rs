@@ -196,7 +196,9 @@ impl Actor for PluginActor {
                         Err(panic) => {
                             let error = panic_message(panic.as_ref());
                             tracing::warn!(plugin = %slot.name, %error, "a recovery panicked");
-                            let restarts = report_crash(myself, &slot, error.clone()).await;
+                            // Boxed: a rare path that should not size every recovery task.
+                            let report = report_crash(myself, &slot, error.clone());
+                            let restarts = Box::pin(report).await;
                             ReplyAnswer::Crashed { error, restarts }
                         }
                     };

@@ -160,7 +160,8 @@ impl PluginChain {
             }
             let actor = match slot.current().filter(is_running) {
                 Some(actor) => actor,
-                None => match resolve(slot).await {
+                // Boxed: only after a crash, and it should not size every hop's future.
+                None => match Box::pin(resolve(slot)).await {
                     Resolved::Actor(actor) => actor,
                     Resolved::OutOfChain => return (Offered::Skipped, None),
                     Resolved::HostGone => return (Offered::Unreachable, None),

@@ -1,9 +1,10 @@
 //! [`SessionActor`]: the actor of an awake session.
 //!
 //! It owns the session's log while awake (the session-log actor is linked under it), queues
-//! prompts, runs one turn at a time (a [`TurnActor`] linked under it), writes `agent/idle` when
-//! nothing runs and nothing is queued, and then hibernates: it closes its log and stops, once the
-//! directory confirms no client message is still on its way (see `directory`).
+//! prompts, runs one turn at a time (a task it holds through a [`TurnLink`], see `turn`), writes
+//! `agent/idle` when nothing runs and nothing is queued, and then hibernates: it closes its log
+//! and stops, once the directory confirms no client message is still on its way (see
+//! `directory`).
 //!
 //! Every decision it makes is in `agent_loop` (whether a retry applies) or trivially local (the
 //! queue is FIFO); this file is wiring.
@@ -14,11 +15,20 @@
 //! messages may already wait in its mailbox. If opening the log failed in `pre_start`, those
 //! messages would be dropped silently. Instead the state records the open error and every
 //! message is answered with it; the actor then hibernates, so the next call tries again.
+//!
+//! # Why the handlers are boxed
+//!
+//! ractor boxes an actor's processing loop once, for the actor's whole life, and that box is as
+//! large as the largest handler future (starting a turn, closing a crashed one, hibernating:
+//! ≈ 3.9 KiB in a release build). An awake session spends nearly all its life waiting for a
+//! message while its turn runs, so `handle` boxes its body: those bytes are allocated per
+//! message, while it is handled, instead of for as long as the session is awake (the loop's box
+//! is then ≈ 0.8 KiB, what any actor's is). The same holds for the session-log actor.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
@@ -34,7 +44,7 @@ use crate::failure::Failure;
 use crate::history::HistoryProjection;
 use crate::runtime::Shared;
 use crate::session_log::SessionLog;
-use crate::turn::{TurnActor, TurnArgs, TurnMsg};
+use crate::turn::{self, TurnArgs, TurnLink};
 use crate::turn_handle::{Started, TurnOutcome, TurnSink};
 
 /// A message to a session actor.
@@ -42,7 +52,9 @@ pub(crate) enum SessionMsg {
     /// From a [`Session`](super::Session) handle, through the directory (counted).
     Client(ClientMsg),
     /// The running turn ended (its `turn/end` is written).
-    TurnEnded { actor: ActorId, turn: u32, reason: TurnEndReason },
+    TurnEnded { turn: u32, reason: TurnEndReason },
+    /// The running turn's task panicked before writing its `turn/end`.
+    TurnCrashed { turn: u32, error: String },
     /// The runtime is shutting down (its root scope is already cancelled).
     Shutdown(oneshot::Sender<()>),
 }
@@ -83,7 +95,7 @@ struct Queued {
 
 struct Running {
     turn: u32,
-    actor: ActorRef<TurnMsg>,
+    link: TurnLink,
     scope: CancelScope,
     sink: TurnSink,
     route: String,
@@ -183,28 +195,15 @@ impl SessionActor {
         let args = TurnArgs {
             shared: Arc::clone(&self.shared),
             session: myself.clone(),
-            log: log.clone(),
+            log,
             session_id: Arc::clone(&self.id),
             turn,
             route: route.clone(),
             scope: scope.clone(),
         };
-        match Actor::spawn_linked(None, TurnActor, args, myself.get_cell()).await {
-            Ok((actor, _)) => {
-                state.running = Some(Running { turn, actor, scope, sink, route });
-                true
-            }
-            Err(error) => {
-                let failure = runtime_failure(format!("the turn could not start: {error}"));
-                let reason = TurnEndReason::Error { failure };
-                let end = Event::TurnEnd(TurnEnd { turn, reason: reason.clone() });
-                let _ = log.append(vec![end]).await;
-                state.idle_due = true;
-                state.last = Some((turn, reason.clone()));
-                sink.finish(Ok(TurnOutcome { turn, reason }));
-                false
-            }
-        }
+        let link = turn::spawn(args);
+        state.running = Some(Running { turn, link, scope, sink, route });
+        true
     }
 
     /// After every message: start queued work, or write `agent/idle` and hibernate.
@@ -216,7 +215,7 @@ impl SessionActor {
         if stopping {
             drop_queue(state, CancelCause::Disposed);
         }
-        while let Some(next) = state.queue.pop_front() {
+        while let Some(next) = next_queued(state) {
             if self.start(myself, state, next).await {
                 return;
             }
@@ -312,12 +311,60 @@ impl SessionActor {
 
     /// The running turn ended (or its actor crashed and the session closed it).
     fn ended(&self, state: &mut SessionState, turn: u32, reason: TurnEndReason) {
-        if let Some(running) = state.running.take() {
-            state.last_route = Some(running.route);
-            running.sink.finish(Ok(TurnOutcome { turn, reason: reason.clone() }));
+        if let Some(Running { link, sink, route, .. }) = state.running.take() {
+            link.disarm();
+            state.last_route = Some(route);
+            sink.finish(Ok(TurnOutcome { turn, reason: reason.clone() }));
         }
         state.last = Some((turn, reason));
         state.idle_due = true;
+    }
+}
+
+impl SessionActor {
+    /// One message (boxed by `handle`, see the module docs).
+    async fn message(
+        &self,
+        myself: ActorRef<SessionMsg>,
+        message: SessionMsg,
+        state: &mut SessionState,
+    ) {
+        match message {
+            SessionMsg::Client(message) => self.client(state, message).await,
+            SessionMsg::TurnEnded { turn, reason } => {
+                if state.running.as_ref().is_some_and(|r| r.turn == turn) {
+                    self.ended(state, turn, reason);
+                }
+            }
+            SessionMsg::TurnCrashed { turn, error } => {
+                if state.running.as_ref().is_some_and(|r| r.turn == turn) {
+                    self.crashed(state, turn, error).await;
+                }
+            }
+            SessionMsg::Shutdown(done) => {
+                if let Some(running) = &state.running {
+                    running.scope.cancel(CancelCause::Disposed);
+                }
+                drop_queue(state, CancelCause::Disposed);
+                state.shutdown.push(done);
+            }
+        }
+        self.settle(&myself, state).await;
+    }
+
+    /// The running turn's task panicked before writing its `turn/end`: close the turn for it.
+    async fn crashed(&self, state: &mut SessionState, turn: u32, error: String) {
+        let failure = runtime_failure(format!("turn {turn} crashed: {error}"));
+        let reason = TurnEndReason::Error { failure };
+        if let Ok(log) = &state.log {
+            let mut closing = Vec::new();
+            if let Some(step) = log.open_turn().await.ok().and_then(|open| open.step) {
+                closing.push(Event::StepEnd(StepRef { turn, step }));
+            }
+            closing.push(Event::TurnEnd(TurnEnd { turn, reason: reason.clone() }));
+            let _ = log.append(closing).await;
+        }
+        self.ended(state, turn, reason);
     }
 }
 
@@ -328,9 +375,19 @@ struct SessionInit {
 }
 
 fn drop_queue(state: &mut SessionState, cause: CancelCause) {
-    for queued in state.queue.drain(..) {
+    for queued in std::mem::take(&mut state.queue) {
         queued.sink.finish(Err(SessionError::Dropped { cause: cause.clone() }));
     }
+}
+
+/// The next queued work. An emptied queue gives its buffer back: a session usually has one
+/// prompt queued at a time, and it should not keep the buffer while its turn runs.
+fn next_queued(state: &mut SessionState) -> Option<Queued> {
+    let next = state.queue.pop_front();
+    if state.queue.is_empty() {
+        state.queue = VecDeque::new();
+    }
+    next
 }
 
 /// A failure of the runtime's own machinery.
@@ -378,61 +435,28 @@ impl Actor for SessionActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        match message {
-            SessionMsg::Client(message) => self.client(state, message).await,
-            SessionMsg::TurnEnded { actor, turn, reason } => {
-                if state.running.as_ref().is_some_and(|r| r.actor.get_id() == actor) {
-                    self.ended(state, turn, reason);
-                }
-            }
-            SessionMsg::Shutdown(done) => {
-                if let Some(running) = &state.running {
-                    running.scope.cancel(CancelCause::Disposed);
-                }
-                drop_queue(state, CancelCause::Disposed);
-                state.shutdown.push(done);
-            }
-        }
-        self.settle(&myself, state).await;
+        Box::pin(self.message(myself, message, state)).await;
         Ok(())
     }
 
     async fn handle_supervisor_evt(
         &self,
-        myself: ActorRef<Self::Msg>,
+        _myself: ActorRef<Self::Msg>,
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         let log_actor = state.log.as_ref().ok().map(|log| log.actor().get_id());
         match event {
-            SupervisionEvent::ActorFailed(who, error)
-                if state.running.as_ref().is_some_and(|r| r.actor.get_id() == who.get_id()) =>
-            {
-                // The turn actor crashed before writing its turn/end: close the turn for it.
-                let turn = state.running.as_ref().map_or(0, |r| r.turn);
-                let failure = runtime_failure(format!("turn {turn} crashed: {error}"));
-                let reason = TurnEndReason::Error { failure };
-                if let Ok(log) = &state.log {
-                    let mut closing = Vec::new();
-                    if let Some(step) = log.open_turn().await.ok().and_then(|open| open.step) {
-                        closing.push(Event::StepEnd(StepRef { turn, step }));
-                    }
-                    closing.push(Event::TurnEnd(TurnEnd { turn, reason: reason.clone() }));
-                    let _ = log.append(closing).await;
-                }
-                self.ended(state, turn, reason);
-                self.settle(&myself, state).await;
-            }
             SupervisionEvent::ActorFailed(who, _)
             | SupervisionEvent::ActorTerminated(who, _, _)
                 if Some(who.get_id()) == log_actor && !state.closing =>
             {
                 // The log is gone: nothing this actor does can be recorded. Fail; the next
-                // message wakes a fresh actor that reopens (and repairs) the log.
-                return Err(format!("session {}: its log actor stopped", self.id).into());
+                // message wakes a fresh actor that reopens (and repairs) the log. Its running
+                // turn, if any, is cancelled and aborted with the state (`TurnLink`).
+                Err(format!("session {}: its log actor stopped", self.id).into())
             }
-            _ => {}
+            _ => Ok(()),
         }
-        Ok(())
     }
 }

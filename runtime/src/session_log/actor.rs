@@ -55,33 +55,41 @@ impl Actor for SessionLogActor {
         message: Msg,
         state: &mut LogState,
     ) -> Result<(), ActorProcessingErr> {
-        let span = tracing::debug_span!("session_log", session.id = %state.session());
-        // A caller that gave up waiting dropped its port; the step is done either way, so a
-        // failed reply is not an error of the log.
-        async move {
-            match message {
-                Msg::Append(events, reply) => {
-                    let _ = reply.send(state.append(events).await);
-                }
-                Msg::Subscribe(reply) => {
-                    let _ = reply.send(state.subscribe());
-                }
-                Msg::AddValidator(validator, reply) => {
-                    let _ = reply.send(state.add_validator(validator).await);
-                }
-                Msg::Register(projection, reply) => {
-                    let _ = reply.send(state.register(projection).await);
-                }
-                Msg::Read(key, reply) => {
-                    let _ = reply.send(state.snapshot(key));
-                }
-                Msg::Events(reply) => {
-                    let _ = reply.send(state.events().await);
-                }
-            }
-        }
-        .instrument(span)
-        .await;
+        // Boxed: ractor keeps the processing loop's future for the actor's whole life, sized
+        // for the largest handler (an append awaiting the store); boxed, that space is only
+        // held while a message is handled.
+        Box::pin(serve(message, state)).await;
         Ok(())
     }
+}
+
+/// Serves one message.
+async fn serve(message: Msg, state: &mut LogState) {
+    let span = tracing::debug_span!("session_log", session.id = %state.session());
+    // A caller that gave up waiting dropped its port; the step is done either way, so a
+    // failed reply is not an error of the log.
+    async move {
+        match message {
+            Msg::Append(events, reply) => {
+                let _ = reply.send(state.append(events).await);
+            }
+            Msg::Subscribe(reply) => {
+                let _ = reply.send(state.subscribe());
+            }
+            Msg::AddValidator(validator, reply) => {
+                let _ = reply.send(state.add_validator(validator).await);
+            }
+            Msg::Register(projection, reply) => {
+                let _ = reply.send(state.register(projection).await);
+            }
+            Msg::Read(key, reply) => {
+                let _ = reply.send(state.snapshot(key));
+            }
+            Msg::Events(reply) => {
+                let _ = reply.send(state.events().await);
+            }
+        }
+    }
+    .instrument(span)
+    .await;
 }
