@@ -18,12 +18,18 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the embedded demo scenario (retries, a tool call, a manual retry) and write its log.
+    Demo(cli::demo::DemoArgs),
     /// Check session logs against every rule of the session-log contract (SPEC §8).
     Check(cli::check::CheckArgs),
+    /// Run scenario files: one session driven deterministically on virtual time (SPEC §10).
+    Scenario(cli::scenario::ScenarioArgs),
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Demo(args) => cli::demo::run(&args),
         Command::Check(args) => cli::check::run(&args),
+        Command::Scenario(args) => cli::scenario::run(&args),
     }
 }

@@ -7,6 +7,46 @@
 //!   jitter sample.
 //! - [`llm_retry`]: the official executor `llm-retry` (SPEC §5): its strict configuration
 //!   ([`llm_retry::config`]) and its normal/always decisions ([`llm_retry::decision`]).
+//! - [`scripted`]: the answer list and strict configuration of `scripted`, the waterfall's test
+//!   double (its thin [`ScriptedPlugin`](scripted::ScriptedPlugin) shell is in the same file).
+//!
+//! Shells:
+//! - [`schedule`]: schedule, wait, start (SPEC §5.5) — `llm/retry` durable before a cancellable
+//!   wait, then `llm/retry-started`; shared by every plugin that writes `llm/retry`.
+//! - [`llm_retry::plugin`]: [`LlmRetry`](llm_retry::LlmRetry), the plugin the runtime runs; build
+//!   it from a configuration value with [`llm_retry::factory`].
+//! - [`register_all`]: every plugin of the crate in a scenario/CLI
+//!   [`PluginRegistry`](rein_runtime::scenario::PluginRegistry), under its name.
 
 pub mod backoff;
 pub mod llm_retry;
+pub mod schedule;
+pub mod scripted;
+
+use rein_runtime::scenario::PluginRegistry;
+
+/// Registers every plugin of this crate in `registry` under its name (`llm-retry`, and the test
+/// double `scripted`), each built from its configuration value (what a scenario's
+/// `plugins[i].config` holds).
+pub fn register_all(registry: &mut PluginRegistry) {
+    registry.register(llm_retry::NAME, llm_retry::factory);
+    registry.register(scripted::NAME, scripted::factory);
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn every_plugin_is_registered_under_its_own_name() {
+        let mut registry = PluginRegistry::new();
+        register_all(&mut registry);
+        assert_eq!(registry.names(), ["llm-retry", "scripted"]);
+        for name in registry.names() {
+            let factory = registry.get(name).unwrap();
+            assert_eq!(factory(&json!({})).unwrap().name(), name);
+        }
+    }
+}

@@ -14,6 +14,11 @@
 //!   policy it describes (the runtime's default route policy).
 //! - [`decision`]: the normal-mode (§5.3) and always-mode (§5.6) decisions.
 //!
+//! Shell:
+//! - [`plugin`]: [`LlmRetry`], the runtime [`Plugin`](rein_runtime::plugin::Plugin): reads the
+//!   chain from the retry-chain projection, calls the decision, performs it through
+//!   [`crate::schedule`]; [`factory`] builds it from a configuration value.
+//!
 //! The policy type itself, its declared form, the effective-policy resolution and the
 //! `policyKey` are runtime vocabulary ([`rein_runtime::retry_policy`]); the curve is
 //! [`crate::backoff`].
@@ -26,9 +31,11 @@
 
 pub mod config;
 pub mod decision;
+pub mod plugin;
 
 pub use config::LlmRetryConfig;
 pub use decision::{Chain, Decision, DelaySource, Delegation, Downstream, Schedule};
+pub use plugin::{LlmRetry, factory};
 
 /// The name the plugin is registered under (scenarios, the CLI, `llm/retry.plugin`).
 pub const NAME: &str = "llm-retry";

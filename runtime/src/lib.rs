@@ -24,6 +24,7 @@
 //! - [`cancel`]: cancellation scopes that remember their cause.
 //! - [`tool`]: the `Tool` trait, the toolbox, the `echo` tool.
 //! - [`crash`]: caught panics as text.
+//! - [`scripted`]: the scripted provider (test double and scenario provider).
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
@@ -36,6 +37,8 @@
 //! - [`provider::actor`]: one actor per provider route, one task per attempt.
 //! - [`plugin_host`]: the supervisor of the plugin actors.
 //! - [`census`]: live actors and tasks, so shutdown can prove it left none.
+//! - [`scenario`]: scenario files (strict format, field paths), the pure agenda and report, and
+//!   the runner that drives one session on a paused clock.
 //!
 //! # Quick start
 //!
@@ -135,6 +138,8 @@ pub mod provider;
 pub mod random;
 pub mod retry_policy;
 pub mod runtime;
+pub mod scenario;
+pub mod scripted;
 pub mod session;
 pub mod session_log;
 mod step;

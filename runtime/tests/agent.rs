@@ -30,6 +30,7 @@ use serde_json::json;
 
 fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
     Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", adapter, "mock-1", None)
@@ -281,6 +282,7 @@ async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adap
     let seen = Arc::new(Mutex::new(Vec::new()));
     let failing: Arc<dyn Adapter> = Scripted::always(fail("SERVER", &[]));
     let runtime = Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("declared", Arc::clone(&failing), "m", Some(always.clone()))

@@ -58,6 +58,7 @@ async fn runtime(
     plugins: Vec<Arc<dyn Plugin>>,
 ) -> Runtime {
     let mut builder = Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", adapter, "m", None)

@@ -31,6 +31,7 @@ use serde_json::json;
 
 fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
     Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", adapter, "m", None)
@@ -197,6 +198,7 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
     let provider = Scripted::always(stall(&["..."]));
     let failing = Scripted::always(fail("SERVER", &[]));
     let runtime = Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("stalling", provider, "m", None)
@@ -267,6 +269,7 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
     };
     let build = |store: Arc<dyn SessionStore>, adapter: Arc<dyn Adapter>| {
         Runtime::builder()
+            .validator(log::live_invariant)
             .store(store)
             .clock(Arc::new(VirtualClock::start()))
             .route("mock", adapter, "m", None)

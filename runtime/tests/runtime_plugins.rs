@@ -32,6 +32,7 @@ async fn disposing_a_plugin_mid_wait_ends_the_turn_with_its_failure() {
     let store = MemoryStore::new();
     let t = Trace::default();
     let runtime = Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", Scripted::always(fail("SERVER", &[])), "m", None)
@@ -90,6 +91,7 @@ async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
     let store = MemoryStore::new();
     let switch = Arc::new(Switch { revision: AtomicU64::new(0), enabled: Mutex::new(true) });
     let runtime = Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", Scripted::new(vec![stall(&[])]), "m", None)
@@ -144,6 +146,7 @@ async fn a_thousand_sessions_wait_in_one_plugin_and_all_retry() {
             .collect(),
     );
     let runtime = Runtime::builder()
+        .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", adapter, "m", None)

@@ -1,4 +1,5 @@
-//! Reading logs in tests: their shape, and the structural rules every end-to-end log must keep.
+//! Reading logs in tests: their shape, and the rules every end-to-end log must keep (the
+//! invariant crate's checker, plus the structural shape this runtime writes).
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
@@ -29,8 +30,12 @@ pub fn from_kind<'a>(events: &'a [Envelope], kind: &str) -> &'a [Envelope] {
 /// The structural rules of a finished log: contiguous seqs from 0, `session/start` first, turns
 /// and steps numbered in order and nested, one `turn/end` per `turn/start`, every
 /// `request/start` and chunk inside an open step, nothing left open, `agent/idle` last.
+///
+/// Then every rule of SPEC §8, through the invariant crate's offline checker.
 pub fn assert_valid(events: &[Envelope]) {
     assert!(!events.is_empty(), "an empty log");
+    let violations = rein_invariant::check_finished_log(events);
+    assert!(violations.is_empty(), "invariant violations: {violations:#?}");
     assert_eq!(events[0].kind(), "session/start", "the first event");
     let mut turn: Option<u32> = None;
     let mut last_turn = 0;
@@ -121,4 +126,9 @@ pub fn assert_valid(events: &[Envelope]) {
     }
     assert_eq!(turn, None, "a turn is left open");
     assert_eq!(events.last().unwrap().kind(), "agent/idle", "a finished log ends idle");
+}
+
+/// A live invariant validator, to install on every session log of a test runtime.
+pub fn live_invariant() -> Box<dyn rein_runtime::validator::Validator> {
+    Box::new(rein_invariant::LiveValidator::new())
 }

@@ -1,0 +1,436 @@
+//! [`LlmRetry`]: the official executor as a runtime [`Plugin`] — the wiring between the waterfall
+//! payload, the retry-chain projection, the pure decisions and the schedule-wait-start sequence.
+//!
+//! One recovery, in order:
+//!
+//! 1. the effective policy comes from the payload (`retryPolicy`, resolved by the runtime: the
+//!    route's declared policy, else this plugin's configuration, else the defaults); `None`
+//!    (`NO_ADAPTER`) → `Next`;
+//! 2. the chain's count and `retryId` are read from the retry-chain projection under
+//!    (provider, `policyKey`) — so a restart, a new step, a new turn or a changed policy each
+//!    start a fresh chain without the plugin remembering anything;
+//! 3. [`decision::on_failure`] decides; in always mode it asks downstream first and
+//!    [`decision::after_downstream`] decides on the answer;
+//! 4. `Delegate` → `Next`; an accepted downstream `Retry` → `Retry`, nothing written; `Schedule` →
+//!    [`schedule::run`] (SPEC §5.5): a fresh UUID v4 `retryId` for retry 1 (else the chain's),
+//!    `llm/retry` appended before the wait, the wait raced against the turn's cancellation and
+//!    the plugin's disposal, `llm/retry-started`, `Retry`.
+//!
+//! # Why the plugin holds nothing but its configured policy
+//!
+//! One plugin actor serves every session (SPEC §4 rule 6), and the runtime runs each recovery as
+//! a task of its own. Every piece of per-chain state — the count, the `retryId` — is in the
+//! session's log and read back through its projection, so recoveries of different sessions share
+//! nothing, a crash-restart of the plugin loses nothing, and reopening a session continues its
+//! chains where the log left them (SPEC §9). The configured policy is not even read while
+//! recovering: the runtime folds it into each route's effective policy
+//! ([`Plugin::default_route_policy`]) and the payload carries the result, so `auto-retry` and
+//! `llm-retry` see the same curve.
+//!
+//! # Why disposal needs no code here
+//!
+//! The plugin host cancels `recovery.disposed` first thing when the plugin is disposed and then
+//! waits for every recovery task (SPEC §5.7). The wait races that token, and
+//! [`Downstream::ask`](rein_runtime::plugin::Downstream::ask) aborts a consultation in progress
+//! and waits for it to settle, so every recovery ends promptly and the host's drain completes.
+
+use std::sync::Arc;
+
+use rein_runtime::event::LlmRetry as LlmRetryEvent;
+use rein_runtime::plugin::{
+    ConfigError, DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict,
+};
+use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
+use rein_runtime::store::BoxFuture;
+use serde_json::Value;
+use tracing::Instrument;
+
+use super::NAME;
+use super::config::LlmRetryConfig;
+use super::decision::{self, Chain, Decision, Downstream, Schedule};
+use crate::schedule::{self, Aborts, Scheduled};
+
+/// The `llm-retry` plugin: register it on a runtime
+/// ([`RuntimeBuilder::plugin`](rein_runtime::runtime::RuntimeBuilder::plugin)); its policy
+/// becomes the runtime's default route policy.
+///
+/// ```
+/// # tokio_test::block_on(async {
+/// use std::sync::Arc;
+/// use rein_plugins::llm_retry::LlmRetry;
+/// use rein_runtime::runtime::Runtime;
+///
+/// let config = serde_json::json!({"maxTransientRetries": 3, "jitterRatio": 0});
+/// let llm_retry = LlmRetry::from_config(&config)?;
+/// assert_eq!(
+///     llm_retry.policy().policy_key(),
+///     r#"["normal",3,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],500,10000,0]"#
+/// );
+/// let runtime = Runtime::builder().plugin(Arc::new(llm_retry)).build().await?;
+/// assert_eq!(runtime.plugins(), ["llm-retry"]);
+/// runtime.shutdown().await;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LlmRetry {
+    policy: RetryPolicy,
+}
+
+impl LlmRetry {
+    /// The plugin with `policy` as the runtime's default route policy.
+    pub fn new(policy: RetryPolicy) -> Self {
+        Self { policy }
+    }
+
+    /// The plugin from its configuration file value (the seed's keys, SPEC §5.1), read strictly:
+    /// an unknown key or an invalid value is an error naming the field path relative to the
+    /// value (`maxTransientRetires: unknown key (…)`; prefix it with
+    /// [`PolicyError::within`]). `null` is the default configuration.
+    pub fn from_config(config: &Value) -> Result<Self, PolicyError> {
+        LlmRetryConfig::parse(config, "").map(Self::new)
+    }
+
+    /// The configured policy (the runtime's default route policy).
+    pub fn policy(&self) -> &RetryPolicy {
+        &self.policy
+    }
+}
+
+/// Builds `llm-retry` from a configuration value, as a plugin registry entry (scenarios, the
+/// CLI; register it under [`NAME`]): [`LlmRetry::from_config`] behind `Arc<dyn Plugin>`. An
+/// invalid configuration is a [`ConfigError::Invalid`] whose `path` is relative to the value
+/// (`maxTransientRetires`; empty for the value itself).
+pub fn factory(config: &Value) -> Result<Arc<dyn Plugin>, ConfigError> {
+    match LlmRetry::from_config(config) {
+        Ok(plugin) => Ok(Arc::new(plugin)),
+        Err(error) => {
+            Err(ConfigError::Invalid { path: error.path.clone(), message: error.kind.to_string() })
+        }
+    }
+}
+
+impl Plugin for LlmRetry {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
+        let p = &recovery.payload;
+        let span = tracing::info_span!(
+            "llm_retry",
+            session.id = %p.session,
+            turn = p.turn,
+            step = p.step,
+            attempt = p.attempt,
+            gen_ai.provider.name = %p.provider,
+            error.r#type = %p.failure.code(),
+            retry.delay_ms = tracing::field::Empty,
+            retry.number = tracing::field::Empty,
+        );
+        Box::pin(recover(recovery).instrument(span))
+    }
+
+    fn default_route_policy(&self) -> Option<RetryPolicy> {
+        Some(self.policy.clone())
+    }
+}
+
+/// One recovery (see the module docs for the steps).
+async fn recover(recovery: Recovery) -> Verdict {
+    let Recovery { payload, mut downstream, disposed, jitter } = recovery;
+    let Some(policy) = payload.retry_policy.as_ref() else {
+        tracing::debug!("no effective policy (no adapter served the attempt): delegating");
+        return Verdict::Next;
+    };
+    let policy_key = policy.policy_key();
+    let chains = match payload.log.retry_chains().await {
+        Ok(chains) => chains,
+        Err(error) => {
+            // The session's log is gone (the session is closing): nothing could be made durable.
+            tracing::warn!(%error, "could not read the retry chains: no retry");
+            return Verdict::Stop;
+        }
+    };
+    let chain = chains.get(&payload.provider, &policy_key).map(|c| (c.retry, c.retry_id.as_str()));
+    // Drawn only if a decision computes a backoff (one sample per backoff-timed retry).
+    let sample = || jitter.sample();
+    let decision = match decision::on_failure(Some(policy), &payload.failure, chain, sample) {
+        Decision::AskDownstream => {
+            let answer = downstream.ask().await;
+            tracing::debug!(?answer, "always mode: downstream answered");
+            let answer = match answer {
+                DownstreamAnswer::Retry => Downstream::Retry,
+                DownstreamAnswer::Stop => Downstream::Declined,
+                DownstreamAnswer::Crashed => Downstream::Crashed,
+            };
+            decision::after_downstream(policy.backoff(), answer, &payload.failure, chain, sample)
+        }
+        decided => decided,
+    };
+    match decision {
+        Decision::Delegate(why) => {
+            tracing::debug!(?why, "delegating");
+            Verdict::Next
+        }
+        Decision::AcceptDownstreamRetry => Verdict::Retry,
+        // `after_downstream` never asks again; were it to, the rest of the chain decides.
+        Decision::AskDownstream => Verdict::Next,
+        Decision::Schedule(scheduled) => {
+            let span = tracing::Span::current();
+            span.record("retry.delay_ms", scheduled.delay_ms);
+            span.record("retry.number", scheduled.retry);
+            let event = retry_event(&payload, policy, policy_key, scheduled);
+            let aborts = Aborts { cancel: &payload.cancel, disposed: &disposed };
+            let outcome = schedule::run(&payload.log, aborts, event).await;
+            match &outcome {
+                Scheduled::Started => tracing::debug!("retry started"),
+                Scheduled::Rejected(error) | Scheduled::StartRejected(error) => {
+                    tracing::warn!(%error, "the session log refused the retry: no retry");
+                }
+                other => tracing::debug!(outcome = ?other, "retry abandoned"),
+            }
+            outcome.verdict()
+        }
+    }
+}
+
+/// The `llm/retry` event of a scheduled retry (SPEC §5.5): `maxRetries` only in normal mode, a
+/// fresh UUID v4 `retryId` when the retry opens its chain.
+fn retry_event(
+    payload: &RequestErrorPayload,
+    policy: &RetryPolicy,
+    policy_key: String,
+    scheduled: Schedule,
+) -> LlmRetryEvent {
+    let retry_id = match scheduled.chain {
+        Chain::New => uuid::Uuid::new_v4().to_string(),
+        Chain::Continue(id) => id,
+    };
+    LlmRetryEvent {
+        retry_id,
+        turn: payload.turn,
+        step: payload.step,
+        provider: payload.provider.clone(),
+        plugin: NAME.to_owned(),
+        mode: policy.mode().to_owned(),
+        policy_key,
+        retry: scheduled.retry,
+        max_retries: policy.max_retries(),
+        delay_ms: scheduled.delay_ms,
+        failure: payload.failure.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rein_runtime::clock::VirtualClock;
+    use rein_runtime::event::{
+        AgentIdle, Envelope, Event, RequestError, RequestStart, StepRef, TurnEnd, TurnEndReason,
+        TurnStart,
+    };
+    use rein_runtime::failure::Failure;
+    use rein_runtime::plugin::Downstream as DownstreamHandle;
+    use rein_runtime::random::Samples;
+    use rein_runtime::retry_policy::{Backoff, RetryableCodes};
+    use rein_runtime::session_log::SessionLog;
+    use rein_runtime::store::memory::MemoryStore;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn normal(max_retries: u64) -> RetryPolicy {
+        RetryPolicy::Normal {
+            max_retries,
+            retryable_codes: RetryableCodes::new(["SERVER"]).unwrap(),
+            backoff: Backoff::new(100.0, 1000.0, 0.0).unwrap(),
+        }
+    }
+
+    /// A session log with turn 1 and step 1 open, and a counter of attempts.
+    struct Step {
+        store: MemoryStore,
+        log: SessionLog,
+        attempt: u32,
+    }
+
+    /// Offers a failed attempt (turn 1, step 1) to a fresh `llm-retry` — everything it knows
+    /// comes from the log — with the end of the chain downstream and no jitter samples.
+    async fn offer(
+        log: &SessionLog,
+        provider: &str,
+        attempt: u32,
+        failure: Failure,
+        retry_policy: Option<RetryPolicy>,
+    ) -> Verdict {
+        let payload = RequestErrorPayload {
+            session: Arc::from("s"),
+            turn: 1,
+            step: 1,
+            attempt,
+            provider: provider.into(),
+            failure,
+            retry_policy,
+            cancel: CancellationToken::new(),
+            log: log.clone(),
+        };
+        let recovery = Recovery {
+            payload,
+            downstream: DownstreamHandle::end(),
+            disposed: CancellationToken::new(),
+            jitter: Arc::new(Samples::new([], 0).unwrap()),
+        };
+        Arc::new(LlmRetry::default()).recover(recovery).await
+    }
+
+    impl Step {
+        async fn open() -> Self {
+            let store = MemoryStore::new();
+            let clock = Arc::new(VirtualClock::start());
+            let (log, _) =
+                SessionLog::open(Arc::new(store.clone()), clock, "s", None).await.unwrap();
+            log.append(vec![
+                Event::TurnStart(TurnStart { turn: 1 }),
+                Event::StepStart(StepRef { turn: 1, step: 1 }),
+            ])
+            .await
+            .unwrap();
+            Self { store, log, attempt: 0 }
+        }
+
+        /// Writes a failed attempt on `provider` and offers it to `llm-retry` under `policy`.
+        async fn fail(&mut self, provider: &str, policy: Option<RetryPolicy>) -> Verdict {
+            self.attempt += 1;
+            let failure = Failure::new("SERVER", format!("attempt {}", self.attempt)).unwrap();
+            let (turn, step, attempt) = (1, 1, self.attempt);
+            self.log
+                .append(vec![
+                    Event::RequestStart(RequestStart {
+                        turn,
+                        step,
+                        attempt,
+                        provider: provider.into(),
+                        model: "m".into(),
+                    }),
+                    Event::RequestError(RequestError {
+                        turn,
+                        step,
+                        attempt,
+                        provider: provider.into(),
+                        failure: failure.clone(),
+                    }),
+                ])
+                .await
+                .unwrap();
+            offer(&self.log, provider, attempt, failure, policy).await
+        }
+
+        /// The retries written, as (provider, policy key, retry, retryId).
+        fn retries(&self) -> Vec<(String, String, u64, String)> {
+            self.store
+                .events("s")
+                .into_iter()
+                .filter_map(|e| match e.event {
+                    Event::LlmRetry(r) => Some((r.provider, r.policy_key, r.retry, r.retry_id)),
+                    _ => None,
+                })
+                .collect()
+        }
+
+        /// Closes the step and the turn and checks the whole log.
+        async fn check(self) -> Vec<Envelope> {
+            let reason = TurnEndReason::Completed;
+            self.log
+                .append(vec![
+                    Event::StepEnd(StepRef { turn: 1, step: 1 }),
+                    Event::TurnEnd(TurnEnd { turn: 1, reason }),
+                    Event::AgentIdle(AgentIdle {}),
+                ])
+                .await
+                .unwrap();
+            let events = self.store.events("s");
+            let violations = rein_invariant::check_finished_log(&events);
+            assert!(violations.is_empty(), "{violations:#?}");
+            events
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn chains_are_scoped_by_provider_and_by_policy() {
+        let mut step = Step::open().await;
+        let (one, two) = (normal(1), normal(2));
+        // Provider a, policy one: its single retry, then its budget is spent.
+        assert_eq!(step.fail("a", Some(one.clone())).await, Verdict::Retry);
+        assert_eq!(step.fail("a", Some(one.clone())).await, Verdict::Next);
+        // Provider b in the same step: its own chain, from 1.
+        assert_eq!(step.fail("b", Some(one.clone())).await, Verdict::Retry);
+        // A changed policy on provider a: a new chain, from 1.
+        assert_eq!(step.fail("a", Some(two.clone())).await, Verdict::Retry);
+        assert_eq!(step.fail("a", Some(one.clone())).await, Verdict::Next, "still spent");
+        assert_eq!(step.fail("a", Some(two.clone())).await, Verdict::Retry);
+        assert_eq!(step.fail("a", Some(two.clone())).await, Verdict::Next);
+
+        let retries = step.retries();
+        let shape: Vec<(&str, &str, u64)> =
+            retries.iter().map(|(p, k, n, _)| (p.as_str(), k.as_str(), *n)).collect();
+        let (k1, k2) = (one.policy_key(), two.policy_key());
+        assert_eq!(shape, [("a", &*k1, 1), ("b", &*k1, 1), ("a", &*k2, 1), ("a", &*k2, 2)]);
+        let ids: Vec<&str> = retries.iter().map(|r| r.3.as_str()).collect();
+        assert_ne!(ids[0], ids[1], "another provider, another retryId");
+        assert_ne!(ids[0], ids[2], "another policy, another retryId");
+        assert_ne!(ids[1], ids[2]);
+        assert_eq!(ids[2], ids[3], "a chain keeps its retryId");
+        step.check().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn without_a_policy_it_delegates_and_writes_nothing() {
+        let mut step = Step::open().await;
+        assert_eq!(step.fail("nowhere", None).await, Verdict::Next);
+        assert!(step.retries().is_empty());
+        step.check().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_log_fails_closed() {
+        let mut step = Step::open().await;
+        assert_eq!(step.fail("a", Some(normal(1))).await, Verdict::Retry);
+        step.log.clone().close().await;
+        // The session is closing: its chains cannot be read, nothing could be made durable.
+        let failure = Failure::new("SERVER", "late").unwrap();
+        assert_eq!(offer(&step.log, "a", 2, failure, Some(normal(5))).await, Verdict::Stop);
+    }
+
+    #[test]
+    fn the_configuration_is_read_strictly_and_becomes_the_default_route_policy() {
+        let plugin = LlmRetry::from_config(&serde_json::json!({"maxTransientRetries": 5})).unwrap();
+        assert_eq!(plugin.policy().max_retries(), Some(5));
+        assert_eq!(plugin.default_route_policy(), Some(plugin.policy().clone()));
+        assert_eq!(plugin.name(), "llm-retry");
+        assert_eq!(LlmRetry::from_config(&Value::Null).unwrap(), LlmRetry::default());
+        let err = LlmRetry::from_config(&serde_json::json!({"maxTransientRetires": 5}))
+            .unwrap_err()
+            .within("plugins[0].config");
+        assert!(
+            err.to_string().starts_with("plugins[0].config.maxTransientRetires: unknown key"),
+            "{err}"
+        );
+        let err = factory(&serde_json::json!({"jitterRatio": 2})).err().unwrap();
+        assert_eq!(
+            err,
+            ConfigError::Invalid {
+                path: "jitterRatio".into(),
+                message: "must be within [0, 1], got 2".into()
+            }
+        );
+        let err = factory(&serde_json::json!(3)).err().unwrap();
+        assert_eq!(
+            err,
+            ConfigError::Invalid {
+                path: String::new(),
+                message: "must be an object, got 3".into()
+            }
+        );
+        assert_eq!(factory(&serde_json::json!({})).unwrap().name(), "llm-retry");
+    }
+}

@@ -1,0 +1,62 @@
+//! What `llm-retry` reports through `tracing`. A test binary of its own: tracing caches each
+//! callsite's interest process-wide, so a capturing subscriber installed on one test thread must
+//! not race tests on other threads that have none.
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "support/adapter.rs"]
+mod adapter;
+#[path = "support/log.rs"]
+mod log;
+#[path = "support/spans.rs"]
+mod spans;
+
+use std::sync::Arc;
+
+use adapter::{ScriptAdapter, fail};
+use log::assert_invariants;
+use rein_plugins::llm_retry;
+use rein_runtime::clock::VirtualClock;
+use rein_runtime::event::TurnEndReason;
+use rein_runtime::runtime::Runtime;
+use rein_runtime::store::memory::MemoryStore;
+use serde_json::json;
+
+#[tokio::test(start_paused = true)]
+async fn each_recovery_is_traced_with_its_error_type_and_delay() {
+    let (spans, _guard) = spans::Spans::capture("llm_retry");
+    let store = MemoryStore::new();
+    let adapter = ScriptAdapter::new(vec![fail("RATE_LIMIT", "busy"), fail("AUTH", "no")]);
+    let runtime = Runtime::builder()
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .route("mock", adapter.clone(), "m", None)
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    assert!(
+        matches!(&outcome.reason, TurnEndReason::Error { failure } if failure.code() == "AUTH")
+    );
+    runtime.shutdown().await;
+    assert_invariants(&store.events("s"));
+
+    let spans = spans.fields();
+    let field = |i: usize, name: &str| spans[i].get(name).map(String::as_str);
+    assert_eq!(spans.len(), 2, "{spans:?}");
+    assert_eq!(
+        (field(0, "error.type"), field(0, "retry.delay_ms"), field(0, "retry.number")),
+        (Some("RATE_LIMIT"), Some("500"), Some("1"))
+    );
+    assert_eq!(
+        (field(0, "session.id"), field(0, "gen_ai.provider.name"), field(0, "attempt")),
+        (Some("s"), Some("mock"), Some("1"))
+    );
+    assert_eq!(
+        (field(1, "error.type"), field(1, "retry.delay_ms"), field(1, "attempt")),
+        (Some("AUTH"), None, Some("2")),
+        "a delegated failure has no delay"
+    );
+}

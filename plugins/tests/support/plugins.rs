@@ -1,0 +1,95 @@
+//! Test plugins placed downstream of `llm-retry`: they record what reached them.
+
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rein_runtime::plugin::{Plugin, Recovery, Verdict};
+use rein_runtime::retry_policy::RetryPolicy;
+use rein_runtime::store::BoxFuture;
+
+/// What a recording plugin was offered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Offer {
+    pub code: String,
+    pub attempt: u32,
+    pub provider: String,
+    pub retry_policy: Option<RetryPolicy>,
+}
+
+/// How a recording plugin answers.
+#[derive(Debug, Clone, Copy)]
+pub enum Behaviour {
+    /// Answer at once.
+    Answer(Verdict),
+    /// Panic.
+    Crash,
+    /// Wait this long racing the turn's cancellation and disposal (→ `Stop`), then answer.
+    Slow(Duration, Verdict),
+}
+
+/// Records every offer, then behaves as told.
+pub struct Recorder {
+    name: String,
+    behaviour: Behaviour,
+    offers: Mutex<Vec<Offer>>,
+    settled: Arc<AtomicUsize>,
+}
+
+impl Recorder {
+    pub fn new(name: &str, behaviour: Behaviour) -> Arc<Self> {
+        Arc::new(Self {
+            name: name.to_owned(),
+            behaviour,
+            offers: Mutex::default(),
+            settled: Arc::default(),
+        })
+    }
+
+    /// A recorder that answers `Next`.
+    pub fn next(name: &str) -> Arc<Self> {
+        Self::new(name, Behaviour::Answer(Verdict::Next))
+    }
+
+    pub fn offers(&self) -> Vec<Offer> {
+        self.offers.lock().unwrap().clone()
+    }
+
+    /// How many recoveries have finished (answered or given up a wait).
+    pub fn settled(&self) -> usize {
+        self.settled.load(Ordering::SeqCst)
+    }
+}
+
+impl Plugin for Recorder {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
+        let p = &recovery.payload;
+        self.offers.lock().unwrap().push(Offer {
+            code: p.failure.code().to_owned(),
+            attempt: p.attempt,
+            provider: p.provider.clone(),
+            retry_policy: p.retry_policy.clone(),
+        });
+        let behaviour = self.behaviour;
+        let settled = Arc::clone(&self.settled);
+        Box::pin(async move {
+            let verdict = match behaviour {
+                Behaviour::Answer(verdict) => verdict,
+                Behaviour::Crash => panic!("the recorder crashes"),
+                Behaviour::Slow(delay, verdict) => tokio::select! {
+                    () = recovery.payload.cancel.cancelled() => Verdict::Stop,
+                    () = recovery.disposed.cancelled() => Verdict::Stop,
+                    () = tokio::time::sleep(delay) => verdict,
+                },
+            };
+            settled.fetch_add(1, Ordering::SeqCst);
+            verdict
+        })
+    }
+}

@@ -1,0 +1,33 @@
+//! Scenario runs with everything rein ships: the plugins of `rein-plugins` registered under
+//! their names, the `echo` tool, and the invariant checker of `rein-invariant` judging every log.
+//!
+//! The runtime's [`ScenarioRunner`] knows no plugin and no rule (it cannot import either); this
+//! module is where the family is assembled, for the `rein scenario run` command and for programs
+//! and tests that want the same behaviour.
+
+use rein_runtime::event::Envelope;
+use rein_runtime::scenario::{PluginRegistry, ScenarioRunner};
+use rein_runtime::validator::Rejection;
+
+pub use rein_runtime::scenario::{
+    InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry,
+};
+
+/// The plugins a scenario may `use`, by name: every plugin of `rein-plugins`
+/// ([`rein_plugins::register_all`]).
+pub fn plugins() -> PluginRegistry {
+    let mut registry = PluginRegistry::new();
+    rein_plugins::register_all(&mut registry);
+    registry
+}
+
+/// A runner with [`plugins`], the default tools and the invariant checker ([`check`]).
+pub fn runner() -> ScenarioRunner {
+    ScenarioRunner::new().plugins(plugins()).checker(check)
+}
+
+/// The report's invariant verdict: every rule of the session-log contract over the finished log
+/// (a turn left open is a violation too, since a run ends only when nothing runs).
+pub fn check(events: &[Envelope]) -> Vec<Rejection> {
+    rein_invariant::check_finished_log(events).into_iter().map(Rejection::from).collect()
+}
