@@ -13,16 +13,27 @@
 //! sized once (the store's cache of open files, tokio's blocking threads, the plugin's tracker).
 //!
 //! The budget is absolute, so the baseline is the unit: 1 KiB, and the ratio is the value in KiB.
-//! For the record it also prints the heap of a bare ractor actor (no state), the building block
-//! a parked turn has four of.
+//! For the record it also prints what parts of a parked turn cost alone: a bare ractor actor (no
+//! state; a parked turn has four actors: session, session log, turn, step), a freshly opened
+//! session log, and a failure's walk of the waterfall parked in the plugin's wait.
 
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
-use rein::runtime::store::Durability;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use rein::runtime::census::Census;
+use rein::runtime::clock::WallClock;
+use rein::runtime::failure::Failure;
+use rein::runtime::plugin::{Plugin, RequestErrorPayload};
+use rein::runtime::plugin_host::{PluginHost, RestartIntensity};
+use rein::runtime::random::SeededJitter;
+use rein::runtime::session_log::SessionLog;
 use rein::runtime::store::jsonl::JsonlStore;
+use rein::runtime::store::{Durability, SessionStore};
+use rein::runtime::waterfall;
+use tokio_util::sync::CancellationToken;
 
 use crate::Options;
+use crate::doubles::Parking;
 use crate::heap::live_bytes;
 use crate::parked::ParkingRuntime;
 use crate::report::{Budget, Metric};
@@ -41,8 +52,8 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
     let dir = crate::temp_dir()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let actor = bare_actor_bytes(2_000).await?;
         let store = JsonlStore::open(dir.path(), Durability::Os)?;
+        let parts = Parts::measure(&store).await?;
         let mut parking = ParkingRuntime::new(Arc::new(store)).await?;
         let warm = parking.park("warm", WARM).await?;
         let before = live_bytes();
@@ -50,14 +61,92 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
         let grown = live_bytes() - before;
         let per_turn = grown as f64 / turns as f64;
         eprintln!(
-            "{NAME}: {turns} parked turns hold {:.1} MiB: {per_turn:.0} B per turn; a bare ractor \
-             actor holds {actor:.0} B",
+            "{NAME}: {turns} parked turns hold {:.1} MiB: {per_turn:.0} B per turn, of which an \
+             open session log {:.0} B and the parked waterfall walk with its recovery task {:.0} B; \
+             a bare ractor actor holds {:.0} B, {} B of it the first block of its supervision \
+             channel (32 × {} B)",
             grown as f64 / (1024.0 * 1024.0),
+            parts.log,
+            parts.walk,
+            parts.actor,
+            32 * size_of::<SupervisionEvent>(),
+            size_of::<SupervisionEvent>(),
         );
         parking.agents.shutdown().await;
         drop((warm, parked));
         Ok(Metric::new(NAME, per_turn / 1024.0, 1.0, BUDGET))
     })
+}
+
+/// The parts of a parked turn that can be measured alone, in bytes each.
+struct Parts {
+    /// A stateless ractor actor.
+    actor: f64,
+    /// A session log opened on a new session (its actor and state, built-in projections).
+    log: f64,
+    /// A failure's walk of the waterfall parked in [`Parking`]'s wait: the walking future (as a
+    /// task here; inside the step actor in a turn) and the plugin's recovery task.
+    walk: f64,
+}
+
+impl Parts {
+    async fn measure(store: &JsonlStore) -> anyhow::Result<Self> {
+        const N: usize = 2_000;
+        let actor = bare_actor_bytes(N).await?;
+
+        let mut logs = Vec::with_capacity(N);
+        let before = live_bytes();
+        for i in 0..N {
+            let store: Arc<dyn SessionStore> = Arc::new(store.clone());
+            logs.push(
+                SessionLog::open(store, Arc::new(WallClock), &format!("log-{i}"), None).await?.0,
+            );
+        }
+        let log = (live_bytes() - before) as f64 / N as f64;
+
+        let parking = Parking::new();
+        let census = Census::new();
+        let plugins: Vec<Arc<dyn Plugin>> = vec![parking.clone()];
+        let host = PluginHost::spawn(
+            plugins,
+            RestartIntensity::default(),
+            Arc::new(SeededJitter::new(7)),
+            census.clone(),
+            None,
+        )
+        .await?;
+        let cancel = CancellationToken::new();
+        let failure = Failure::new("SERVER", "the provider is down")?;
+        let mut walks = Vec::with_capacity(N);
+        let before = live_bytes();
+        for log in &logs {
+            let payload = RequestErrorPayload {
+                session: Arc::from(log.session()),
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                provider: "down".into(),
+                failure: failure.clone(),
+                retry_policy: None,
+                cancel: cancel.child_token(),
+                log: log.clone(),
+            };
+            let chain = Arc::clone(host.chain());
+            walks.push(tokio::spawn(async move { waterfall::run(&chain, payload).await }));
+        }
+        parking.parked(N).await;
+        let walk = (live_bytes() - before) as f64 / N as f64;
+
+        cancel.cancel();
+        for walk in walks {
+            walk.await?;
+        }
+        host.stop().await;
+        for log in logs {
+            log.close().await;
+        }
+        Ok(Self { actor, log, walk })
+    }
 }
 
 /// An actor with no state that does nothing.

@@ -34,6 +34,7 @@ use rein::runtime::store::memory::MemoryStore;
 
 use crate::Options;
 use crate::doubles::{CHUNK, Instant};
+use crate::heap::allocations;
 use crate::report::{Budget, Metric};
 use crate::round_trip::RoundTrip;
 
@@ -75,6 +76,31 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
             actor_turns.push(runtime_turns(&agents, &format!("s-{sample}")).await?);
             plain.push(plain_turns(&format!("s-{sample}")).await?);
         }
+        // For the record: allocations per turn and per ractor call, and how often a turn had to
+        // wake its session.
+        let (counted, mut woke) = (100, 0);
+        let before = allocations();
+        for session in 0..counted {
+            woke += runtime_turns_waking(&agents, &format!("count-{session}")).await?.1;
+        }
+        let per_turn = (allocations() - before) as f64 / f64::from(counted * TURNS_PER_SESSION);
+        let before = allocations();
+        trip.calls(1_000).await?;
+        let per_call = (allocations() - before) as f64 / 1_000.0;
+        let mut queued = Vec::new();
+        for session in 0..samples / 4 {
+            queued.push(queued_turns(&agents, &format!("queued-{session}")).await?);
+        }
+        eprintln!(
+            "{NAME}: with the session kept awake ({TURNS_PER_SESSION} prompts queued at once) a \
+             turn takes {:.1} µs (median)",
+            micros(median(queued))
+        );
+        eprintln!(
+            "{NAME}: {per_turn:.0} allocations per turn (session opening included), {per_call:.1} \
+             per ractor call; {woke} of {} turns woke a hibernating session",
+            counted * TURNS_PER_SESSION
+        );
         trip.stop().await;
         agents.shutdown().await;
         let (rtt, actor_turn, plain_turn) = (median(rtts), median(actor_turns), median(plain));
@@ -104,10 +130,35 @@ pub(crate) fn median(mut samples: Vec<Duration>) -> Duration {
 
 /// Opens the session `id`, then times its turns, one at a time (mean per turn).
 async fn runtime_turns(agents: &Runtime, id: &str) -> anyhow::Result<Duration> {
+    runtime_turns_waking(agents, id).await.map(|(time, _)| time)
+}
+
+/// [`runtime_turns`], and how many of the turns found their session hibernating.
+async fn runtime_turns_waking(agents: &Runtime, id: &str) -> anyhow::Result<(Duration, u32)> {
     let session = agents.session(id).await?;
+    let mut woke = 0;
     let start = Clock::now();
     for _ in 0..TURNS_PER_SESSION {
+        woke += u32::from(!session.is_awake());
         let outcome = session.prompt("hi").await?.outcome().await?;
+        if outcome.reason != TurnEndReason::Completed {
+            anyhow::bail!("{id}: a turn ended {:?}", outcome.reason);
+        }
+    }
+    Ok((start.elapsed() / TURNS_PER_SESSION, woke))
+}
+
+/// Opens the session `id`, queues its turns at once (so it stays awake between them) and times
+/// them (mean per turn).
+async fn queued_turns(agents: &Runtime, id: &str) -> anyhow::Result<Duration> {
+    let session = agents.session(id).await?;
+    let start = Clock::now();
+    let mut turns = Vec::with_capacity(TURNS_PER_SESSION as usize);
+    for _ in 0..TURNS_PER_SESSION {
+        turns.push(session.prompt("hi").await?);
+    }
+    for turn in turns {
+        let outcome = turn.outcome().await?;
         if outcome.reason != TurnEndReason::Completed {
             anyhow::bail!("{id}: a turn ended {:?}", outcome.reason);
         }

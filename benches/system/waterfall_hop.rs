@@ -29,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Options;
 use crate::doubles::PassThrough;
+use crate::heap::allocations;
 use crate::report::{Budget, Metric};
 use crate::round_trip::RoundTrip;
 use crate::turn_overhead::{median, micros};
@@ -89,6 +90,17 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
             micros(hop),
             micros(rtt),
         );
+        // For the record: allocations per ractor call and per hop.
+        let counted = 1_000;
+        let before = allocations();
+        trip.calls(counted).await?;
+        let per_call = (allocations() - before) as f64 / f64::from(counted);
+        let before = allocations();
+        walk(&empty, &payload, counted).await?;
+        let (middle, _) = (allocations(), walk(&long, &payload, counted).await?);
+        let per_hop = ((allocations() - middle) as f64 - (middle - before) as f64)
+            / f64::from(counted * HOPS);
+        eprintln!("{NAME}: {per_call:.1} allocations per ractor call, {per_hop:.1} per hop");
         trip.stop().await;
         empty.stop().await;
         long.stop().await;
