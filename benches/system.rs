@@ -15,6 +15,19 @@
 //! Write `benches/system/<name>.rs` with a `pub(crate) fn run(&Options) -> anyhow::Result<Metric>`
 //! and a `pub(crate) const NAME`, declare the module below, and add it to [`METRICS`].
 //!
+//! # The metrics
+//!
+//! - `append`: durable appends/s, 256 sessions, SQLite at `Disk` vs raw `write`+`fdatasync`.
+//! - `turn_overhead`: a turn through the runtime minus a plain loop making the same appends,
+//!   in ractor `call` round trips.
+//! - `waterfall_hop`: one pass-through plugin in the waterfall, in ractor `call` round trips.
+//! - `mass_cancel`: µs per turn to cancel 100k (20k with `--quick`) turns parked in a plugin.
+//! - `heap_parked_turn`, `heap_idle_session`: KiB of heap per parked turn and per hibernated
+//!   session, read from the counting global allocator (`heap`).
+//!
+//! Shared: `round_trip` (the ractor `call` baseline), `cpu` (CPU time from `/proc`), `doubles` (adapters and plugins), `parked`
+//! (turns parked in a plugin's wait), `heap` (the allocator).
+//!
 //! # Why ratios
 //!
 //! Absolute numbers depend on the machine (and on whatever else runs on it). A ratio to a
@@ -25,8 +38,28 @@ use std::process::ExitCode;
 
 #[path = "system/append.rs"]
 mod append;
+#[path = "system/cpu.rs"]
+mod cpu;
+#[path = "system/doubles.rs"]
+mod doubles;
+#[path = "system/heap.rs"]
+mod heap;
+#[path = "system/heap_idle_session.rs"]
+mod heap_idle_session;
+#[path = "system/heap_parked_turn.rs"]
+mod heap_parked_turn;
+#[path = "system/mass_cancel.rs"]
+mod mass_cancel;
+#[path = "system/parked.rs"]
+mod parked;
 #[path = "system/report.rs"]
 mod report;
+#[path = "system/round_trip.rs"]
+mod round_trip;
+#[path = "system/turn_overhead.rs"]
+mod turn_overhead;
+#[path = "system/waterfall_hop.rs"]
+mod waterfall_hop;
 
 use report::Metric;
 
@@ -61,7 +94,25 @@ impl Options {
 type Measure = fn(&Options) -> anyhow::Result<Metric>;
 
 /// Every metric, in the order they run.
-const METRICS: &[(&str, Measure)] = &[(append::NAME, append::run)];
+const METRICS: &[(&str, Measure)] = &[
+    (append::NAME, append::run),
+    (turn_overhead::NAME, turn_overhead::run),
+    (waterfall_hop::NAME, waterfall_hop::run),
+    (mass_cancel::NAME, mass_cancel::run),
+    (heap_parked_turn::NAME, heap_parked_turn::run),
+    (heap_idle_session::NAME, heap_idle_session::run),
+];
+
+/// A temporary directory for a metric's files: under `$REIN_BENCH_DIR` when set (to measure a
+/// particular disk), else under the system's temporary directory.
+pub(crate) fn temp_dir() -> anyhow::Result<tempfile::TempDir> {
+    use anyhow::Context as _;
+    match std::env::var_os("REIN_BENCH_DIR") {
+        Some(parent) => tempfile::tempdir_in(parent),
+        None => tempfile::tempdir(),
+    }
+    .context("temporary directory")
+}
 
 fn main() -> ExitCode {
     let options = Options::parse(std::env::args().skip(1));

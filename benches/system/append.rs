@@ -20,19 +20,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::Context as _;
 use rein::runtime::event::{AssistantChunk, Envelope, Event};
 use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::sync::CountingSyncer;
 use rein::runtime::store::{Durability, SessionStore};
 
 use crate::Options;
+use crate::cpu::{process_seconds, thread_seconds};
 use crate::report::{Budget, Metric};
 
 /// The metric's name.
 pub(crate) const NAME: &str = "sqlite_disk_appends_256_sessions";
 
 const SESSIONS: usize = 256;
+
+/// The name of the SQLite store's writer thread.
+const WRITER_THREAD: &str = "rein-sql-writer";
 const BUDGET: Budget = Budget::AtLeast(50.0);
 
 /// How long to warm up and to measure, and how many rounds.
@@ -54,23 +57,22 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
     } else {
         Windows { warmup: Duration::from_secs(1), measure: Duration::from_secs(5), rounds: 5 }
     };
-    let dir = match std::env::var_os("REIN_BENCH_DIR") {
-        Some(parent) => tempfile::tempdir_in(parent),
-        None => tempfile::tempdir(),
-    }
-    .context("temporary directory")?;
+    let dir = crate::temp_dir()?;
     let line = rein::runtime::store::line::encode_lines(&[event(0, 0)])?;
     let mut rounds = Vec::with_capacity(windows.rounds);
     for round in 0..windows.rounds {
         let baseline =
             raw_fdatasync_rate(&dir.path().join(format!("raw-{round}.jsonl")), &line, windows)?;
-        let (value, per_sync) =
-            sqlite_disk_rate(&dir.path().join(format!("events-{round}.db")), windows)?;
+        let store = sqlite_disk_rate(&dir.path().join(format!("events-{round}.db")), windows)?;
+        let value = store.rate;
         eprintln!(
             "{NAME} round {}: {value:.0} appends/s, baseline {baseline:.0}/s, ratio {:.1}, \
-             {per_sync:.0} appends per sync",
+             {:.0} appends per sync, {:.1} µs of CPU per append ({:.1} µs in the writer thread)",
             round + 1,
-            value / baseline
+            value / baseline,
+            store.per_sync,
+            store.cpu_us,
+            store.writer_us,
         );
         rounds.push((value / baseline, value, baseline));
     }
@@ -113,9 +115,21 @@ fn raw_fdatasync_rate(path: &Path, line: &[u8], windows: Windows) -> anyhow::Res
     Ok(records as f64 / start.elapsed().as_secs_f64())
 }
 
-/// Acknowledged appends per second with `SESSIONS` sessions appending concurrently, and how many
-/// appends shared each sync (group commit at work; printed for the record).
-fn sqlite_disk_rate(path: &Path, windows: Windows) -> anyhow::Result<(f64, f64)> {
+/// What a run of the store gave.
+struct StoreRun {
+    /// Acknowledged appends per second.
+    rate: f64,
+    /// Appends per sync (group commit at work).
+    per_sync: f64,
+    /// The process's CPU time per append, µs.
+    cpu_us: f64,
+    /// The writer thread's share of it, µs.
+    writer_us: f64,
+}
+
+/// Acknowledged appends per second with `SESSIONS` sessions appending concurrently, and for the
+/// record how many appends shared each sync and the CPU time each append cost.
+fn sqlite_disk_rate(path: &Path, windows: Windows) -> anyhow::Result<StoreRun> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
         let syncs = Arc::new(CountingSyncer::fdatasync());
@@ -139,15 +153,22 @@ fn sqlite_disk_rate(path: &Path, windows: Windows) -> anyhow::Result<(f64, f64)>
         tokio::time::sleep(windows.warmup).await;
         let (before, synced_before, start) =
             (appended.load(Ordering::Relaxed), syncs.count(), Instant::now());
+        let (cpu_before, writer_before) = (process_seconds(), thread_seconds(WRITER_THREAD));
         tokio::time::sleep(windows.measure).await;
         let (after, synced_after, elapsed) =
             (appended.load(Ordering::Relaxed), syncs.count(), start.elapsed());
+        let (cpu, writer) =
+            (process_seconds() - cpu_before, thread_seconds(WRITER_THREAD) - writer_before);
         stop.store(true, Ordering::Relaxed);
         while let Some(done) = sessions.join_next().await {
             done??;
         }
         let appends = (after - before) as f64;
-        let per_sync = appends / (synced_after - synced_before).max(1) as f64;
-        Ok((appends / elapsed.as_secs_f64(), per_sync))
+        Ok(StoreRun {
+            rate: appends / elapsed.as_secs_f64(),
+            per_sync: appends / (synced_after - synced_before).max(1) as f64,
+            cpu_us: cpu * 1e6 / appends,
+            writer_us: writer * 1e6 / appends,
+        })
     })
 }

@@ -1,5 +1,8 @@
 //! One benchmark result, printed as one JSON object per line (DESIGN.md §6):
 //! `{"metric":…,"value":…,"baseline":…,"ratio":…,"budget":…,"ok":…}`.
+//!
+//! A metric whose budget is absolute (µs per turn, KiB per session) has its unit as baseline
+//! (`1.0`), so its ratio is the value in that unit and the budget reads the same way.
 
 use serde::Serialize;
 
@@ -9,7 +12,6 @@ pub(crate) enum Budget {
     /// `ratio >= x` (throughput: more is better).
     AtLeast(f64),
     /// `ratio <= x` (cost: less is better).
-    #[allow(dead_code)] // for the latency metrics other parts add
     AtMost(f64),
 }
 
