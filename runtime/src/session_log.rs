@@ -297,6 +297,28 @@ impl SessionLog {
         registry::downcast(key, snapshot)
     }
 
+    /// What `view` makes of the state of the projection registered under `key`, computed in the
+    /// log actor on the state itself: where [`SessionLog::read`] clones the whole state, this
+    /// clones only what `view` returns (the step builds its request's messages this way, without
+    /// first cloning the history they come from).
+    pub async fn view<P: Projection, T: Send + 'static>(
+        &self,
+        key: &'static str,
+        view: impl FnOnce(&P::State) -> T + Send + 'static,
+    ) -> Result<T, LogError> {
+        let erased: registry::View = Box::new(move |state: &dyn std::any::Any| {
+            let made: Box<dyn std::any::Any + Send> = match state.downcast_ref::<P::State>() {
+                Some(state) => Box::new(Some(view(state))),
+                None => Box::new(None::<T>),
+            };
+            made
+        });
+        let made =
+            self.call(|reply| Msg::View(key, erased, reply)).await.ok_or(LogError::Closed)??;
+        registry::downcast::<Option<T>>(key, made)?
+            .ok_or(LogError::ProjectionType { key, expected: std::any::type_name::<P::State>() })
+    }
+
     /// The retry chains of the open step (SPEC §5.4).
     pub async fn retry_chains(&self) -> Result<RetryChains, LogError> {
         self.read::<RetryChainProjection>(RetryChainProjection::KEY).await

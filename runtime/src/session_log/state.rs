@@ -182,6 +182,15 @@ impl LogState {
         self.registry.insert(projection)
     }
 
+    /// What `view` makes of a projection's state, boxed.
+    pub(crate) fn view(
+        &self,
+        key: &'static str,
+        view: super::registry::View,
+    ) -> Result<Box<dyn Any + Send>, LogError> {
+        self.registry.view(key, view)
+    }
+
     /// A clone of a projection's state, boxed.
     pub(crate) fn snapshot(&self, key: &'static str) -> Result<Box<dyn Any + Send>, LogError> {
         self.registry.snapshot(key)

@@ -915,6 +915,21 @@ async fn opening_with_a_taken_projection_key_fails_and_writes_nothing() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_view_sees_the_current_state_and_a_wrong_key_or_type_is_an_error() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.register(Seqs).await.unwrap();
+    log.append(vec![user("hi"), turn(1)]).await.unwrap();
+    assert_eq!(log.view::<Seqs, _>("seqs", |seqs| seqs.len()).await.unwrap(), 3);
+    assert_eq!(log.view::<Seqs, _>("seqs", |seqs| seqs.last().copied()).await.unwrap(), Some(2));
+    let err = log.view::<Seqs, _>("nope", |seqs| seqs.len()).await.unwrap_err();
+    assert!(matches!(err, LogError::UnknownProjection("nope")), "{err}");
+    let err = log.view::<Count, _>("seqs", |n| *n).await.unwrap_err();
+    assert!(matches!(err, LogError::ProjectionType { key: "seqs", .. }), "{err}");
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn registering_a_taken_key_or_reading_a_wrong_one_is_an_error() {
     let store = MemoryStore::new();
     let (log, _) = open_memory(&store, "s1").await;
