@@ -266,7 +266,7 @@ async fn check_same_appends(agents: &Runtime, store: &MemoryStore) -> anyhow::Re
     for _ in 0..TURNS_PER_SESSION {
         session.prompt("hi").await?.outcome().await?;
     }
-    // The turn's outcome resolves before the session writes `agent/idle`; closing waits for it.
+    // The turn's outcome resolves once `agent/idle` is durable; closing also hibernates it.
     session.close().await.context("closing the shape session")?;
     let plain = MemoryStore::new();
     let mut log = PlainLog::new("shape".into());

@@ -64,7 +64,9 @@
 //! A session parked in a retry wait must cost little (the budget is 24 KiB for session, log,
 //! turn, step and wait together), so the actor holds projections, not the event list.
 //! [`SessionLog::events`], [`SessionLog::register`] and [`SessionLog::add_validator`] read the
-//! history back from the store. They go through the actor, not around it: a store may cut a
+//! history back from the store; an opener that knows its projections and validators up front
+//! passes them to [`SessionLog::open_with`] instead, which folds them over the log it loads
+//! anyway (a session waking from hibernation reads its log once, not once per projection). They go through the actor, not around it: a store may cut a
 //! torn last line while loading, and a load racing an in-flight append could mistake that
 //! append's half-written line for a torn one.
 //!
@@ -90,6 +92,7 @@ use crate::store::{SessionStore, StoreError, TornTail};
 use crate::validator::{Rejection, Validator};
 
 mod actor;
+mod open_options;
 pub mod open_turn;
 mod registry;
 mod reopen;
@@ -100,6 +103,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
+pub use open_options::OpenOptions;
 pub use open_turn::{OpenTurn, OpenTurnProjection};
 pub use retry_chains::{Chain, RetryChainProjection, RetryChains};
 
@@ -216,9 +220,24 @@ impl SessionLog {
         session: &str,
         supervisor: Option<ActorCell>,
     ) -> Result<(SessionLog, OpenReport), LogError> {
+        Self::open_with(store, clock, session, supervisor, OpenOptions::new()).await
+    }
+
+    /// [`SessionLog::open`], with `options`' projections registered and validators installed
+    /// before the loaded log is folded: the log is read from the store once, where opening and
+    /// then calling [`SessionLog::register`] and [`SessionLog::add_validator`] reads it back once
+    /// more for each. The result is the same: each projection and validator has seen the whole
+    /// log, the repair included.
+    pub async fn open_with(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        session: &str,
+        supervisor: Option<ActorCell>,
+        options: OpenOptions,
+    ) -> Result<(SessionLog, OpenReport), LogError> {
         let span = tracing::info_span!("session_log.open", session.id = session);
         async move {
-            let (state, report) = reopen::reopen(store, clock, session).await?;
+            let (state, report) = reopen::reopen(store, clock, session, options).await?;
             let session = Arc::clone(state.session());
             let spawned = match supervisor {
                 Some(supervisor) => {
@@ -276,6 +295,28 @@ impl SessionLog {
     pub async fn read<P: Projection>(&self, key: &'static str) -> Result<P::State, LogError> {
         let snapshot = self.call(|reply| Msg::Read(key, reply)).await.ok_or(LogError::Closed)??;
         registry::downcast(key, snapshot)
+    }
+
+    /// What `view` makes of the state of the projection registered under `key`, computed in the
+    /// log actor on the state itself: where [`SessionLog::read`] clones the whole state, this
+    /// clones only what `view` returns (the step builds its request's messages this way, without
+    /// first cloning the history they come from).
+    pub async fn view<P: Projection, T: Send + 'static>(
+        &self,
+        key: &'static str,
+        view: impl FnOnce(&P::State) -> T + Send + 'static,
+    ) -> Result<T, LogError> {
+        let erased: registry::View = Box::new(move |state: &dyn std::any::Any| {
+            let made: Box<dyn std::any::Any + Send> = match state.downcast_ref::<P::State>() {
+                Some(state) => Box::new(Some(view(state))),
+                None => Box::new(None::<T>),
+            };
+            made
+        });
+        let made =
+            self.call(|reply| Msg::View(key, erased, reply)).await.ok_or(LogError::Closed)??;
+        registry::downcast::<Option<T>>(key, made)?
+            .ok_or(LogError::ProjectionType { key, expected: std::any::type_name::<P::State>() })
     }
 
     /// The retry chains of the open step (SPEC §5.4).

@@ -211,9 +211,15 @@ impl<'a> Step<'a> {
 
     /// The request of `attempt`, from the durable history.
     async fn request(&self, attempt: u32) -> Result<Request, Fault> {
-        let history = self.a.log.read::<HistoryProjection>(HISTORY).await.map_err(|error| {
-            Fault(runtime_failure(format!("the request could not be built: {error}")))
-        })?;
+        // Only the messages are cloned out of the log actor, not the history they come from.
+        let messages = self
+            .a
+            .log
+            .view::<HistoryProjection, _>(HISTORY, |history| history.messages())
+            .await
+            .map_err(|error| {
+                Fault(runtime_failure(format!("the request could not be built: {error}")))
+            })?;
         Ok(Request {
             session: self.a.session_id.to_string(),
             turn: self.a.turn,
@@ -221,7 +227,7 @@ impl<'a> Step<'a> {
             attempt,
             provider: self.a.route.clone(),
             model: self.route.as_ref().map(|r| r.model.clone()).unwrap_or_default(),
-            messages: history.messages(),
+            messages,
             tools: self.a.shared.tools.specs().to_vec(),
         })
     }

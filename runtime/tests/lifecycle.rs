@@ -71,6 +71,33 @@ async fn prompts_queue_behind_the_running_turn_and_idle_follows_the_last() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_turns_outcome_resolves_once_the_log_is_idle_unless_another_turn_follows() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        reply(&["one"]),
+        after(100, reply(&["two"])),
+        after(100, reply(&["3"])),
+    ]);
+    let runtime = builder(&store, adapter).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    session.prompt("first").await.unwrap().await.unwrap();
+    // Read straight from the store, not through the session: nothing waits for the log.
+    assert_eq!(kinds(&store.events("s")).last(), Some(&"agent/idle"), "durable before the outcome");
+
+    // A turn with another queued behind it resolves as the next one starts: no idle between.
+    let second = session.prompt("second").await.unwrap();
+    let third = session.prompt("third").await.unwrap();
+    second.await.unwrap();
+    let idles = |events: &[Envelope]| events.iter().filter(|e| e.kind() == "agent/idle").count();
+    assert_eq!(idles(&store.events("s")), 1, "only the first turn's");
+    third.await.unwrap();
+    let events = store.events("s");
+    assert_eq!(kinds(&events).last(), Some(&"agent/idle"));
+    assert_eq!(idles(&events), 2);
+    runtime.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_idle_session_holds_no_actors_and_the_next_prompt_wakes_it_from_its_log() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![reply(&["one"]), reply(&["two"])]);

@@ -2,7 +2,8 @@
 //!
 //! It owns the session's log while awake (the session-log actor is linked under it), queues
 //! prompts, runs one turn at a time (a task it holds through a [`TurnLink`], see `turn`), writes
-//! `agent/idle` when nothing runs and nothing is queued, and then hibernates: it closes its log
+//! `agent/idle` when nothing runs and nothing is queued (a turn's outcome resolves after it, or
+//! as the next queued turn starts), and then hibernates: it closes its log
 //! and stops, once the directory confirms no client message is still on its way (see
 //! `directory`).
 //!
@@ -43,7 +44,7 @@ use crate::event::{
 use crate::failure::Failure;
 use crate::history::HistoryProjection;
 use crate::runtime::Shared;
-use crate::session_log::SessionLog;
+use crate::session_log::{OpenOptions, SessionLog};
 use crate::turn::{self, TurnArgs, TurnLink};
 use crate::turn_handle::{Started, TurnOutcome, TurnSink};
 
@@ -113,6 +114,8 @@ pub(crate) struct SessionState {
     handled: u64,
     /// A turn ended and `agent/idle` is not written yet.
     idle_due: bool,
+    /// The ended turn's outcome, held until `agent/idle` is durable (or the next turn starts).
+    ended: Option<(TurnSink, TurnOutcome)>,
     closers: Vec<oneshot::Sender<()>>,
     shutdown: Vec<oneshot::Sender<()>>,
     closing: bool,
@@ -126,20 +129,23 @@ impl SessionActor {
     ) -> Result<(SessionLog, SessionInit), SessionError> {
         let open_error =
             |source| SessionError::Open { session: self.id.to_string(), source: Arc::new(source) };
-        let (log, _report) = SessionLog::open(
+        // One read of the log: the session's projections and validators are folded with the
+        // built-in ones (see `OpenOptions`).
+        let mut options =
+            OpenOptions::new().projection(HistoryProjection).projection(LastRouteProjection);
+        for validator in &self.shared.validators {
+            options = options.validator(validator());
+        }
+        let (log, _report) = SessionLog::open_with(
             Arc::clone(&self.shared.store),
             Arc::clone(&self.shared.clock),
             &self.id,
             Some(myself.get_cell()),
+            options,
         )
         .await
         .map_err(open_error)?;
         let init = async {
-            log.register(HistoryProjection).await?;
-            log.register(LastRouteProjection).await?;
-            for validator in &self.shared.validators {
-                log.add_validator(validator()).await?;
-            }
             let open = log.open_turn().await?;
             let route = log.read::<LastRouteProjection>(LAST_ROUTE).await?;
             Ok(SessionInit {
@@ -209,6 +215,7 @@ impl SessionActor {
     /// After every message: start queued work, or write `agent/idle` and hibernate.
     async fn settle(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         if state.running.is_some() || state.closing {
+            resolve_ended(state);
             return;
         }
         let stopping = self.shared.scope.is_cancelled() || !state.shutdown.is_empty();
@@ -216,6 +223,8 @@ impl SessionActor {
             drop_queue(state, CancelCause::Disposed);
         }
         while let Some(next) = next_queued(state) {
+            // The next turn starts: no `agent/idle` comes between them.
+            resolve_ended(state);
             if self.start(myself, state, next).await {
                 return;
             }
@@ -226,6 +235,8 @@ impl SessionActor {
             }
         }
         state.idle_due = false;
+        // `agent/idle` is durable: whoever awaits the outcome now finds the log idle.
+        resolve_ended(state);
         let hibernate = stopping
             || self.shared.directory.try_hibernate(&self.id, myself.get_id(), state.handled);
         if !hibernate {
@@ -309,12 +320,14 @@ impl SessionActor {
         }
     }
 
-    /// The running turn ended (or its actor crashed and the session closed it).
+    /// The running turn ended (or its actor crashed and the session closed it). Its outcome
+    /// resolves in [`Self::settle`], once `agent/idle` is durable or the next turn starts.
     fn ended(&self, state: &mut SessionState, turn: u32, reason: TurnEndReason) {
         if let Some(Running { link, sink, route, .. }) = state.running.take() {
             link.disarm();
             state.last_route = Some(route);
-            sink.finish(Ok(TurnOutcome { turn, reason: reason.clone() }));
+            resolve_ended(state);
+            state.ended = Some((sink, TurnOutcome { turn, reason: reason.clone() }));
         }
         state.last = Some((turn, reason));
         state.idle_due = true;
@@ -374,6 +387,13 @@ struct SessionInit {
     last_route: Option<String>,
 }
 
+/// Resolves the outcome of the turn that ended, if it is still held.
+fn resolve_ended(state: &mut SessionState) {
+    if let Some((sink, outcome)) = state.ended.take() {
+        sink.finish(Ok(outcome));
+    }
+}
+
 fn drop_queue(state: &mut SessionState, cause: CancelCause) {
     for queued in std::mem::take(&mut state.queue) {
         queued.sink.finish(Err(SessionError::Dropped { cause: cause.clone() }));
@@ -422,6 +442,7 @@ impl Actor for SessionActor {
             running: None,
             handled: 0,
             idle_due: false,
+            ended: None,
             closers: Vec::new(),
             shutdown: Vec::new(),
             closing: false,

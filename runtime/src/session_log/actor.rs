@@ -13,7 +13,7 @@ use tracing::Instrument;
 use crate::event::{Envelope, Event};
 use crate::validator::Validator;
 
-use super::registry::ErasedProjection;
+use super::registry::{ErasedProjection, View};
 use super::state::LogState;
 use super::{AppendError, LogError};
 
@@ -29,6 +29,8 @@ pub(crate) enum Msg {
     Register(Box<dyn ErasedProjection>, RpcReplyPort<Result<(), LogError>>),
     /// Read a projection's state.
     Read(&'static str, RpcReplyPort<Result<Box<dyn Any + Send>, LogError>>),
+    /// Apply a view to a projection's state (borrowed) and reply with what it made.
+    View(&'static str, View, RpcReplyPort<Result<Box<dyn Any + Send>, LogError>>),
     /// Read the whole log back from the store.
     Events(RpcReplyPort<Result<Vec<Envelope>, LogError>>),
 }
@@ -84,6 +86,9 @@ async fn serve(message: Msg, state: &mut LogState) {
             }
             Msg::Read(key, reply) => {
                 let _ = reply.send(state.snapshot(key));
+            }
+            Msg::View(key, view, reply) => {
+                let _ = reply.send(state.view(key, view));
             }
             Msg::Events(reply) => {
                 let _ = reply.send(state.events().await);

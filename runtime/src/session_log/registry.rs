@@ -30,7 +30,12 @@ pub(crate) trait ErasedProjection: Send {
     fn fold(&mut self, event: &Envelope);
     /// A clone of the state, as `P::State` in a box.
     fn snapshot(&self) -> Box<dyn Any + Send>;
+    /// The state, as `P::State`, borrowed.
+    fn state(&self) -> &dyn Any;
 }
+
+/// A type-erased [`SessionLog::view`](super::SessionLog::view) function.
+pub(crate) type View = Box<dyn FnOnce(&dyn Any) -> Box<dyn Any + Send> + Send>;
 
 /// A projection with its state.
 struct Folded<P: Projection> {
@@ -49,6 +54,10 @@ impl<P: Projection> ErasedProjection for Folded<P> {
 
     fn snapshot(&self) -> Box<dyn Any + Send> {
         Box::new(self.state.clone())
+    }
+
+    fn state(&self) -> &dyn Any {
+        &self.state
     }
 }
 
@@ -108,6 +117,19 @@ impl Registry {
             .iter()
             .find(|p| p.key() == key)
             .map(|p| p.snapshot())
+            .ok_or(LogError::UnknownProjection(key))
+    }
+
+    /// What `view` makes of the state registered under `key` (borrowed, not cloned).
+    pub(crate) fn view(
+        &self,
+        key: &'static str,
+        view: View,
+    ) -> Result<Box<dyn Any + Send>, LogError> {
+        self.entries
+            .iter()
+            .find(|p| p.key() == key)
+            .map(|p| view(p.state()))
             .ok_or(LogError::UnknownProjection(key))
     }
 

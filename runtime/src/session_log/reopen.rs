@@ -1,5 +1,8 @@
 //! Opening a session's log: load it, rebuild the projections, repair what a crash left open.
 //!
+//! The log is read from the store once: the built-in projections and those the opener brought
+//! ([`OpenOptions`]) are folded, and its validators replayed, in the same pass.
+//!
 //! The store has already cut a torn last line while loading (and reported it). What remains is
 //! a contiguous log; folding it gives the projections, and [`OpenTurn::repair`] names the events
 //! that close a turn a crash left open. A new (empty) log gets its `session/start` instead.
@@ -19,13 +22,15 @@ use crate::store::{SessionStore, check_session_id};
 
 use super::open_turn::{OpenTurn, OpenTurnProjection};
 use super::state::LogState;
-use super::{LogError, OpenReport};
+use super::{LogError, OpenOptions, OpenReport};
 
-/// Loads `session`'s log from `store` (creating it when new) and repairs it.
+/// Loads `session`'s log from `store` (creating it when new) and repairs it; `opening`'s
+/// projections and validators see the loaded log and the repair, like the built-in ones.
 pub(crate) async fn reopen(
     store: Arc<dyn SessionStore>,
     clock: Arc<dyn Clock>,
     session: &str,
+    opening: OpenOptions,
 ) -> Result<(LogState, OpenReport), LogError> {
     check_session_id(session)?;
     let loaded = store.load(session).await?.unwrap_or_default();
@@ -36,7 +41,7 @@ pub(crate) async fn reopen(
             "opened a log whose torn last line was cut"
         );
     }
-    let mut state = LogState::new(Arc::from(session), store, clock, &loaded.events)?;
+    let mut state = LogState::new(Arc::from(session), store, clock, &loaded.events, opening)?;
     let created = loaded.events.is_empty();
     drop(loaded.events);
 

@@ -26,7 +26,7 @@ use crate::validator::Validator;
 
 use super::registry::{ErasedProjection, Registry};
 use super::sequencer::Sequencer;
-use super::{AppendError, LogError};
+use super::{AppendError, LogError, OpenOptions};
 
 /// The state of one session's log.
 pub(crate) struct LogState {
@@ -40,13 +40,15 @@ pub(crate) struct LogState {
 }
 
 impl LogState {
-    /// The state of a log whose stored events are `log` (contiguous from seq 0), with the
-    /// built-in projections folded over it.
+    /// The state of a log whose stored events are `log` (contiguous from seq 0): the built-in
+    /// projections and `opening`'s projections folded over it, `opening`'s validators replayed
+    /// it (one [`Validator::commit`] batch) — one pass over the loaded log for all of them.
     pub(crate) fn new(
         session: Arc<str>,
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
         log: &[Envelope],
+        opening: OpenOptions,
     ) -> Result<Self, LogError> {
         let sequencer = Sequencer::continuing(log).map_err(|gap| LogError::NotContiguous {
             session: session.to_string(),
@@ -54,16 +56,17 @@ impl LogState {
             found: gap.found,
         })?;
         let mut registry = Registry::with_builtins();
+        for projection in opening.projections {
+            registry.insert(projection)?;
+        }
         registry.fold(log);
-        Ok(Self {
-            session,
-            store,
-            clock,
-            sequencer,
-            registry,
-            validators: Vec::new(),
-            subscribers: Vec::new(),
-        })
+        let mut validators = opening.validators;
+        if !log.is_empty() {
+            for validator in &mut validators {
+                validator.commit(log);
+            }
+        }
+        Ok(Self { session, store, clock, sequencer, registry, validators, subscribers: Vec::new() })
     }
 
     /// The session id.
@@ -177,6 +180,15 @@ impl LogState {
             projection.fold(event);
         }
         self.registry.insert(projection)
+    }
+
+    /// What `view` makes of a projection's state, boxed.
+    pub(crate) fn view(
+        &self,
+        key: &'static str,
+        view: super::registry::View,
+    ) -> Result<Box<dyn Any + Send>, LogError> {
+        self.registry.view(key, view)
     }
 
     /// A clone of a projection's state, boxed.

@@ -822,6 +822,113 @@ async fn a_projection_registered_late_folds_the_whole_history() {
     log.close().await;
 }
 
+/// A [`MemoryStore`] that counts its loads.
+struct CountingStore {
+    inner: MemoryStore,
+    loads: AtomicU64,
+}
+
+impl SessionStore for CountingStore {
+    fn durability(&self) -> Durability {
+        Durability::Os
+    }
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.append(session, events)
+    }
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        self.loads.fetch_add(1, Ordering::SeqCst);
+        self.inner.load(session)
+    }
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.sessions()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn opening_with_projections_and_validators_reads_the_log_once_and_they_see_the_repair() {
+    let store = Arc::new(CountingStore { inner: MemoryStore::new(), loads: AtomicU64::new(0) });
+    let crashed = vec![session_start("s1"), user("hi"), turn(1), step(1, 1), request(1, 1, 1)];
+    store.inner.append("s1", &stamped(crashed, 0, 40)).await.unwrap();
+    let (validator, calls) = Recording::new("tool/call");
+    let options = OpenOptions::new()
+        .projection(Seqs)
+        .projection(Count("ends", "turn/end"))
+        .validator(Box::new(validator));
+    let (log, report) = SessionLog::open_with(
+        Arc::clone(&store) as Arc<dyn SessionStore>,
+        Arc::new(VirtualClock::start()),
+        "s1",
+        None,
+        options,
+    )
+    .await
+    .unwrap();
+    assert_eq!(store.loads.load(Ordering::SeqCst), 1, "one read of the log");
+    assert_eq!(report.interrupted_turn, Some(1));
+    // The repair (step/end, turn/end, agent/idle: seqs 5..8) reached both, as it would have
+    // reached them registered after the open.
+    let all = store.inner.events("s1");
+    assert_eq!(log.read::<Seqs>("seqs").await.unwrap(), fold(&Seqs, &all));
+    assert_eq!(log.read::<Count>("ends").await.unwrap(), 1);
+    assert_eq!(
+        *calls.lock().unwrap(),
+        vec![Call::Commit(vec![0, 1, 2, 3, 4]), Call::Commit(vec![5, 6, 7])]
+    );
+    // The validator checks later appends; a rejected one is not folded.
+    log.append(vec![user("again")]).await.unwrap();
+    assert_eq!(log.read::<Seqs>("seqs").await.unwrap(), (0..9).collect::<Vec<_>>());
+    assert_eq!(calls.lock().unwrap().len(), 4, "checked, then committed");
+    assert_eq!(store.loads.load(Ordering::SeqCst), 1, "reads are answered from memory");
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn opening_with_a_taken_projection_key_fails_and_writes_nothing() {
+    let store = MemoryStore::new();
+    let options = OpenOptions::new().projection(Seqs).projection(Count("seqs", "turn/end"));
+    let err = SessionLog::open_with(
+        Arc::new(store.clone()),
+        Arc::new(VirtualClock::start()),
+        "s1",
+        None,
+        options,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, LogError::DuplicateProjection("seqs")), "{err}");
+    let options = OpenOptions::new().projection(Count("open-turn", "turn/end"));
+    let err = SessionLog::open_with(
+        Arc::new(store.clone()),
+        Arc::new(VirtualClock::start()),
+        "s1",
+        None,
+        options,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, LogError::DuplicateProjection("open-turn")), "{err}");
+    assert!(store.events("s1").is_empty(), "not even session/start");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_view_sees_the_current_state_and_a_wrong_key_or_type_is_an_error() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.register(Seqs).await.unwrap();
+    log.append(vec![user("hi"), turn(1)]).await.unwrap();
+    assert_eq!(log.view::<Seqs, _>("seqs", |seqs| seqs.len()).await.unwrap(), 3);
+    assert_eq!(log.view::<Seqs, _>("seqs", |seqs| seqs.last().copied()).await.unwrap(), Some(2));
+    let err = log.view::<Seqs, _>("nope", |seqs| seqs.len()).await.unwrap_err();
+    assert!(matches!(err, LogError::UnknownProjection("nope")), "{err}");
+    let err = log.view::<Count, _>("seqs", |n| *n).await.unwrap_err();
+    assert!(matches!(err, LogError::ProjectionType { key: "seqs", .. }), "{err}");
+    log.close().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn registering_a_taken_key_or_reading_a_wrong_one_is_an_error() {
     let store = MemoryStore::new();
