@@ -403,7 +403,7 @@ mod tests {
     /// A recovery of a SERVER failure on attempt `attempt`, with the end of the chain downstream.
     fn recovery(log: &SessionLog, attempt: u32) -> Recovery {
         Recovery {
-            payload: RequestErrorPayload {
+            payload: Arc::new(RequestErrorPayload {
                 session: Arc::from("s"),
                 turn: 1,
                 step: 1,
@@ -413,7 +413,7 @@ mod tests {
                 retry_policy: None,
                 cancel: CancellationToken::new(),
                 log: log.clone(),
-            },
+            }),
             downstream: Downstream::end(),
             disposed: CancellationToken::new(),
             jitter: Arc::new(Samples::new([], 0).unwrap()),

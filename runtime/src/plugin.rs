@@ -45,6 +45,7 @@ use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::SessionLog;
 use crate::store::BoxFuture;
+use crate::waterfall::RestOfWalk;
 
 /// A plugin's answer to a failed attempt (SPEC §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -98,8 +99,9 @@ pub struct RequestErrorPayload {
 
 /// Everything one recovery gets.
 pub struct Recovery {
-    /// The failure and its context.
-    pub payload: RequestErrorPayload,
+    /// The failure and its context, shared by every plugin of the walk (read it through the
+    /// `Arc`; clone the parts a recovery keeps).
+    pub payload: Arc<RequestErrorPayload>,
     /// The rest of the chain.
     pub downstream: Downstream,
     /// Cancelled when the plugin is disposed (or leaves the chain after too many crashes).
@@ -122,9 +124,25 @@ impl std::fmt::Debug for Recovery {
 pub type RestOfChain =
     Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, DownstreamAnswer> + Send>;
 
+/// What [`Downstream::ask`] walks: the runtime's own chain after the plugin (built only when
+/// asked: most plugins never consult downstream), or a given closure (a plugin tested alone).
+enum Rest {
+    Chain(RestOfWalk),
+    Given(RestOfChain),
+}
+
+impl Rest {
+    fn walk(self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
+        match self {
+            Rest::Chain(rest) => rest.walk(scope),
+            Rest::Given(rest) => rest(scope),
+        }
+    }
+}
+
 /// A plugin's handle on the rest of the chain (downstream of it).
 pub struct Downstream {
-    rest: Option<RestOfChain>,
+    rest: Option<Rest>,
     cancel: CancellationToken,
     disposed: CancellationToken,
     answer: Arc<OnceLock<DownstreamAnswer>>,
@@ -152,6 +170,23 @@ impl Downstream {
     /// cancelled. Returns the handle and where the runtime reads the answer back.
     pub(crate) fn new(
         rest: RestOfChain,
+        cancel: CancellationToken,
+        disposed: CancellationToken,
+    ) -> (Self, AskedDownstream) {
+        Self::with(Rest::Given(rest), cancel, disposed)
+    }
+
+    /// A handle on the runtime's chain after a plugin: nothing is built until the plugin asks.
+    pub(crate) fn chain(
+        rest: RestOfWalk,
+        cancel: CancellationToken,
+        disposed: CancellationToken,
+    ) -> (Self, AskedDownstream) {
+        Self::with(Rest::Chain(rest), cancel, disposed)
+    }
+
+    fn with(
+        rest: Rest,
         cancel: CancellationToken,
         disposed: CancellationToken,
     ) -> (Self, AskedDownstream) {
@@ -187,7 +222,7 @@ impl Downstream {
             Some(_) if self.disposed.is_cancelled() => DownstreamAnswer::Stop,
             Some(rest) => {
                 let scope = self.cancel.child_token();
-                let mut walk = rest(scope.clone());
+                let mut walk = rest.walk(scope.clone());
                 tokio::select! {
                     biased;
                     answer = &mut walk => answer,

@@ -97,16 +97,28 @@ async fn run(args: TurnArgs) {
 /// Runs the steps until the turn ends, writes `turn/end` and returns why it ended.
 async fn steps(a: &TurnArgs) -> TurnEndReason {
     let mut step = 1;
-    let reason = loop {
-        let outcome = step::run(a, step).await;
+    let (reason, step_end) = loop {
+        let ended = step::run(a, step).await;
         let cause = a.scope.cause();
-        match agent_loop::after_step(&outcome, step, a.shared.max_steps, cause.as_ref()) {
-            TurnDecision::NextStep(next) => step = next,
-            TurnDecision::End(reason) => break reason,
+        match agent_loop::after_step(&ended.outcome, step, a.shared.max_steps, cause.as_ref()) {
+            TurnDecision::NextStep(next) => {
+                // Only a cancelled step leaves its `step/end`, and it ends the turn; written
+                // here all the same, should that ever change.
+                if let Some(end) = ended.end {
+                    if let Err(error) = a.log.append(vec![end]).await {
+                        tracing::error!(session.id = %a.session_id, turn = a.turn, %error, "could not write step/end");
+                    }
+                }
+                step = next;
+            }
+            TurnDecision::End(reason) => break (reason, ended.end),
         }
     };
-    let end = Event::TurnEnd(TurnEnd { turn: a.turn, reason: reason.clone() });
-    if let Err(error) = a.log.append(vec![end]).await {
+    // A cancelled step's `step/end` and the `turn/end`: one batch, one log round trip.
+    let mut closing = Vec::with_capacity(2);
+    closing.extend(step_end);
+    closing.push(Event::TurnEnd(TurnEnd { turn: a.turn, reason: reason.clone() }));
+    if let Err(error) = a.log.append(closing).await {
         tracing::error!(session.id = %a.session_id, turn = a.turn, %error, "could not write turn/end");
     }
     reason

@@ -26,10 +26,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures::FutureExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::event::{Event, PluginCrashed};
 use crate::failure::{self, Failure};
-use crate::plugin::{DownstreamAnswer, RequestErrorPayload, RestOfChain, Verdict};
+use crate::plugin::{DownstreamAnswer, RequestErrorPayload, Verdict};
 use crate::plugin_host::plugin_actor::{PluginReply, ReplyAnswer};
 use crate::plugin_host::{Offered, PluginChain};
 use crate::store::BoxFuture;
@@ -130,7 +131,7 @@ pub fn run(
     payload: RequestErrorPayload,
 ) -> impl Future<Output = Outcome> + Send + 'static {
     let cancel = payload.cancel.clone();
-    let walk = (!cancel.is_cancelled()).then(|| walk(Arc::clone(chain), 0, payload));
+    let walk = (!cancel.is_cancelled()).then(|| walk(Arc::clone(chain), 0, Arc::new(payload)));
     async move {
         let Some(walk) = walk else {
             return Outcome::Aborted;
@@ -141,15 +142,25 @@ pub fn run(
     }
 }
 
-/// Walks the chain from `from`; `None` when the host is unreachable.
+/// Walks the chain from `from`; `None` when the host is unreachable. Every plugin of the walk
+/// is offered the same `payload` (one allocation per walk, not a copy per hop).
 fn walk(
     chain: Arc<PluginChain>,
     from: usize,
-    payload: RequestErrorPayload,
+    payload: Arc<RequestErrorPayload>,
 ) -> BoxFuture<'static, Option<ChainAnswer>> {
     Box::pin(async move {
         for index in from..chain.len() {
-            let rest = || rest_of_chain(Arc::clone(&chain), index + 1, payload.clone());
+            if payload.cancel.is_cancelled() {
+                // Rule 1: the outcome is `aborted` whatever the rest of the chain would answer;
+                // offering it the failure would only wake its plugins to give up.
+                return Some(END_OF_CHAIN);
+            }
+            let rest = || RestOfWalk {
+                chain: Arc::clone(&chain),
+                from: index + 1,
+                payload: Arc::clone(&payload),
+            };
             let (offered, asked) = chain.offer(index, &payload, rest).await;
             let (answer, disposed) = match offered {
                 Offered::Skipped => continue,
@@ -173,22 +184,27 @@ fn walk(
     })
 }
 
-/// The walk after `index`, as a plugin's downstream handle runs it: under the consultation's
-/// cancellation scope; a walk that panics or cannot reach the host answers `Crashed`.
-fn rest_of_chain(
+/// The walk of the chain after one plugin, as that plugin's downstream handle holds it: three
+/// shared pointers, no closure and no copy of the payload until the plugin actually asks.
+pub(crate) struct RestOfWalk {
     chain: Arc<PluginChain>,
     from: usize,
-    payload: RequestErrorPayload,
-) -> RestOfChain {
-    Box::new(move |scope| {
-        let payload = RequestErrorPayload { cancel: scope, ..payload };
+    payload: Arc<RequestErrorPayload>,
+}
+
+impl RestOfWalk {
+    /// Walks the rest of the chain under the consultation's cancellation `scope`; a walk that
+    /// panics or cannot reach the host answers `Crashed`.
+    pub(crate) fn walk(self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
+        let payload = Arc::new(RequestErrorPayload { cancel: scope, ..(*self.payload).clone() });
+        let walk = walk(self.chain, self.from, payload);
         Box::pin(async move {
-            match AssertUnwindSafe(walk(chain, from, payload)).catch_unwind().await {
+            match AssertUnwindSafe(walk).catch_unwind().await {
                 Ok(answer) => as_downstream(answer),
                 Err(_) => DownstreamAnswer::Crashed,
             }
         })
-    })
+    }
 }
 
 /// Appends `plugin/crashed` (diagnostics; nothing is written once the turn is cancelled).

@@ -275,7 +275,7 @@ mod tests {
             log: log.clone(),
         };
         let recovery = Recovery {
-            payload,
+            payload: Arc::new(payload),
             downstream: DownstreamHandle::end(),
             disposed: CancellationToken::new(),
             jitter: Arc::new(Samples::new([], 0).unwrap()),

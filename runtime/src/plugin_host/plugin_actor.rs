@@ -35,7 +35,9 @@ use crate::plugin::{Downstream, Recovery, RequestErrorPayload, Verdict};
 /// A message to a plugin actor.
 pub(crate) enum PluginMsg {
     /// Answer one failed attempt.
-    Recover(Box<RecoverCall>),
+    /// (Not boxed: ractor boxes every message already; a second box is one more allocation per
+    /// hop.)
+    Recover(RecoverCall),
     /// One of this incarnation's recoveries panicked: fail, so the supervisor restarts it.
     RecoveryCrashed(CrashNotice),
 }
@@ -43,7 +45,7 @@ pub(crate) enum PluginMsg {
 /// One recovery to run.
 pub(crate) struct RecoverCall {
     /// The failure and its context.
-    pub(crate) payload: RequestErrorPayload,
+    pub(crate) payload: Arc<RequestErrorPayload>,
     /// The rest of the chain.
     pub(crate) downstream: Downstream,
     /// Where the answer goes.
@@ -167,7 +169,7 @@ impl Actor for PluginActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             PluginMsg::Recover(call) => {
-                let RecoverCall { payload, downstream, reply } = *call;
+                let RecoverCall { payload, downstream, reply } = call;
                 if self.slot.disposed.is_cancelled() {
                     // Out of the chain: fail closed, consult nobody.
                     let answer = ReplyAnswer::Verdict(Verdict::Stop);

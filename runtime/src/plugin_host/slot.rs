@@ -20,8 +20,9 @@ use tokio_util::task::TaskTracker;
 
 use super::HostMsg;
 use super::plugin_actor::{PluginMsg, PluginReply, RecoverCall};
-use crate::plugin::{AskedDownstream, Downstream, Plugin, RequestErrorPayload, RestOfChain};
+use crate::plugin::{AskedDownstream, Downstream, Plugin, RequestErrorPayload};
 use crate::random::Jitter;
+use crate::waterfall::RestOfWalk;
 
 /// How often a hop re-sends an offer that a dying incarnation dropped before giving up.
 const MAX_REOFFERS: usize = 16;
@@ -142,14 +143,14 @@ impl PluginChain {
         self.slots.iter().find(|s| s.name == name && s.in_chain())
     }
 
-    /// Offers a failure to the plugin at `index`. `rest` builds the walk of the chain after it
-    /// (called again if the offer must be re-sent). Returns the answer and what the plugin's
+    /// Offers a failure to the plugin at `index`. `rest` names the walk of the chain after it
+    /// (called again if the offer must be re-sent; nothing is walked unless the plugin asks). Returns the answer and what the plugin's
     /// downstream answered, if it asked.
     pub(crate) async fn offer(
         &self,
         index: usize,
-        payload: &RequestErrorPayload,
-        rest: impl Fn() -> RestOfChain,
+        payload: &Arc<RequestErrorPayload>,
+        rest: impl Fn() -> RestOfWalk,
     ) -> (Offered, Option<AskedDownstream>) {
         let Some(slot) = self.slots.get(index) else {
             return (Offered::Skipped, None);
@@ -168,10 +169,10 @@ impl PluginChain {
                 },
             };
             let (downstream, asked) =
-                Downstream::new(rest(), payload.cancel.clone(), slot.disposed.clone());
+                Downstream::chain(rest(), payload.cancel.clone(), slot.disposed.clone());
             let (reply, answer) = oneshot::channel();
-            let call = RecoverCall { payload: payload.clone(), downstream, reply };
-            if actor.send_message(PluginMsg::Recover(Box::new(call))).is_err() {
+            let call = RecoverCall { payload: Arc::clone(payload), downstream, reply };
+            if actor.send_message(PluginMsg::Recover(call)).is_err() {
                 // Died between the read and the send: ask the host for its successor.
                 continue;
             }
