@@ -24,7 +24,7 @@ use rein_runtime::plugin::{Plugin, Verdict};
 use rein_runtime::random::{Constant, Jitter, Samples};
 use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::runtime::{Runtime, RuntimeBuilder};
-use rein_runtime::session::Prompt;
+use rein_runtime::session::{Prompt, Session};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
 use rein_runtime::validator::{Rejection, Validator};
@@ -50,6 +50,24 @@ fn builder(store: &MemoryStore, config: Value, downstream: Vec<Arc<dyn Plugin>>)
         builder = builder.plugin(plugin);
     }
     builder
+}
+
+/// Builds a [`builder`] runtime with `downstream` plugins, `adapter` on the `mock` route, and
+/// opens session `s` on it.
+async fn start(
+    store: &MemoryStore,
+    config: Value,
+    downstream: Vec<Arc<dyn Plugin>>,
+    adapter: &Arc<ScriptAdapter>,
+) -> (Runtime, Session) {
+    launch(builder(store, config, downstream).route("mock", adapter.clone(), "m", None)).await
+}
+
+/// Builds the runtime and opens session `s` on it.
+async fn launch(builder: RuntimeBuilder) -> (Runtime, Session) {
+    let runtime = builder.build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    (runtime, session)
 }
 
 /// A declared route policy.
@@ -85,12 +103,7 @@ async fn a_retried_rate_limit_is_durable_before_the_wait_and_the_next_request_co
     let origin = Instant::now();
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("RATE_LIMIT", "busy"), reply("done")]);
-    let runtime = builder(&store, json!({"jitterRatio": 0}), vec![])
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = start(&store, json!({"jitterRatio": 0}), vec![], &adapter).await;
     let mut turn = session.prompt("hello").await.unwrap();
     let mut seen_retry_at = None;
     while let Some(event) = turn.next_event().await {
@@ -156,12 +169,8 @@ async fn budget_exhaustion_ends_the_turn_with_the_last_failure() {
         reply("never"),
     ]);
     let downstream = Recorder::next("downstream");
-    let runtime = builder(&store, json!({"jitterRatio": 0}), vec![downstream.clone()])
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) =
+        start(&store, json!({"jitterRatio": 0}), vec![downstream.clone()], &adapter).await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason), ("SERVER", "three"));
     assert_eq!(adapter.times(origin), [MS(0), MS(500), MS(1500)]);
@@ -190,13 +199,9 @@ async fn a_provider_delay_within_the_cap_is_used_verbatim_without_jitter() {
         let adapter =
             ScriptAdapter::new(vec![fail_after("RATE_LIMIT", "slow down", after_ms), reply("ok")]);
         let jitter = Arc::new(Samples::new([0.0, 1.0], 3).unwrap());
-        let runtime = builder(&store, json!({}), vec![])
-            .jitter(jitter.clone())
-            .route("mock", adapter.clone(), "m", None)
-            .build()
-            .await
-            .unwrap();
-        let session = runtime.session("s").await.unwrap();
+        let with_jitter = builder(&store, json!({}), vec![]).jitter(jitter.clone());
+        let (runtime, session) =
+            launch(with_jitter.route("mock", adapter.clone(), "m", None)).await;
         let outcome = session.prompt("hello").await.unwrap().await.unwrap();
         assert_eq!(outcome.reason, TurnEndReason::Completed);
         assert_eq!(adapter.times(origin), [Duration::ZERO, expected], "{after_ms}");
@@ -216,13 +221,8 @@ async fn an_over_cap_provider_delay_delegates_with_no_event_and_no_timer() {
     let adapter = ScriptAdapter::new(vec![fail_after("RATE_LIMIT", "come back later", 10_001.0)]);
     let downstream = Recorder::next("downstream");
     let jitter = Arc::new(Samples::new([0.5], 0).unwrap());
-    let runtime = builder(&store, json!({}), vec![downstream.clone()])
-        .jitter(jitter.clone())
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let with_jitter = builder(&store, json!({}), vec![downstream.clone()]).jitter(jitter.clone());
+    let (runtime, session) = launch(with_jitter.route("mock", adapter.clone(), "m", None)).await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason), ("RATE_LIMIT", "come back later"));
     assert_eq!(origin.elapsed(), Duration::ZERO, "no wait");
@@ -242,12 +242,7 @@ async fn non_retryable_codes_delegate_without_a_timer() {
         let store = MemoryStore::new();
         let adapter = ScriptAdapter::new(vec![fail(code, "no")]);
         let downstream = Recorder::next("downstream");
-        let runtime = builder(&store, json!({}), vec![downstream.clone()])
-            .route("mock", adapter.clone(), "m", None)
-            .build()
-            .await
-            .unwrap();
-        let session = runtime.session("s").await.unwrap();
+        let (runtime, session) = start(&store, json!({}), vec![downstream.clone()], &adapter).await;
         let outcome = session.prompt("hello").await.unwrap().await.unwrap();
         assert_eq!(error_code(&outcome.reason), (code, "no"));
         let offers = downstream.offers();
@@ -265,12 +260,7 @@ async fn no_adapter_means_no_policy_and_delegates() {
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![reply("unused")]);
     let downstream = Recorder::next("downstream");
-    let runtime = builder(&store, json!({}), vec![downstream.clone()])
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = start(&store, json!({}), vec![downstream.clone()], &adapter).await;
     let outcome = session.prompt(Prompt::new("hello").on("nowhere")).await.unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason).0, "NO_ADAPTER");
     let offers = downstream.offers();
@@ -344,12 +334,8 @@ async fn a_new_step_restarts_the_budget_at_one_with_a_new_retry_id() {
         fail("SERVER", "step 2"),
         reply("done"),
     ]);
-    let runtime = builder(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![])
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) =
+        start(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![], &adapter).await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed, "a budget of 1 per step is enough");
 
@@ -376,12 +362,8 @@ async fn a_new_turn_and_a_manual_retry_restart_the_budget_with_a_new_retry_id() 
         fail("SERVER", "d"),
         reply("done again"),
     ]);
-    let runtime = builder(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![])
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) =
+        start(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![], &adapter).await;
     let first = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(error_code(&first.reason), ("SERVER", "b"));
     let second = session.retry().await.unwrap().await.unwrap();
@@ -410,17 +392,14 @@ async fn always_mode_retries_any_code_without_a_budget_and_falls_back_to_backoff
         reply("done"),
     ]);
     let downstream = Recorder::next("downstream");
-    let runtime = builder(&store, json!({"maxTransientRetries": 0}), vec![downstream.clone()])
-        .route(
+    let (runtime, session) =
+        launch(builder(&store, json!({"maxTransientRetries": 0}), vec![downstream.clone()]).route(
             "mock",
             adapter.clone(),
             "m",
             declared(json!({"mode": "always", "backoff": {"jitterRatio": 0}})),
-        )
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+        ))
+        .await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(adapter.times(origin), [MS(0), MS(500), MS(1500), MS(3500), MS(3507)]);
@@ -455,12 +434,13 @@ async fn always_mode_accepts_a_downstream_retry_and_writes_nothing() {
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
     let downstream = Recorder::new("downstream", Behaviour::Answer(Verdict::Retry));
-    let runtime = builder(&store, json!({}), vec![downstream.clone()])
-        .route("mock", adapter.clone(), "m", declared(json!({"mode": "always"})))
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = launch(builder(&store, json!({}), vec![downstream.clone()]).route(
+        "mock",
+        adapter.clone(),
+        "m",
+        declared(json!({"mode": "always"})),
+    ))
+    .await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(adapter.times(origin), [MS(0), MS(0)], "downstream's retry, no own wait");
@@ -477,19 +457,13 @@ async fn always_mode_falls_back_to_its_own_retry_when_downstream_crashes() {
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
     let downstream = Recorder::new("downstream", Behaviour::Crash);
-    let runtime = builder(&store, json!({}), vec![downstream.clone()])
-        .route(
-            "mock",
-            adapter.clone(),
-            "m",
-            declared(
-                json!({"mode": "always", "backoff": {"initialDelayMs": 200, "jitterRatio": 0}}),
-            ),
-        )
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = launch(builder(&store, json!({}), vec![downstream.clone()]).route(
+        "mock",
+        adapter.clone(),
+        "m",
+        declared(json!({"mode": "always", "backoff": {"initialDelayMs": 200, "jitterRatio": 0}})),
+    ))
+    .await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(adapter.times(origin), [MS(0), MS(200)]);
@@ -512,12 +486,8 @@ async fn parked(
 ) -> (Runtime, Arc<ScriptAdapter>, rein_runtime::turn_handle::TurnHandle) {
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("too late")]);
     let config = json!({"initialDelayMs": 10_000, "jitterRatio": 0});
-    let runtime = builder(store, config, downstream)
-        .route("mock", adapter.clone(), "m", route)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) =
+        launch(builder(store, config, downstream).route("mock", adapter.clone(), "m", route)).await;
     let turn = session.prompt("hello").await.unwrap();
     tokio::time::sleep(MS(100)).await;
     (runtime, adapter, turn)
@@ -611,14 +581,13 @@ async fn a_rejected_append_abandons_the_retry() {
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("never")]);
     let downstream = Recorder::new("downstream", Behaviour::Answer(Verdict::Retry));
-    let runtime = builder(&store, json!({}), vec![downstream.clone()])
-        .validator(|| Box::new(rein_invariant::LiveValidator::new()))
-        .validator(|| Box::new(RejectRetries))
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = launch(
+        builder(&store, json!({}), vec![downstream.clone()])
+            .validator(|| Box::new(rein_invariant::LiveValidator::new()))
+            .validator(|| Box::new(RejectRetries))
+            .route("mock", adapter.clone(), "m", None),
+    )
+    .await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason), ("SERVER", "down"), "Stop, not Next");
     assert!(downstream.offers().is_empty(), "the abandoned retry is not passed on");
@@ -641,14 +610,13 @@ async fn a_live_invariant_accepts_every_retry_llm_retry_writes() {
         reply("done"),
     ]);
     let jitter: Arc<dyn Jitter> = Arc::new(Samples::new([1.0, 0.0], 0).unwrap());
-    let runtime = builder(&store, json!({}), vec![])
-        .jitter(jitter)
-        .validator(|| Box::new(rein_invariant::LiveValidator::new()))
-        .route("mock", adapter.clone(), "m", None)
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = launch(
+        builder(&store, json!({}), vec![])
+            .jitter(jitter)
+            .validator(|| Box::new(rein_invariant::LiveValidator::new()))
+            .route("mock", adapter.clone(), "m", None),
+    )
+    .await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let times: Vec<Duration> = adapter.times(origin);

@@ -131,53 +131,20 @@ impl Projection for OpenTurnProjection {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{
-        CancelCause, LlmRetryStarted, RequestError, RequestStart, SessionStart, TurnStart,
-        UserMessage,
-    };
+    use crate::event::{CancelCause, LlmRetryStarted};
     use crate::failure::Failure;
+    use crate::session_log::tests::{
+        self, idle, request, request_error, session_start, step, step_end, turn, turn_end as end,
+    };
 
     fn session() -> Event {
-        Event::SessionStart(SessionStart { session: "s".into(), format: 1 })
+        session_start("s")
     }
     fn user() -> Event {
-        Event::UserMessage(UserMessage { text: "hi".into() })
-    }
-    fn turn(turn: u32) -> Event {
-        Event::TurnStart(TurnStart { turn })
-    }
-    fn step(turn: u32, step: u32) -> Event {
-        Event::StepStart(StepRef { turn, step })
-    }
-    fn step_end(turn: u32, step: u32) -> Event {
-        Event::StepEnd(StepRef { turn, step })
-    }
-    fn request(turn: u32, step: u32, attempt: u32) -> Event {
-        Event::RequestStart(RequestStart {
-            turn,
-            step,
-            attempt,
-            provider: "mock".into(),
-            model: "m".into(),
-        })
-    }
-    fn request_error(turn: u32, step: u32, attempt: u32) -> Event {
-        Event::RequestError(RequestError {
-            turn,
-            step,
-            attempt,
-            provider: "mock".into(),
-            failure: failure(),
-        })
+        tests::user("hi")
     }
     fn failure() -> Failure {
         Failure::new("SERVER", "down").unwrap()
-    }
-    fn end(turn: u32, reason: TurnEndReason) -> Event {
-        Event::TurnEnd(TurnEnd { turn, reason })
-    }
-    fn idle() -> Event {
-        Event::AgentIdle(AgentIdle {})
     }
     fn fold(events: &[Event]) -> OpenTurn {
         let mut state = OpenTurn::default();

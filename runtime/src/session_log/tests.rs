@@ -22,19 +22,19 @@ use crate::store::{BoxFuture, Durability, Loaded, TornTail};
 
 // ---------------------------------------------------------------- events
 
-fn user(text: &str) -> Event {
+pub(super) fn user(text: &str) -> Event {
     Event::UserMessage(UserMessage { text: text.into() })
 }
-fn turn(turn: u32) -> Event {
+pub(super) fn turn(turn: u32) -> Event {
     Event::TurnStart(TurnStart { turn })
 }
-fn step(turn: u32, step: u32) -> Event {
+pub(super) fn step(turn: u32, step: u32) -> Event {
     Event::StepStart(StepRef { turn, step })
 }
-fn step_end(turn: u32, step: u32) -> Event {
+pub(super) fn step_end(turn: u32, step: u32) -> Event {
     Event::StepEnd(StepRef { turn, step })
 }
-fn request(turn: u32, step: u32, attempt: u32) -> Event {
+pub(super) fn request(turn: u32, step: u32, attempt: u32) -> Event {
     Event::RequestStart(RequestStart {
         turn,
         step,
@@ -43,7 +43,7 @@ fn request(turn: u32, step: u32, attempt: u32) -> Event {
         model: "m".into(),
     })
 }
-fn request_error(turn: u32, step: u32, attempt: u32) -> Event {
+pub(super) fn request_error(turn: u32, step: u32, attempt: u32) -> Event {
     Event::RequestError(RequestError {
         turn,
         step,
@@ -68,13 +68,13 @@ fn retry(turn: u32, step: u32, n: u64) -> Event {
         failure: Failure::new("SERVER", "down").unwrap(),
     })
 }
-fn turn_end(turn: u32, reason: TurnEndReason) -> Event {
+pub(super) fn turn_end(turn: u32, reason: TurnEndReason) -> Event {
     Event::TurnEnd(TurnEnd { turn, reason })
 }
-fn idle() -> Event {
+pub(super) fn idle() -> Event {
     Event::AgentIdle(AgentIdle {})
 }
-fn session_start(session: &str) -> Event {
+pub(super) fn session_start(session: &str) -> Event {
     Event::SessionStart(SessionStart { session: session.into(), format: LOG_FORMAT })
 }
 fn kinds(events: &[Envelope]) -> Vec<&'static str> {
@@ -322,9 +322,29 @@ fn fold<P: Projection>(projection: &P, log: &[Envelope]) -> P::State {
 }
 
 async fn open_memory(store: &MemoryStore, session: &str) -> (SessionLog, OpenReport) {
-    SessionLog::open(Arc::new(store.clone()), Arc::new(VirtualClock::start()), session, None)
-        .await
-        .unwrap()
+    open_on(Arc::new(store.clone()), session).await
+}
+
+/// Opens `session` on `store` with a fresh virtual clock and no supervisor.
+async fn open_on(store: Arc<dyn SessionStore>, session: &str) -> (SessionLog, OpenReport) {
+    SessionLog::open(store, Arc::new(VirtualClock::start()), session, None).await.unwrap()
+}
+
+/// Opens `s1` on `store` with `options`, a fresh virtual clock and no supervisor.
+async fn open_s1_with(
+    store: Arc<dyn SessionStore>,
+    options: OpenOptions,
+) -> Result<(SessionLog, OpenReport), LogError> {
+    SessionLog::open_with(store, Arc::new(VirtualClock::start()), "s1", None, options).await
+}
+
+/// Appends `events` on a task of its own, so the test can watch it wait.
+fn spawn_append(
+    log: &SessionLog,
+    events: Vec<Event>,
+) -> tokio::task::JoinHandle<Result<Vec<Envelope>, AppendError>> {
+    let log = log.clone();
+    tokio::spawn(async move { log.append(events).await })
 }
 
 // ---------------------------------------------------------------- open
@@ -508,8 +528,7 @@ async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
     let store = Arc::new(TornStore::default());
     let crashed = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
     store.inner.append("s1", &crashed).await.unwrap();
-    let clock = Arc::new(VirtualClock::start());
-    let (log, report) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let (log, report) = open_on(store.clone(), "s1").await;
     assert_eq!(
         report,
         OpenReport {
@@ -528,8 +547,7 @@ async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
 
     // A log whose only line was torn is new.
     let store = Arc::new(TornStore::default());
-    let clock = Arc::new(VirtualClock::start());
-    let (log, report) = SessionLog::open(store.clone(), clock, "s2", None).await.unwrap();
+    let (log, report) = open_on(store.clone(), "s2").await;
     assert!(report.created && report.torn.is_some());
     assert_eq!(store.inner.events("s2"), stamped(vec![session_start("s2")], 0, 0));
     log.close().await;
@@ -646,8 +664,7 @@ async fn a_rejected_append_writes_nothing_folds_nothing_and_keeps_the_seq() {
 #[tokio::test(start_paused = true)]
 async fn validators_check_whole_batches_and_commit_only_what_the_store_acknowledged() {
     let store = Arc::new(FailingStore::default());
-    let clock = Arc::new(VirtualClock::start());
-    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let (log, _) = open_on(store.clone(), "s1").await;
     log.append(vec![user("hi")]).await.unwrap();
 
     let (validator, calls) = Recording::new("agent/idle");
@@ -700,8 +717,7 @@ async fn every_validator_must_accept_a_batch() {
 #[tokio::test(start_paused = true)]
 async fn a_store_failure_returns_the_error_and_folds_nothing() {
     let store = Arc::new(FailingStore::default());
-    let clock = Arc::new(VirtualClock::start());
-    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let (log, _) = open_on(store.clone(), "s1").await;
     log.append(vec![user("hi"), turn(1), step(1, 1)]).await.unwrap();
     let mut events = log.subscribe().await.unwrap();
     let open = log.open_turn().await.unwrap();
@@ -726,15 +742,11 @@ async fn a_store_failure_returns_the_error_and_folds_nothing() {
 #[tokio::test(start_paused = true)]
 async fn an_append_returns_only_after_the_store_acknowledged_it() {
     let store = Arc::new(GatedStore::default());
-    let clock = Arc::new(VirtualClock::start());
-    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let (log, _) = open_on(store.clone(), "s1").await;
     let mut events = log.subscribe().await.unwrap();
 
     let gate = store.hold_next();
-    let pending = tokio::spawn({
-        let log = log.clone();
-        async move { log.append(vec![user("hi")]).await }
-    });
+    let pending = spawn_append(&log, vec![user("hi")]);
     // Let everything else run (paused time jumps ahead): only the gate holds the append.
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!pending.is_finished(), "the append waits for the store's ack");
@@ -752,18 +764,11 @@ async fn an_append_returns_only_after_the_store_acknowledged_it() {
 #[tokio::test(start_paused = true)]
 async fn appends_of_one_session_are_serialized_behind_the_store_ack() {
     let store = Arc::new(GatedStore::default());
-    let clock = Arc::new(VirtualClock::start());
-    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let (log, _) = open_on(store.clone(), "s1").await;
     let first_gate = store.hold_next();
-    let first = tokio::spawn({
-        let log = log.clone();
-        async move { log.append(vec![user("first")]).await }
-    });
+    let first = spawn_append(&log, vec![user("first")]);
     tokio::time::sleep(Duration::from_millis(1)).await;
-    let second = tokio::spawn({
-        let log = log.clone();
-        async move { log.append(vec![user("second")]).await }
-    });
+    let second = spawn_append(&log, vec![user("second")]);
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!first.is_finished() && !second.is_finished());
     first_gate.send(()).unwrap();
@@ -858,15 +863,7 @@ async fn opening_with_projections_and_validators_reads_the_log_once_and_they_see
         .projection(Seqs)
         .projection(Count("ends", "turn/end"))
         .validator(Box::new(validator));
-    let (log, report) = SessionLog::open_with(
-        Arc::clone(&store) as Arc<dyn SessionStore>,
-        Arc::new(VirtualClock::start()),
-        "s1",
-        None,
-        options,
-    )
-    .await
-    .unwrap();
+    let (log, report) = open_s1_with(store.clone(), options).await.unwrap();
     assert_eq!(store.loads.load(Ordering::SeqCst), 1, "one read of the log");
     assert_eq!(report.interrupted_turn, Some(1));
     // The repair (step/end, turn/end, agent/idle: seqs 5..8) reached both, as it would have
@@ -890,26 +887,10 @@ async fn opening_with_projections_and_validators_reads_the_log_once_and_they_see
 async fn opening_with_a_taken_projection_key_fails_and_writes_nothing() {
     let store = MemoryStore::new();
     let options = OpenOptions::new().projection(Seqs).projection(Count("seqs", "turn/end"));
-    let err = SessionLog::open_with(
-        Arc::new(store.clone()),
-        Arc::new(VirtualClock::start()),
-        "s1",
-        None,
-        options,
-    )
-    .await
-    .unwrap_err();
+    let err = open_s1_with(Arc::new(store.clone()), options).await.unwrap_err();
     assert!(matches!(err, LogError::DuplicateProjection("seqs")), "{err}");
     let options = OpenOptions::new().projection(Count("open-turn", "turn/end"));
-    let err = SessionLog::open_with(
-        Arc::new(store.clone()),
-        Arc::new(VirtualClock::start()),
-        "s1",
-        None,
-        options,
-    )
-    .await
-    .unwrap_err();
+    let err = open_s1_with(Arc::new(store.clone()), options).await.unwrap_err();
     assert!(matches!(err, LogError::DuplicateProjection("open-turn")), "{err}");
     assert!(store.events("s1").is_empty(), "not even session/start");
 }
@@ -986,18 +967,11 @@ async fn a_closed_log_answers_closed() {
 #[tokio::test(start_paused = true)]
 async fn closing_lets_the_append_in_flight_finish_and_fails_the_queued_ones() {
     let store = Arc::new(GatedStore::default());
-    let clock = Arc::new(VirtualClock::start());
-    let (log, _) = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap();
+    let (log, _) = open_on(store.clone(), "s1").await;
     let gate = store.hold_next();
-    let in_flight = tokio::spawn({
-        let log = log.clone();
-        async move { log.append(vec![user("in flight")]).await }
-    });
+    let in_flight = spawn_append(&log, vec![user("in flight")]);
     tokio::time::sleep(Duration::from_millis(1)).await;
-    let queued = tokio::spawn({
-        let log = log.clone();
-        async move { log.append(vec![user("queued")]).await }
-    });
+    let queued = spawn_append(&log, vec![user("queued")]);
     tokio::time::sleep(Duration::from_millis(1)).await;
     let closing = tokio::spawn(log.close());
     tokio::time::sleep(Duration::from_millis(1)).await;
