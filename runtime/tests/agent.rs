@@ -10,6 +10,8 @@ mod adapters;
 mod log;
 #[path = "support/plugins.rs"]
 mod plugins;
+#[path = "support/runtime.rs"]
+mod runtime;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,16 +27,10 @@ use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::runtime::{Runtime, RuntimeBuilder};
 use rein_runtime::session::Prompt;
 use rein_runtime::store::memory::MemoryStore;
-use rein_runtime::tool::echo::EchoTool;
 use serde_json::json;
 
 fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
-    Runtime::builder()
-        .validator(log::live_invariant)
-        .store(Arc::new(store.clone()))
-        .clock(Arc::new(VirtualClock::start()))
-        .route("mock", adapter, "mock-1", None)
-        .tool(Arc::new(EchoTool))
+    runtime::builder(store, adapter, "mock-1")
 }
 
 async fn finish(runtime: Runtime, store: &MemoryStore, session: &str) -> Vec<Envelope> {

@@ -1,0 +1,23 @@
+//! The runtime most end-to-end tests build: a `MemoryStore` they can read back, the virtual
+//! clock, the invariant crate's live validator on every session log, one scripted route named
+//! `mock` and the `echo` tool.
+
+#![allow(unreachable_pub)]
+
+use std::sync::Arc;
+
+use rein_runtime::clock::VirtualClock;
+use rein_runtime::provider::Adapter;
+use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::tool::echo::EchoTool;
+
+/// A builder over `store` with `adapter` on the route `mock` serving `model`.
+pub fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>, model: &str) -> RuntimeBuilder {
+    Runtime::builder()
+        .validator(super::log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", adapter, model, None)
+        .tool(Arc::new(EchoTool))
+}
