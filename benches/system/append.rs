@@ -4,7 +4,7 @@
 //! the same file system (one temporary directory). Budget: at least 50×.
 //!
 //! Each session is a tokio task that appends one event at a time and waits for the
-//! acknowledgement before the next, as a session-log actor does. The store's single writer
+//! acknowledgement before the next, as a session log does. The store's single writer
 //! commits whatever is queued in one transaction with one sync (group commit), so the ratio
 //! measures how well durability cost is shared across sessions.
 //!

@@ -83,7 +83,7 @@ async fn open_idle(
 }
 
 /// Waits until no session is awake and the supervision tree is back to `tree` actors. (A
-/// session actor leaves the directory before its log actor and itself have stopped, so the
+/// session actor leaves the directory before it has stopped, so the
 /// tree is what says it is gone; nothing signals that, hence the short sleeps.)
 async fn hibernated(agents: &Runtime, tree: usize) {
     while agents.awake_sessions() != 0 || agents.supervision_tree() != tree {

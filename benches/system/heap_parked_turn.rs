@@ -98,9 +98,7 @@ impl Parts {
         let before = live_bytes();
         for i in 0..N {
             let store: Arc<dyn SessionStore> = Arc::new(store.clone());
-            logs.push(
-                SessionLog::open(store, Arc::new(WallClock), &format!("log-{i}"), None).await?.0,
-            );
+            logs.push(SessionLog::open(store, Arc::new(WallClock), &format!("log-{i}")).await?.0);
         }
         let log = (live_bytes() - before) as f64 / N as f64;
 

@@ -58,7 +58,7 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
         let empty = host(0, &census).await?;
         let long = host(HOPS, &census).await?;
         let (log, _) =
-            SessionLog::open(Arc::new(MemoryStore::new()), Arc::new(WallClock), "waterfall", None)
+            SessionLog::open(Arc::new(MemoryStore::new()), Arc::new(WallClock), "waterfall")
                 .await?;
         let payload = RequestErrorPayload {
             session: Arc::from("waterfall"),

@@ -62,7 +62,7 @@ fn error(attempt: u32) -> Event {
 /// A log with the validator installed, after `events` were appended.
 async fn open(store: &Arc<MemoryStore>, events: Vec<Event>) -> SessionLog {
     let (log, _) =
-        SessionLog::open(store.clone(), Arc::new(VirtualClock::start()), "s1", None).await.unwrap();
+        SessionLog::open(store.clone(), Arc::new(VirtualClock::start()), "s1").await.unwrap();
     log.add_validator(Box::new(LiveValidator::new())).await.unwrap();
     if !events.is_empty() {
         log.append(events).await.unwrap();
@@ -153,10 +153,9 @@ async fn a_log_cut_anywhere_and_reopened_is_repaired_into_a_valid_finished_log()
         for cut in 1..=full.len() {
             let store = Arc::new(MemoryStore::new());
             store.append("s1", &full[..cut]).await.unwrap();
-            let (log, _) =
-                SessionLog::open(store.clone(), Arc::new(VirtualClock::start()), "s1", None)
-                    .await
-                    .unwrap();
+            let (log, _) = SessionLog::open(store.clone(), Arc::new(VirtualClock::start()), "s1")
+                .await
+                .unwrap();
             log.close().await;
             let repaired = store.events("s1");
             let violations = rein_invariant::check_finished_log(&repaired);

@@ -203,7 +203,7 @@ mod tests {
     async fn failed_attempt() -> (MemoryStore, SessionLog) {
         let store = MemoryStore::new();
         let clock = Arc::new(VirtualClock::start());
-        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s", None).await.unwrap();
+        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s").await.unwrap();
         let failure = Failure::new("SERVER", "down").unwrap();
         log.append(vec![
             Event::TurnStart(TurnStart { turn: 1 }),

@@ -424,7 +424,7 @@ mod tests {
     async fn it_answers_one_failure_at_a_time_and_writes_nothing() {
         let store = MemoryStore::new();
         let clock = Arc::new(VirtualClock::start());
-        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s", None).await.unwrap();
+        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s").await.unwrap();
         let written = store.events("s").len();
         let plugin =
             Arc::new(ScriptedPlugin::new("double", [Answer::Stop, Answer::Crash, Answer::Retry]));

@@ -28,7 +28,7 @@
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
-//! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
+//! - [`session_log`]: the session log (the only writer of a log, one operation at a time), its projections (retry
 //!   chains, open turn), validators hook and the repair on reopen.
 //! - [`runtime`]: the `Runtime` builder and handle, the root supervisor.
 //! - [`session`]: the `Session` handle, the session actor, hibernation.

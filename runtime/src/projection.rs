@@ -1,4 +1,4 @@
-//! Projections: pure folds of a session log, kept up to date by its session-log actor and
+//! Projections: pure folds of a session log, kept up to date by its session log and
 //! readable by other actors.
 //!
 //! # Why folds

@@ -5,7 +5,7 @@
 //! ├── PluginHost ── one actor per plugin, in chain order
 //! ├── ProviderActor per route ── one task per in-flight attempt
 //! └── SessionActor per awake session
-//!     ├── SessionLogActor
+//!     ├── (its log: a serialized state it owns, not an actor — see `session_log`)
 //!     └── (its running turn: a task the session links, running the steps inline)
 //! ```
 //!
@@ -431,8 +431,8 @@ impl Runtime {
     }
 
     /// How many actors ractor's supervision tree holds under the runtime's root (the root
-    /// included; 0 once it stopped): also counts the session-log actors, which are not in the
-    /// [`Census`].
+    /// included; 0 once it stopped), whether or not the [`Census`] counts them: what ractor
+    /// itself still holds.
     pub fn supervision_tree(&self) -> usize {
         fn count(cell: &ActorCell) -> usize {
             1 + cell.get_children().iter().map(count).sum::<usize>()
@@ -510,8 +510,8 @@ impl Actor for RootActor {
         _state: &mut Alive,
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(who, error) = event {
-            // A crashed session actor: its log actor went with it; the next message to the
-            // session wakes a fresh one, which reopens and repairs the log.
+            // A crashed session actor: its log was dropped with its state; the next message to
+            // the session wakes a fresh one, which reopens and repairs the log.
             tracing::error!(actor = %who.get_id(), %error, "an actor of the runtime crashed");
             self.directory.forget(who.get_id());
         }

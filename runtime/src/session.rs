@@ -8,7 +8,7 @@
 //! # Why sessions hibernate
 //!
 //! A session with no running turn holds no actors (DESIGN §6 budgets 1 KiB per idle session):
-//! its log actor is closed and its session actor stopped; everything it knows is in its durable
+//! its log is closed and its session actor stopped; everything it knows is in its durable
 //! log. A [`Session`] is only a name and a runtime, so it stays valid across hibernation: the
 //! next call wakes a fresh actor, which reopens the log (repairing a turn a crash left open) and
 //! folds its projections again.

@@ -1,7 +1,7 @@
-//! The durable session log: one actor per open session, the only writer of its log.
+//! The durable session log: one writer per open session, serialized, the only writer of its log.
 //!
-//! [`SessionLog`] is the handle other actors hold. [`SessionLog::open`] loads a session's log
-//! from a [`SessionStore`], repairs what a crash left open and spawns the session-log actor;
+//! [`SessionLog`] is the handle the session, its turn and the plugins hold. [`SessionLog::open`]
+//! loads a session's log from a [`SessionStore`] and repairs what a crash left open;
 //! [`SessionLog::append`] writes a batch and resolves once the store acknowledged it at its
 //! [`Durability`](crate::store::Durability); projections (pure folds, [`Projection`]) are kept
 //! current on every commit and read by key; validators ([`Validator`]) can reject an append
@@ -12,9 +12,9 @@
 //!   names the repair a reopen appends.
 //! - `sequencer`: contiguous `seq`, non-decreasing `time`.
 //! - `registry`: projections by key, type-erased.
-//! - `state`: what the actor holds and the steps of each request.
+//! - `state`: what an open log holds and the steps of each operation.
 //! - `reopen`: load, fold, repair.
-//! - `actor`: the ractor wiring.
+//! - `serial`: the one-at-a-time discipline every operation goes through (the log's "mailbox").
 //!
 //! ```
 //! # tokio_test::block_on(async {
@@ -25,7 +25,7 @@
 //! use rein_runtime::store::memory::MemoryStore;
 //!
 //! let store = Arc::new(MemoryStore::new());
-//! let (log, report) = SessionLog::open(store, Arc::new(WallClock), "s1", None).await?;
+//! let (log, report) = SessionLog::open(store, Arc::new(WallClock), "s1").await?;
 //! assert!(report.created); // `session/start` is seq 0
 //! let mut committed = log.subscribe().await?;
 //! let written = log
@@ -42,46 +42,65 @@
 //! # }).unwrap();
 //! ```
 //!
-//! # Why one actor per log
+//! # Why one serialized writer per log — and why it is not an actor
 //!
 //! A log needs one writer: `seq`s are contiguous only if one party hands them out, and
-//! validators and projections judge each batch against everything committed before it. An
-//! actor's mailbox gives exactly that order without a lock, and lets a supervisor own the log's
-//! lifetime (the session actor links it).
+//! validators and projections judge each batch against everything committed before it. The
+//! log's state therefore takes one operation at a time, in arrival order (`serial`: a fair
+//! queue, first come first served), and nobody reaches it otherwise.
 //!
-//! # Why the append handler awaits the store
+//! It used to be an actor, and that order came from its mailbox. But every operation then cost
+//! a message and a reply — two task wake-ups, ≈ one ractor `call` round trip — and a turn makes
+//! six appends and a history read: seven round trips, when DESIGN §6 allows the whole runtime
+//! four round trips of overhead per turn. The log's operations never wait for anything but the
+//! store, so the caller's own task can run them, in the same order, with the same guarantees:
+//! the queue is the mailbox, the caller's task is the handler. What the actor gave and what
+//! replaces it:
+//!
+//! - **Order and exclusion**: a fair async mutex over the state — arrival order, one at a time,
+//!   an append holding it until the store acknowledged (below).
+//! - **Isolation of a crash**: an operation that panics (a validator's or a projection's bug)
+//!   fails the log, as a panicking handler failed the actor: the state is dropped, every later
+//!   operation answers `Closed`, and the session notices and reopens from the store on its next
+//!   message (see `session::actor`).
+//! - **Close**: [`SessionLog::close`] lets the operation in progress finish, fails those queued
+//!   behind it, then drops the state — the actor's stop.
+//!
+//! It no longer costs an actor's 6 KiB while a turn is parked, nor a spawn and a stop each time
+//! a session wakes and hibernates.
+//!
+//! # Why an append holds the log until the store acknowledged
 //!
 //! "Durable before effect" (SPEC §5.5: `llm/retry` is durable before the wait begins) needs an
 //! append to resolve only after the store holds it, and the next batch of the same session must
-//! be checked against a committed predecessor. So the handler awaits the store's ack before it
-//! takes the next message; appends of one session are serialized by design, and appends of
-//! different sessions (different actors) still overlap, which is what lets the SQLite store
-//! group-commit them. Reads (projections, subscribe) are answered from memory at once; they wait
-//! only behind an append already in flight, which is also what makes them read-your-writes.
+//! be checked against a committed predecessor. So an append keeps the log until the store's ack;
+//! appends of one session are serialized by design, and appends of different sessions still
+//! overlap, which is what lets the SQLite store group-commit them. Reads (projections,
+//! subscribe) are answered from memory; they wait only behind an operation already in
+//! progress, which is also what makes them read-your-writes.
 //!
-//! # Why the actor keeps no events
+//! # Why the log keeps no events
 //!
 //! A session parked in a retry wait must cost little (the budget is 24 KiB for session, log,
-//! turn, step and wait together), so the actor holds projections, not the event list.
+//! turn, step and wait together), so the log holds projections, not the event list.
 //! [`SessionLog::events`], [`SessionLog::register`] and [`SessionLog::add_validator`] read the
 //! history back from the store; an opener that knows its projections and validators up front
 //! passes them to [`SessionLog::open_with`] instead, which folds them over the log it loads
-//! anyway (a session waking from hibernation reads its log once, not once per projection). They go through the actor, not around it: a store may cut a
-//! torn last line while loading, and a load racing an in-flight append could mistake that
-//! append's half-written line for a torn one.
+//! anyway (a session waking from hibernation reads its log once, not once per projection). They
+//! take their turn like every other operation: a store may cut a torn last line while loading,
+//! and a load racing an in-flight append could mistake that append's half-written line for a
+//! torn one.
 //!
 //! # Why repair on open
 //!
 //! A crash can leave a turn open (`turn/start` without `turn/end`), and every reader — the
 //! invariant checker, a manual `retry()`, the retry-chain projection — needs closed turns.
 //! Opening closes it with `step/end` (for an open step), `turn/end {kind:"interrupted"}` and
-//! `agent/idle`, written before the actor takes any message, so the projections read by the
-//! first caller equal a fresh fold of the repaired log.
+//! `agent/idle`, written before anyone holds a handle, so the projections read by the first
+//! caller equal a fresh fold of the repaired log.
 
 use std::sync::Arc;
 
-use ractor::rpc::CallResult;
-use ractor::{Actor, ActorCell, ActorRef, RpcReplyPort};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tracing::Instrument;
 
@@ -91,13 +110,13 @@ use crate::projection::Projection;
 use crate::store::{SessionStore, StoreError, TornTail};
 use crate::validator::{Rejection, Validator};
 
-mod actor;
 mod open_options;
 pub mod open_turn;
 mod registry;
 mod reopen;
 pub mod retry_chains;
 mod sequencer;
+mod serial;
 mod state;
 
 #[cfg(test)]
@@ -107,12 +126,13 @@ pub use open_options::OpenOptions;
 pub use open_turn::{OpenTurn, OpenTurnProjection};
 pub use retry_chains::{Chain, RetryChainProjection, RetryChains};
 
-use actor::{Msg, SessionLogActor};
+use serial::Serial;
+use state::LogState;
 
-/// A handle on an open session's log. Clones share the same actor.
+/// A handle on an open session's log. Clones share the same log.
 #[derive(Clone)]
 pub struct SessionLog {
-    actor: ActorRef<Msg>,
+    serial: Arc<Serial<LogState>>,
     session: Arc<str>,
 }
 
@@ -120,11 +140,10 @@ impl std::fmt::Debug for SessionLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionLog")
             .field("session", &self.session)
-            .field("actor", &self.actor.get_id())
+            .field("open", &self.is_open())
             .finish()
     }
 }
-
 /// What opening a log found and did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenReport {
@@ -148,7 +167,7 @@ pub enum AppendError {
     /// The store could not write the batch.
     #[error("append failed: {0}")]
     Store(StoreError),
-    /// The session-log actor is stopped.
+    /// The log is closed (or failed: an operation on it panicked).
     #[error("the session log is closed")]
     Closed,
 }
@@ -160,7 +179,7 @@ pub enum LogError {
     /// The store failed (a corrupt line names the file and line).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The session-log actor is stopped.
+    /// The log is closed (or failed: an operation on it panicked).
     #[error("the session log is closed")]
     Closed,
     /// A loaded log whose `seq`s are not `0, 1, 2, …`.
@@ -197,9 +216,6 @@ pub enum LogError {
         /// The type asked for.
         expected: &'static str,
     },
-    /// The actor could not be spawned.
-    #[error("could not start the session-log actor: {0}")]
-    Spawn(String),
 }
 
 impl SessionLog {
@@ -209,18 +225,16 @@ impl SessionLog {
     /// and folds all projections. A log whose last turn ended without a following `agent/idle`
     /// gets that `agent/idle`; a closed log gets nothing.
     ///
-    /// `supervisor`: link the actor under this cell (`None` = unlinked). The actor runs until
-    /// [`SessionLog::close`] or until its supervisor stops it; dropping the handles does not.
+    /// The log is open until [`SessionLog::close`], or until the last handle is dropped.
     ///
     /// Opening the same session twice at once (two writers) is the caller's bug: the session
-    /// registry keeps one log per session.
+    /// directory keeps one log per session.
     pub async fn open(
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
         session: &str,
-        supervisor: Option<ActorCell>,
     ) -> Result<(SessionLog, OpenReport), LogError> {
-        Self::open_with(store, clock, session, supervisor, OpenOptions::new()).await
+        Self::open_with(store, clock, session, OpenOptions::new()).await
     }
 
     /// [`SessionLog::open`], with `options`' projections registered and validators installed
@@ -232,22 +246,14 @@ impl SessionLog {
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
         session: &str,
-        supervisor: Option<ActorCell>,
         options: OpenOptions,
     ) -> Result<(SessionLog, OpenReport), LogError> {
         let span = tracing::info_span!("session_log.open", session.id = session);
         async move {
             let (state, report) = reopen::reopen(store, clock, session, options).await?;
             let session = Arc::clone(state.session());
-            let spawned = match supervisor {
-                Some(supervisor) => {
-                    Actor::spawn_linked(None, SessionLogActor, state, supervisor).await
-                }
-                None => Actor::spawn(None, SessionLogActor, state).await,
-            };
-            let (actor, _task) = spawned.map_err(|e| LogError::Spawn(e.to_string()))?;
             tracing::debug!(events = report.events, created = report.created, "session log open");
-            Ok((SessionLog { actor, session }, report))
+            Ok((SessionLog { serial: Arc::new(Serial::new(state)), session }, report))
         }
         .instrument(span)
         .await
@@ -258,65 +264,66 @@ impl SessionLog {
         &self.session
     }
 
-    /// The actor's cell (to link, monitor or supervise it).
-    pub fn actor(&self) -> ActorCell {
-        self.actor.get_cell()
+    /// Whether the log is open: not closed, and no operation on it panicked.
+    pub fn is_open(&self) -> bool {
+        self.serial.is_open()
+    }
+
+    /// Calls `on_close` once the log closes or fails — whoever closed it — or at once if it
+    /// already has. Replaces an earlier one. The session actor is told this way that its log
+    /// went away while nothing of its own was in progress.
+    pub(crate) fn on_close(&self, on_close: impl FnOnce() + Send + 'static) {
+        self.serial.on_close(Box::new(on_close));
     }
 
     /// Appends a batch atomically: assigns `seq` (contiguous) and `time` (from the clock, never
     /// below the log's last time), runs every validator's check on the whole batch (a
     /// [`Rejection`] rejects it: nothing written, nothing folded, the caller gets
     /// [`AppendError::Rejected`]), writes to the store and waits for its ack at the store's
-    /// durability, then commits validators, folds projections, notifies subscribers and replies
-    /// with the batch as written. An empty batch writes nothing and returns empty.
+    /// durability, then commits validators, folds projections, notifies subscribers and returns
+    /// the batch as written. An empty batch writes nothing and returns empty.
     pub async fn append(&self, events: Vec<Event>) -> Result<Vec<Envelope>, AppendError> {
-        self.call(|reply| Msg::Append(events, reply)).await.ok_or(AppendError::Closed)?
+        let appended = self.serial.run("append", |log| Box::pin(log.append(events))).await;
+        appended.ok_or(AppendError::Closed)?
     }
 
     /// A receiver of every event committed after this call, in `seq` order. It ends (`None`)
     /// when the log closes.
     pub async fn subscribe(&self) -> Result<UnboundedReceiver<Envelope>, LogError> {
-        self.call(Msg::Subscribe).await.ok_or(LogError::Closed)
+        self.serial.run_now("subscribe", LogState::subscribe).await.ok_or(LogError::Closed)
     }
 
     /// Installs a validator; the existing log is replayed into it first as one
     /// [`Validator::commit`] batch. It checks every later append.
     pub async fn add_validator(&self, validator: Box<dyn Validator>) -> Result<(), LogError> {
-        self.call(|reply| Msg::AddValidator(validator, reply)).await.ok_or(LogError::Closed)?
+        let added =
+            self.serial.run("add_validator", |log| Box::pin(log.add_validator(validator))).await;
+        added.ok_or(LogError::Closed)?
     }
 
     /// Registers a projection under its key; the existing log is folded into it at once.
     pub async fn register<P: Projection>(&self, projection: P) -> Result<(), LogError> {
         let erased = registry::erase(projection);
-        self.call(|reply| Msg::Register(erased, reply)).await.ok_or(LogError::Closed)?
+        let registered = self.serial.run("register", |log| Box::pin(log.register(erased))).await;
+        registered.ok_or(LogError::Closed)?
     }
 
     /// A clone of the state of the projection registered under `key`.
     pub async fn read<P: Projection>(&self, key: &'static str) -> Result<P::State, LogError> {
-        let snapshot = self.call(|reply| Msg::Read(key, reply)).await.ok_or(LogError::Closed)??;
-        registry::downcast(key, snapshot)
+        self.serial.run_now("read", |log| log.read(key)).await.ok_or(LogError::Closed)?
     }
 
-    /// What `view` makes of the state of the projection registered under `key`, computed in the
-    /// log actor on the state itself: where [`SessionLog::read`] clones the whole state, this
-    /// clones only what `view` returns (the step builds its request's messages this way, without
-    /// first cloning the history they come from).
-    pub async fn view<P: Projection, T: Send + 'static>(
+    /// What `view` makes of the state of the projection registered under `key`, computed on
+    /// the state itself: where [`SessionLog::read`] clones the whole state, this clones only
+    /// what `view` returns (the step builds its request's messages this way, without first
+    /// cloning the history they come from).
+    pub async fn view<P: Projection, T>(
         &self,
         key: &'static str,
-        view: impl FnOnce(&P::State) -> T + Send + 'static,
+        view: impl FnOnce(&P::State) -> T,
     ) -> Result<T, LogError> {
-        let erased: registry::View = Box::new(move |state: &dyn std::any::Any| {
-            let made: Box<dyn std::any::Any + Send> = match state.downcast_ref::<P::State>() {
-                Some(state) => Box::new(Some(view(state))),
-                None => Box::new(None::<T>),
-            };
-            made
-        });
-        let made =
-            self.call(|reply| Msg::View(key, erased, reply)).await.ok_or(LogError::Closed)??;
-        registry::downcast::<Option<T>>(key, made)?
-            .ok_or(LogError::ProjectionType { key, expected: std::any::type_name::<P::State>() })
+        let made = self.serial.run_now("view", |log| log.view::<P::State, T>(key, view)).await;
+        made.ok_or(LogError::Closed)?
     }
 
     /// The retry chains of the open step (SPEC §5.4).
@@ -331,29 +338,13 @@ impl SessionLog {
 
     /// The whole log, read back from the store.
     pub async fn events(&self) -> Result<Vec<Envelope>, LogError> {
-        self.call(Msg::Events).await.ok_or(LogError::Closed)?
+        self.serial.run("events", |log| Box::pin(log.events())).await.ok_or(LogError::Closed)?
     }
 
-    /// Stops the actor after the message it is handling (an append in flight completes) and
-    /// waits for it to stop. Requests still queued, and every later one through any clone of
-    /// this handle, fail with `Closed`; subscribers' receivers end.
+    /// Closes the log once the operation in progress finished (an append in flight completes).
+    /// Operations still queued, and every later one through any clone of this handle, fail
+    /// with `Closed`; subscribers' receivers end.
     pub async fn close(self) {
-        // An error means the actor is already stopped, which is what was asked.
-        let _ = self.actor.stop_and_wait(None, None).await;
-    }
-
-    /// Sends a request and waits for its reply; `None` when the actor is gone or dropped it.
-    ///
-    /// The round trip is boxed: ractor's `call` future (≈ 400 bytes, its unused timeout
-    /// included) would otherwise be inlined in every future that awaits the log — a turn parked
-    /// in a retry wait carries the largest of them for as long as it waits.
-    async fn call<T: Send + 'static>(
-        &self,
-        message: impl FnOnce(RpcReplyPort<T>) -> Msg + Send,
-    ) -> Option<T> {
-        match Box::pin(self.actor.call(message, None)).await {
-            Ok(CallResult::Success(reply)) => Some(reply),
-            _ => None,
-        }
+        self.serial.close().await;
     }
 }

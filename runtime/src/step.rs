@@ -245,7 +245,7 @@ impl<'a> Step<'a> {
 
     /// The request of `attempt`, from the durable history.
     async fn request(&self, attempt: u32) -> Result<Request, Fault> {
-        // Only the messages are cloned out of the log actor, not the history they come from.
+        // Only the messages are cloned out of the log, not the history they come from.
         let messages = self
             .a
             .log

@@ -11,7 +11,7 @@
 //!
 //! # Why every store checks `seq`
 //!
-//! The session-log actor assigns `seq`, so a store could trust it. But a log whose `seq`s are not
+//! The session log assigns `seq`, so a store could trust it. But a log whose `seq`s are not
 //! contiguous from 0 does not load (it is corrupt by SPEC §3), so a store that accepted such an
 //! append would acknowledge something it can never read back. Every store therefore refuses an
 //! append that does not continue the log ([`StoreError::OutOfOrder`], nothing written), using the
@@ -21,7 +21,7 @@
 //!
 //! "Durable before effect" (a retry is recorded before its wait begins) is only true if an append
 //! resolves after the store holds the records at the promised [`Durability`]. So `append` is a
-//! future that resolves exactly then; the session-log actor replies to its caller only after it.
+//! future that resolves exactly then; the session log answers its caller only after it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -117,7 +117,7 @@ pub trait SessionStore: Send + Sync + 'static {
     /// The durability an acknowledged append has.
     fn durability(&self) -> Durability;
 
-    /// Appends `events` (already sequenced by the session-log actor) to `session`'s log, all or
+    /// Appends `events` (already sequenced by the session log) to `session`'s log, all or
     /// nothing. Resolves once the store holds them at [`SessionStore::durability`].
     fn append<'a>(
         &'a self,

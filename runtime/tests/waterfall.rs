@@ -28,7 +28,7 @@ use Verdict::{Next, Retry, Stop};
 
 async fn open_log(store: &MemoryStore, id: &str) -> SessionLog {
     let clock = Arc::new(VirtualClock::start());
-    SessionLog::open(Arc::new(store.clone()), clock, id, None).await.unwrap().0
+    SessionLog::open(Arc::new(store.clone()), clock, id).await.unwrap().0
 }
 
 fn payload(log: &SessionLog, cancel: &CancellationToken) -> RequestErrorPayload {

@@ -287,8 +287,7 @@ mod tests {
         async fn open() -> Self {
             let store = MemoryStore::new();
             let clock = Arc::new(VirtualClock::start());
-            let (log, _) =
-                SessionLog::open(Arc::new(store.clone()), clock, "s", None).await.unwrap();
+            let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s").await.unwrap();
             log.append(vec![
                 Event::TurnStart(TurnStart { turn: 1 }),
                 Event::StepStart(StepRef { turn: 1, step: 1 }),

@@ -1,6 +1,6 @@
 //! [`SessionActor`]: the actor of an awake session.
 //!
-//! It owns the session's log while awake (the session-log actor is linked under it), queues
+//! It owns the session's log while awake (it opens it on waking and closes it on hibernating), queues
 //! prompts, runs one turn at a time (a task it holds through a [`TurnLink`], see `turn`), writes
 //! `agent/idle` when nothing runs and nothing is queued (a turn's outcome resolves after it, or
 //! as the next queued turn starts), and then hibernates: it closes its log
@@ -24,12 +24,12 @@
 //! ≈ 3.9 KiB in a release build). An awake session spends nearly all its life waiting for a
 //! message while its turn runs, so `handle` boxes its body: those bytes are allocated per
 //! message, while it is handled, instead of for as long as the session is awake (the loop's box
-//! is then ≈ 0.8 KiB, what any actor's is). The same holds for the session-log actor.
+//! is then ≈ 0.8 KiB, what any actor's is).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
@@ -56,6 +56,8 @@ pub(crate) enum SessionMsg {
     TurnEnded { turn: u32, reason: TurnEndReason },
     /// The running turn's task panicked before writing its `turn/end`.
     TurnCrashed { turn: u32, error: String },
+    /// The log closed or failed, and not by this actor's hibernation.
+    LogClosed,
     /// The runtime is shutting down (its root scope is already cancelled).
     Shutdown(oneshot::Sender<()>),
 }
@@ -123,10 +125,7 @@ pub(crate) struct SessionState {
 }
 
 impl SessionActor {
-    async fn open(
-        &self,
-        myself: &ActorRef<SessionMsg>,
-    ) -> Result<(SessionLog, SessionInit), SessionError> {
+    async fn open(&self) -> Result<(SessionLog, SessionInit), SessionError> {
         let open_error =
             |source| SessionError::Open { session: self.id.to_string(), source: Arc::new(source) };
         // One read of the log: the session's projections and validators are folded with the
@@ -140,7 +139,6 @@ impl SessionActor {
             Arc::clone(&self.shared.store),
             Arc::clone(&self.shared.clock),
             &self.id,
-            Some(myself.get_cell()),
             options,
         )
         .await
@@ -354,6 +352,8 @@ impl SessionActor {
                     self.crashed(state, turn, error).await;
                 }
             }
+            // Checked after every message (`handle`).
+            SessionMsg::LogClosed => {}
             SessionMsg::Shutdown(done) => {
                 if let Some(running) = &state.running {
                     running.scope.cancel(CancelCause::Disposed);
@@ -426,8 +426,13 @@ impl Actor for SessionActor {
         (): (),
     ) -> Result<Self::State, ActorProcessingErr> {
         let alive = self.shared.census.enter();
-        let (log, init) = match self.open(&myself).await {
-            Ok((log, init)) => (Ok(log), init),
+        let (log, init) = match self.open().await {
+            Ok((log, init)) => {
+                log.on_close(move || {
+                    let _ = myself.send_message(SessionMsg::LogClosed);
+                });
+                (Ok(log), init)
+            }
             Err(error) => {
                 tracing::warn!(session.id = %self.id, %error, "session could not open");
                 (Err(error), SessionInit { next_turn: 1, last: None, last_route: None })
@@ -457,25 +462,13 @@ impl Actor for SessionActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         Box::pin(self.message(myself, message, state)).await;
-        Ok(())
-    }
-
-    async fn handle_supervisor_evt(
-        &self,
-        _myself: ActorRef<Self::Msg>,
-        event: SupervisionEvent,
-        state: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        let log_actor = state.log.as_ref().ok().map(|log| log.actor().get_id());
-        match event {
-            SupervisionEvent::ActorFailed(who, _)
-            | SupervisionEvent::ActorTerminated(who, _, _)
-                if Some(who.get_id()) == log_actor && !state.closing =>
-            {
-                // The log is gone: nothing this actor does can be recorded. Fail; the next
-                // message wakes a fresh actor that reopens (and repairs) the log. Its running
-                // turn, if any, is cancelled and aborted with the state (`TurnLink`).
-                Err(format!("session {}: its log actor stopped", self.id).into())
+        match &state.log {
+            Ok(log) if !log.is_open() && !state.closing => {
+                // The log went away under it (an operation panicked and failed it, or someone
+                // closed it): nothing this actor does can be recorded. Fail; the next message wakes a fresh actor that reopens (and
+                // repairs) the log. Its running turn, if any, is cancelled and aborted with the
+                // state (`TurnLink`).
+                Err(format!("session {}: its log closed", self.id).into())
             }
             _ => Ok(()),
         }

@@ -3,9 +3,9 @@
 //! # Why erase the types
 //!
 //! A session log keeps projections of types it cannot name (plugins and the agent runtime bring
-//! their own), all folded by one actor. Each is stored as a `Box<dyn ErasedProjection>` holding
-//! the projection and its state; a read clones the state into a `Box<dyn Any>` and the typed
-//! handle downcasts it back, so a caller asking for the wrong type gets an error, not a panic.
+//! their own), all folded by one log. Each is stored as a `Box<dyn ErasedProjection>` holding
+//! the projection and its state; a read downcasts the state to the type the caller names
+//! (and clones it, or what a view makes of it), so a caller asking for the wrong type gets an error, not a panic.
 //!
 //! # Why a `Vec`
 //!
@@ -28,14 +28,9 @@ pub(crate) trait ErasedProjection: Send {
     fn key(&self) -> &'static str;
     /// Folds one committed event.
     fn fold(&mut self, event: &Envelope);
-    /// A clone of the state, as `P::State` in a box.
-    fn snapshot(&self) -> Box<dyn Any + Send>;
     /// The state, as `P::State`, borrowed.
     fn state(&self) -> &dyn Any;
 }
-
-/// A type-erased [`SessionLog::view`](super::SessionLog::view) function.
-pub(crate) type View = Box<dyn FnOnce(&dyn Any) -> Box<dyn Any + Send> + Send>;
 
 /// A projection with its state.
 struct Folded<P: Projection> {
@@ -52,10 +47,6 @@ impl<P: Projection> ErasedProjection for Folded<P> {
         self.projection.fold(&mut self.state, event);
     }
 
-    fn snapshot(&self) -> Box<dyn Any + Send> {
-        Box::new(self.state.clone())
-    }
-
     fn state(&self) -> &dyn Any {
         &self.state
     }
@@ -64,17 +55,6 @@ impl<P: Projection> ErasedProjection for Folded<P> {
 /// Erases a projection, with its default (empty) state.
 pub(crate) fn erase<P: Projection>(projection: P) -> Box<dyn ErasedProjection> {
     Box::new(Folded { projection, state: P::State::default() })
-}
-
-/// Takes a snapshot back to its type.
-pub(crate) fn downcast<S: 'static>(
-    key: &'static str,
-    snapshot: Box<dyn Any + Send>,
-) -> Result<S, LogError> {
-    snapshot
-        .downcast::<S>()
-        .map(|state| *state)
-        .map_err(|_| LogError::ProjectionType { key, expected: std::any::type_name::<S>() })
 }
 
 /// The projections of a log, in registration order.
@@ -111,31 +91,24 @@ impl Registry {
         }
     }
 
-    /// A clone of the state registered under `key`.
-    pub(crate) fn snapshot(&self, key: &'static str) -> Result<Box<dyn Any + Send>, LogError> {
-        self.entries
-            .iter()
-            .find(|p| p.key() == key)
-            .map(|p| p.snapshot())
-            .ok_or(LogError::UnknownProjection(key))
-    }
-
     /// What `view` makes of the state registered under `key` (borrowed, not cloned).
-    pub(crate) fn view(
+    pub(crate) fn view<S: 'static, T>(
         &self,
         key: &'static str,
-        view: View,
-    ) -> Result<Box<dyn Any + Send>, LogError> {
-        self.entries
-            .iter()
-            .find(|p| p.key() == key)
-            .map(|p| view(p.state()))
-            .ok_or(LogError::UnknownProjection(key))
+        view: impl FnOnce(&S) -> T,
+    ) -> Result<T, LogError> {
+        let projection =
+            self.entries.iter().find(|p| p.key() == key).ok_or(LogError::UnknownProjection(key))?;
+        let state = projection
+            .state()
+            .downcast_ref::<S>()
+            .ok_or(LogError::ProjectionType { key, expected: std::any::type_name::<S>() })?;
+        Ok(view(state))
     }
 
-    /// A typed clone of the state registered under `key`.
-    pub(crate) fn read<S: 'static>(&self, key: &'static str) -> Result<S, LogError> {
-        downcast(key, self.snapshot(key)?)
+    /// A clone of the state registered under `key` (an `S`).
+    pub(crate) fn read<S: Clone + 'static>(&self, key: &'static str) -> Result<S, LogError> {
+        self.view(key, S::clone)
     }
 }
 

@@ -7,12 +7,11 @@
 //! a contiguous log; folding it gives the projections, and [`OpenTurn::repair`] names the events
 //! that close a turn a crash left open. A new (empty) log gets its `session/start` instead.
 //!
-//! # Why before the actor starts
+//! # Why before anyone holds a handle
 //!
-//! The repair is written before the session-log actor is spawned, while nobody holds a handle,
-//! so nothing can interleave with it and the actor starts on a closed log. Doing it here rather
-//! than in the actor's `pre_start` also keeps errors typed: a failed load is a
-//! [`LogError::Store`] naming the file and line, not a spawn error wrapping a string.
+//! The repair is written before the log is handed out, while nobody else can reach it, so
+//! nothing can interleave with it and every caller starts on a closed log. A failed load is a
+//! [`LogError::Store`] naming the file and line.
 
 use std::sync::Arc;
 

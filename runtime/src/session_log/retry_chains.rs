@@ -14,7 +14,7 @@
 //!
 //! # Why a `Vec` and not a `HashMap`
 //!
-//! The map lives in every session-log actor and is reset at every step, so it holds one or two
+//! The map lives in every open session log and is reset at every step, so it holds one or two
 //! chains in practice (one per provider and policy). A vector of a few entries is smaller than an
 //! empty `HashMap`'s table and a linear scan over it is faster than hashing two strings.
 

@@ -1,4 +1,4 @@
-//! What a session-log actor holds, and the steps of each request it serves.
+//! What an open session log holds, and the steps of each operation on it.
 //!
 //! The state is small on purpose: the session id, the store and clock handles, the next `seq`
 //! and last `time`, the projections, the validators and the subscribers. It never holds the
@@ -13,7 +13,6 @@
 //! state (the next append takes the same `seq`). Everything after the ack cannot fail, so what
 //! projections, validators and subscribers see is exactly what the store holds.
 
-use std::any::Any;
 use std::sync::Arc;
 
 use tokio::sync::mpsc;
@@ -79,8 +78,8 @@ impl LogState {
         self.sequencer.next_seq()
     }
 
-    /// A typed clone of a projection's state (for the log's own use, before the actor runs).
-    pub(crate) fn read<S: 'static>(&self, key: &'static str) -> Result<S, LogError> {
+    /// A typed clone of a projection's state.
+    pub(crate) fn read<S: Clone + 'static>(&self, key: &'static str) -> Result<S, LogError> {
         self.registry.read(key)
     }
 
@@ -182,31 +181,21 @@ impl LogState {
         self.registry.insert(projection)
     }
 
-    /// What `view` makes of a projection's state, boxed.
-    pub(crate) fn view(
+    /// What `view` makes of the state of the projection under `key` (an `S`).
+    pub(crate) fn view<S: 'static, T>(
         &self,
         key: &'static str,
-        view: super::registry::View,
-    ) -> Result<Box<dyn Any + Send>, LogError> {
+        view: impl FnOnce(&S) -> T,
+    ) -> Result<T, LogError> {
         self.registry.view(key, view)
-    }
-
-    /// A clone of a projection's state, boxed.
-    pub(crate) fn snapshot(&self, key: &'static str) -> Result<Box<dyn Any + Send>, LogError> {
-        self.registry.snapshot(key)
     }
 
     /// The whole log, read back from the store; it must be exactly what this log wrote.
     ///
-    /// The future owns what it needs: the state itself is `Send` but not `Sync` (validators and
-    /// projections are not), so a future borrowing `&self` could not run in the actor.
-    pub(crate) fn events(
-        &self,
-    ) -> impl Future<Output = Result<Vec<Envelope>, LogError>> + Send + 'static {
-        let store = Arc::clone(&self.store);
-        let session = Arc::clone(&self.session);
-        let written = self.sequencer.next_seq();
-        async move { history(&*store, &session, written).await }
+    /// `&mut`: the state is `Send` but not `Sync` (validators and projections need not be), so
+    /// only an exclusive borrow can be held across the store's await in another task.
+    pub(crate) async fn events(&mut self) -> Result<Vec<Envelope>, LogError> {
+        history(&*self.store, &self.session, self.sequencer.next_seq()).await
     }
 }
 

@@ -1,4 +1,4 @@
-//! Behaviour of the session-log actor through its public handle, on `MemoryStore` and small
+//! Behaviour of the session log through its public handle, on `MemoryStore` and small
 //! store doubles (a store that fails appends, one whose acks are held back, one that fails
 //! loads).
 
@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
 use super::*;
@@ -327,7 +326,7 @@ async fn open_memory(store: &MemoryStore, session: &str) -> (SessionLog, OpenRep
 
 /// Opens `session` on `store` with a fresh virtual clock and no supervisor.
 async fn open_on(store: Arc<dyn SessionStore>, session: &str) -> (SessionLog, OpenReport) {
-    SessionLog::open(store, Arc::new(VirtualClock::start()), session, None).await.unwrap()
+    SessionLog::open(store, Arc::new(VirtualClock::start()), session).await.unwrap()
 }
 
 /// Opens `s1` on `store` with `options`, a fresh virtual clock and no supervisor.
@@ -335,7 +334,7 @@ async fn open_s1_with(
     store: Arc<dyn SessionStore>,
     options: OpenOptions,
 ) -> Result<(SessionLog, OpenReport), LogError> {
-    SessionLog::open_with(store, Arc::new(VirtualClock::start()), "s1", None, options).await
+    SessionLog::open_with(store, Arc::new(VirtualClock::start()), "s1", options).await
 }
 
 /// Appends `events` on a task of its own, so the test can watch it wait.
@@ -354,7 +353,7 @@ async fn a_new_log_starts_with_session_start() {
     let store = MemoryStore::new();
     let clock = Arc::new(VirtualClock::start());
     tokio::time::advance(Duration::from_millis(5)).await;
-    let (log, report) = SessionLog::open(Arc::new(store.clone()), clock, "s1", None).await.unwrap();
+    let (log, report) = SessionLog::open(Arc::new(store.clone()), clock, "s1").await.unwrap();
     assert_eq!(report, OpenReport { created: true, torn: None, interrupted_turn: None, events: 1 });
     assert_eq!(store.events("s1"), stamped(vec![session_start("s1")], 0, 5));
     assert_eq!(log.session(), "s1");
@@ -366,7 +365,7 @@ async fn a_new_log_starts_with_session_start() {
 async fn an_invalid_session_id_is_refused_and_nothing_written() {
     let store = MemoryStore::new();
     let clock = Arc::new(VirtualClock::start());
-    let err = SessionLog::open(Arc::new(store.clone()), clock, "../etc", None).await.unwrap_err();
+    let err = SessionLog::open(Arc::new(store.clone()), clock, "../etc").await.unwrap_err();
     assert!(matches!(err, LogError::Store(StoreError::InvalidSessionId(_))), "{err}");
     assert!(store.sessions().await.unwrap().is_empty());
 }
@@ -375,7 +374,7 @@ async fn an_invalid_session_id_is_refused_and_nothing_written() {
 async fn a_corrupt_log_fails_to_open_naming_file_and_line_and_writes_nothing() {
     let store = Arc::new(CorruptStore::default());
     let clock = Arc::new(VirtualClock::start());
-    let err = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap_err();
+    let err = SessionLog::open(store.clone(), clock, "s1").await.unwrap_err();
     assert!(err.to_string().contains("logs/s1.jsonl:3"), "{err}");
     assert!(!store.appended.load(Ordering::SeqCst), "nothing is repaired in a corrupt log");
 }
@@ -414,7 +413,7 @@ async fn a_log_with_a_seq_gap_fails_to_open_and_writes_nothing() {
     log[2].seq = 5;
     let store = Arc::new(GappedStore { log, appended: AtomicBool::new(false) });
     let clock = Arc::new(VirtualClock::start());
-    let err = SessionLog::open(store.clone(), clock, "s1", None).await.unwrap_err();
+    let err = SessionLog::open(store.clone(), clock, "s1").await.unwrap_err();
     assert!(
         matches!(&err, LogError::NotContiguous { session, expected: 2, found: 5 } if session == "s1"),
         "{err}"
@@ -486,8 +485,7 @@ async fn reopening_closes_an_open_turn_and_projections_equal_a_fresh_fold() {
         let open_turn_before = fold(&OpenTurnProjection, &before);
 
         let clock = Arc::new(VirtualClock::start()); // reads 0: behind the log's 40
-        let (log, report) =
-            SessionLog::open(Arc::new(store.clone()), clock, "s1", None).await.unwrap();
+        let (log, report) = SessionLog::open(Arc::new(store.clone()), clock, "s1").await.unwrap();
 
         let after = store.events("s1");
         let n = before.len() as u64;
@@ -607,8 +605,7 @@ async fn times_never_go_backwards_even_when_the_clock_does() {
     let store = MemoryStore::new();
     let clock = Arc::new(ManualClock::default());
     clock.set(1_000);
-    let (log, _) =
-        SessionLog::open(Arc::new(store.clone()), clock.clone(), "s1", None).await.unwrap();
+    let (log, _) = SessionLog::open(Arc::new(store.clone()), clock.clone(), "s1").await.unwrap();
     clock.set(400);
     assert_eq!(log.append(vec![user("a")]).await.unwrap()[0].time, 1_000);
     clock.set(1_200);
@@ -617,8 +614,7 @@ async fn times_never_go_backwards_even_when_the_clock_does() {
 
     // The floor survives a reopen: it is the log's last time.
     clock.set(10);
-    let (log, _) =
-        SessionLog::open(Arc::new(store.clone()), clock.clone(), "s1", None).await.unwrap();
+    let (log, _) = SessionLog::open(Arc::new(store.clone()), clock.clone(), "s1").await.unwrap();
     assert_eq!(log.append(vec![user("c")]).await.unwrap()[0].time, 1_200);
     log.close().await;
 }
@@ -995,47 +991,4 @@ async fn the_store_holding_events_this_log_did_not_write_is_reported() {
         Err(LogError::Diverged { written: 1, stored: 2, .. })
     ));
     log.close().await;
-}
-
-/// A supervisor that records the children that stopped.
-struct Supervisor;
-
-impl Actor for Supervisor {
-    type Msg = ();
-    type State = Arc<Mutex<Vec<ractor::ActorId>>>;
-    type Arguments = Arc<Mutex<Vec<ractor::ActorId>>>;
-    async fn pre_start(
-        &self,
-        _: ActorRef<()>,
-        stopped: Self::Arguments,
-    ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(stopped)
-    }
-    async fn handle_supervisor_evt(
-        &self,
-        _: ActorRef<()>,
-        event: SupervisionEvent,
-        stopped: &mut Self::State,
-    ) -> Result<(), ActorProcessingErr> {
-        if let SupervisionEvent::ActorTerminated(cell, ..) = event {
-            stopped.lock().unwrap().push(cell.get_id());
-        }
-        Ok(())
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn the_actor_is_linked_under_its_supervisor() {
-    let stopped = Arc::new(Mutex::new(Vec::new()));
-    let (supervisor, task) = Actor::spawn(None, Supervisor, stopped.clone()).await.unwrap();
-    let store = MemoryStore::new();
-    let clock = Arc::new(VirtualClock::start());
-    let (log, _) =
-        SessionLog::open(Arc::new(store), clock, "s1", Some(supervisor.get_cell())).await.unwrap();
-    let id = log.actor().get_id();
-    assert_eq!(supervisor.get_children().iter().map(|c| c.get_id()).collect::<Vec<_>>(), [id]);
-    log.close().await;
-    supervisor.stop_and_wait(None, None).await.unwrap();
-    task.await.unwrap();
-    assert_eq!(*stopped.lock().unwrap(), [id]);
 }

@@ -20,7 +20,7 @@
 //! WAL, separate files cannot share a sync: group commit is impossible here. On the blocking pool
 //! each session's append (write + sync) runs in parallel with the others', so the disk sees
 //! concurrent flushes it can merge, and a slow session does not hold up the rest. Appends and
-//! loads of one session are serialized by that session's slot lock (the session-log actor
+//! loads of one session are serialized by that session's slot lock (the session log
 //! already sends one at a time; the lock makes the store safe on its own).
 //!
 //! # Why open files are cached, and bounded
