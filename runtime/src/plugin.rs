@@ -128,14 +128,24 @@ pub type RestOfChain =
 /// asked: most plugins never consult downstream), or a given closure (a plugin tested alone).
 enum Rest {
     Chain(RestOfWalk),
-    Given(RestOfChain),
+    Given { rest: RestOfChain, cancel: CancellationToken, disposed: CancellationToken },
 }
 
 impl Rest {
+    /// The token the consultation's scope is a child of (the turn's), and the asking plugin's
+    /// `disposed` token. Read from the walk when asked, not copied into every handle: each copy
+    /// is a lock on a token the walking task shares, on every hop.
+    fn tokens(&self) -> (CancellationToken, CancellationToken) {
+        match self {
+            Rest::Chain(rest) => (rest.cancel().clone(), rest.asker_disposed()),
+            Rest::Given { cancel, disposed, .. } => (cancel.clone(), disposed.clone()),
+        }
+    }
+
     fn walk(self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
         match self {
             Rest::Chain(rest) => rest.walk(scope),
-            Rest::Given(rest) => rest(scope),
+            Rest::Given { rest, .. } => rest(scope),
         }
     }
 }
@@ -143,8 +153,6 @@ impl Rest {
 /// A plugin's handle on the rest of the chain (downstream of it).
 pub struct Downstream {
     rest: Option<Rest>,
-    cancel: CancellationToken,
-    disposed: CancellationToken,
     answer: Arc<OnceLock<DownstreamAnswer>>,
 }
 
@@ -173,26 +181,20 @@ impl Downstream {
         cancel: CancellationToken,
         disposed: CancellationToken,
     ) -> (Self, AskedDownstream) {
-        Self::with(Rest::Given(rest), cancel, disposed)
+        Self::with(Rest::Given { rest, cancel, disposed })
     }
 
-    /// A handle on the runtime's chain after a plugin: nothing is built until the plugin asks.
-    pub(crate) fn chain(
-        rest: RestOfWalk,
-        cancel: CancellationToken,
-        disposed: CancellationToken,
-    ) -> (Self, AskedDownstream) {
-        Self::with(Rest::Chain(rest), cancel, disposed)
+    /// A handle on the runtime's chain after a plugin: nothing is built until the plugin asks;
+    /// `ask` walks it under a child of the turn's token, aborted when the asking plugin is
+    /// disposed. Returns the handle and where the runtime reads the answer back.
+    pub(crate) fn chain(rest: RestOfWalk) -> (Self, AskedDownstream) {
+        Self::with(Rest::Chain(rest))
     }
 
-    fn with(
-        rest: Rest,
-        cancel: CancellationToken,
-        disposed: CancellationToken,
-    ) -> (Self, AskedDownstream) {
+    fn with(rest: Rest) -> (Self, AskedDownstream) {
         let answer = Arc::new(OnceLock::new());
         let asked = AskedDownstream(Arc::clone(&answer));
-        (Self { rest: Some(rest), cancel, disposed, answer }, asked)
+        (Self { rest: Some(rest), answer }, asked)
     }
 
     /// A handle on a chain that answers `answer` when asked (for testing a plugin alone).
@@ -217,20 +219,22 @@ impl Downstream {
         if let Some(answer) = self.answer.get() {
             return *answer;
         }
-        let answer = match self.rest.take() {
-            None => DownstreamAnswer::Stop,
-            Some(_) if self.disposed.is_cancelled() => DownstreamAnswer::Stop,
-            Some(rest) => {
-                let scope = self.cancel.child_token();
-                let mut walk = rest.walk(scope.clone());
-                tokio::select! {
-                    biased;
-                    answer = &mut walk => answer,
-                    () = self.disposed.cancelled() => {
-                        scope.cancel();
-                        let _settled = walk.await;
-                        DownstreamAnswer::Stop
-                    }
+        let Some(rest) = self.rest.take() else {
+            return *self.answer.get_or_init(|| DownstreamAnswer::Stop);
+        };
+        let (cancel, disposed) = rest.tokens();
+        let answer = if disposed.is_cancelled() {
+            DownstreamAnswer::Stop
+        } else {
+            let scope = cancel.child_token();
+            let mut walk = rest.walk(scope.clone());
+            tokio::select! {
+                biased;
+                answer = &mut walk => answer,
+                () = disposed.cancelled() => {
+                    scope.cancel();
+                    let _settled = walk.await;
+                    DownstreamAnswer::Stop
                 }
             }
         };
