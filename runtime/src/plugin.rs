@@ -9,14 +9,17 @@
 //! The runtime never imports a plugin: `rein-plugins` (llm-retry, auto-retry, compaction) and
 //! any user plugin implement this trait, and the runtime knows them only as `Arc<dyn Plugin>`.
 //!
-//! # Why a recovery is a task
+//! # Why a recovery that waits is a task
 //!
 //! One plugin actor serves every session at once (SPEC §4 rule 6), and a recovery may wait for
 //! seconds (a backoff) or for the rest of the chain (downstream speaks first). So
-//! [`Plugin::recover`] returns a `'static` future and the plugin's actor runs it as a tracked task
-//! of its own and returns to its mailbox at once: a thousand sessions parked in one plugin's wait
-//! cost a thousand small tasks, not a queue. The task is also the unit of supervision: a recovery
-//! that panics is caught at the task boundary, counts as `Next` for that one failure, and fails
+//! [`Plugin::recover`] returns a `'static` future. The plugin's actor polls it once: a recovery
+//! that answers without waiting is answered right there (a waterfall hop then costs one actor
+//! round trip), and one that waits continues as a tracked task of its own while the actor returns
+//! to its mailbox: a thousand sessions parked in one plugin's wait cost a thousand small tasks,
+//! not a queue. What a recovery does before its first `.await` therefore runs on the plugin's
+//! actor — keep it short. The task is also the unit of supervision: a recovery that panics (in
+//! `recover`, its first poll or later) is caught, counts as `Next` for that one failure, and fails
 //! the plugin actor, which its supervisor restarts — the other sessions' recoveries, which are
 //! their own tasks, keep running.
 //!
@@ -292,10 +295,12 @@ pub trait Plugin: Send + Sync + 'static {
     /// Its name (unique in a runtime; `llm-retry`, `auto-retry`…).
     fn name(&self) -> &str;
 
-    /// Answers one failed attempt. Runs as a task of its own (it may wait), never on the
-    /// plugin actor's mailbox. Must watch `recovery.payload.cancel` and `recovery.disposed` in
-    /// every wait, and write nothing once either is cancelled. A panic counts as
-    /// [`Verdict::Next`] and restarts the plugin's actor.
+    /// Answers one failed attempt. The plugin actor polls the returned future once: up to its
+    /// first wait it runs on the actor (keep that part short: no blocking, no long computation);
+    /// if it waits, it continues as a task of its own and never holds the actor's mailbox. Must
+    /// watch `recovery.payload.cancel` and `recovery.disposed` in every wait, and write nothing
+    /// once either is cancelled. A panic counts as [`Verdict::Next`] and restarts the plugin's
+    /// actor.
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict>;
 
     /// Applies a run-time settings patch based on `base_revision` (SPEC §6.1). On success the
