@@ -56,6 +56,16 @@ impl RoundTrip {
         Ok(start.elapsed() / n)
     }
 
+    /// The mean time of one round trip over `n` calls in a row, each to the next of `trips`
+    /// (round robin): the shape of a walk, whose every hop is a different actor.
+    pub(crate) async fn calls_across(trips: &[RoundTrip], n: u32) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        for trip in trips.iter().cycle().take(n as usize) {
+            trip.calls(1).await?;
+        }
+        Ok(start.elapsed() / n)
+    }
+
     /// Stops the echo actor.
     pub(crate) async fn stop(self) {
         let _ = self.echo.stop_and_wait(None, None).await;

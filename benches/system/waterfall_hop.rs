@@ -4,14 +4,17 @@
 //! - **Value**: the time of one failure's walk through a chain of [`HOPS`] pass-through plugins
 //!   ([`PassThrough`]: `Next` at once), minus the walk through an empty chain, divided by
 //!   [`HOPS`]. Both walks are the runtime's own [`waterfall::run`] over a real [`PluginHost`] (one
-//!   actor per plugin, each recovery a tracked task, as in a running runtime), offered the same
-//!   payload; the empty chain's walk is everything that is not a hop (building the walk, the end
-//!   of the chain answering `Stop`).
+//!   actor per plugin, each recovery polled by its actor, as in a running runtime), offered the
+//!   same payload; the empty chain's walk is everything that is not a hop (building the walk, the
+//!   end of the chain answering `Stop`).
 //! - **Baseline**: one ractor `call` round trip ([`RoundTrip`]), measured in the same round.
 //!
 //! Walks run one at a time. One sample is [`CALLS_PER_SAMPLE`] ractor calls, then
 //! [`WALKS_PER_SAMPLE`] walks of each chain; samples interleave finely so that all three see the
 //! same load on a shared machine, and each is reported as its median over the samples.
+//!
+//! For the record (not the metric): the same number of calls spread round robin over [`HOPS`]
+//! echo actors, the baseline's cost when, as in a walk, each message goes to a different actor.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -72,15 +75,22 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
             log: log.clone(),
         };
         let trip = RoundTrip::start().await?;
+        let mut ring = Vec::new();
+        for _ in 0..HOPS {
+            ring.push(RoundTrip::start().await?);
+        }
         walk(&empty, &payload, walks).await?;
         walk(&long, &payload, walks).await?;
-        let (mut rtts, mut nones, mut alls) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut rtts, mut nones, mut alls, mut rings) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..samples {
             rtts.push(trip.calls(CALLS_PER_SAMPLE).await?);
             nones.push(walk(&empty, &payload, walks).await?);
             alls.push(walk(&long, &payload, walks).await?);
+            rings.push(RoundTrip::calls_across(&ring, CALLS_PER_SAMPLE).await?);
         }
         let (rtt, none, all) = (median(rtts), median(nones), median(alls));
+        let across = median(rings);
         let hop = all.saturating_sub(none) / HOPS;
         eprintln!(
             "{NAME}: medians of {samples} samples: walk of {HOPS} hops {:.2} µs, of 0 hops \
@@ -101,7 +111,16 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
         let per_hop = ((allocations() - middle) as f64 - (middle - before) as f64)
             / f64::from(counted * HOPS);
         eprintln!("{NAME}: {per_call:.1} allocations per ractor call, {per_hop:.1} per hop");
+        eprintln!(
+            "{NAME}: for the record, a ractor call to a different one of {HOPS} actors each time \
+             {:.2} µs (hop / that: {:.2})",
+            micros(across),
+            micros(hop) / micros(across),
+        );
         trip.stop().await;
+        for trip in ring {
+            trip.stop().await;
+        }
         empty.stop().await;
         long.stop().await;
         log.close().await;

@@ -9,14 +9,17 @@
 //! The runtime never imports a plugin: `rein-plugins` (llm-retry, auto-retry, compaction) and
 //! any user plugin implement this trait, and the runtime knows them only as `Arc<dyn Plugin>`.
 //!
-//! # Why a recovery is a task
+//! # Why a recovery that waits is a task
 //!
 //! One plugin actor serves every session at once (SPEC §4 rule 6), and a recovery may wait for
 //! seconds (a backoff) or for the rest of the chain (downstream speaks first). So
-//! [`Plugin::recover`] returns a `'static` future and the plugin's actor runs it as a tracked task
-//! of its own and returns to its mailbox at once: a thousand sessions parked in one plugin's wait
-//! cost a thousand small tasks, not a queue. The task is also the unit of supervision: a recovery
-//! that panics is caught at the task boundary, counts as `Next` for that one failure, and fails
+//! [`Plugin::recover`] returns a `'static` future. The plugin's actor polls it once: a recovery
+//! that answers without waiting is answered right there (a waterfall hop then costs one actor
+//! round trip), and one that waits continues as a tracked task of its own while the actor returns
+//! to its mailbox: a thousand sessions parked in one plugin's wait cost a thousand small tasks,
+//! not a queue. What a recovery does before its first `.await` therefore runs on the plugin's
+//! actor — keep it short. The task is also the unit of supervision: a recovery that panics (in
+//! `recover`, its first poll or later) is caught, counts as `Next` for that one failure, and fails
 //! the plugin actor, which its supervisor restarts — the other sessions' recoveries, which are
 //! their own tasks, keep running.
 //!
@@ -128,14 +131,24 @@ pub type RestOfChain =
 /// asked: most plugins never consult downstream), or a given closure (a plugin tested alone).
 enum Rest {
     Chain(RestOfWalk),
-    Given(RestOfChain),
+    Given { rest: RestOfChain, cancel: CancellationToken, disposed: CancellationToken },
 }
 
 impl Rest {
+    /// The token the consultation's scope is a child of (the turn's), and the asking plugin's
+    /// `disposed` token. Read from the walk when asked, not copied into every handle: each copy
+    /// is a lock on a token the walking task shares, on every hop.
+    fn tokens(&self) -> (CancellationToken, CancellationToken) {
+        match self {
+            Rest::Chain(rest) => (rest.cancel().clone(), rest.asker_disposed()),
+            Rest::Given { cancel, disposed, .. } => (cancel.clone(), disposed.clone()),
+        }
+    }
+
     fn walk(self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
         match self {
             Rest::Chain(rest) => rest.walk(scope),
-            Rest::Given(rest) => rest(scope),
+            Rest::Given { rest, .. } => rest(scope),
         }
     }
 }
@@ -143,8 +156,6 @@ impl Rest {
 /// A plugin's handle on the rest of the chain (downstream of it).
 pub struct Downstream {
     rest: Option<Rest>,
-    cancel: CancellationToken,
-    disposed: CancellationToken,
     answer: Arc<OnceLock<DownstreamAnswer>>,
 }
 
@@ -173,26 +184,20 @@ impl Downstream {
         cancel: CancellationToken,
         disposed: CancellationToken,
     ) -> (Self, AskedDownstream) {
-        Self::with(Rest::Given(rest), cancel, disposed)
+        Self::with(Rest::Given { rest, cancel, disposed })
     }
 
-    /// A handle on the runtime's chain after a plugin: nothing is built until the plugin asks.
-    pub(crate) fn chain(
-        rest: RestOfWalk,
-        cancel: CancellationToken,
-        disposed: CancellationToken,
-    ) -> (Self, AskedDownstream) {
-        Self::with(Rest::Chain(rest), cancel, disposed)
+    /// A handle on the runtime's chain after a plugin: nothing is built until the plugin asks;
+    /// `ask` walks it under a child of the turn's token, aborted when the asking plugin is
+    /// disposed. Returns the handle and where the runtime reads the answer back.
+    pub(crate) fn chain(rest: RestOfWalk) -> (Self, AskedDownstream) {
+        Self::with(Rest::Chain(rest))
     }
 
-    fn with(
-        rest: Rest,
-        cancel: CancellationToken,
-        disposed: CancellationToken,
-    ) -> (Self, AskedDownstream) {
+    fn with(rest: Rest) -> (Self, AskedDownstream) {
         let answer = Arc::new(OnceLock::new());
         let asked = AskedDownstream(Arc::clone(&answer));
-        (Self { rest: Some(rest), cancel, disposed, answer }, asked)
+        (Self { rest: Some(rest), answer }, asked)
     }
 
     /// A handle on a chain that answers `answer` when asked (for testing a plugin alone).
@@ -217,20 +222,22 @@ impl Downstream {
         if let Some(answer) = self.answer.get() {
             return *answer;
         }
-        let answer = match self.rest.take() {
-            None => DownstreamAnswer::Stop,
-            Some(_) if self.disposed.is_cancelled() => DownstreamAnswer::Stop,
-            Some(rest) => {
-                let scope = self.cancel.child_token();
-                let mut walk = rest.walk(scope.clone());
-                tokio::select! {
-                    biased;
-                    answer = &mut walk => answer,
-                    () = self.disposed.cancelled() => {
-                        scope.cancel();
-                        let _settled = walk.await;
-                        DownstreamAnswer::Stop
-                    }
+        let Some(rest) = self.rest.take() else {
+            return *self.answer.get_or_init(|| DownstreamAnswer::Stop);
+        };
+        let (cancel, disposed) = rest.tokens();
+        let answer = if disposed.is_cancelled() {
+            DownstreamAnswer::Stop
+        } else {
+            let scope = cancel.child_token();
+            let mut walk = rest.walk(scope.clone());
+            tokio::select! {
+                biased;
+                answer = &mut walk => answer,
+                () = disposed.cancelled() => {
+                    scope.cancel();
+                    let _settled = walk.await;
+                    DownstreamAnswer::Stop
                 }
             }
         };
@@ -288,10 +295,12 @@ pub trait Plugin: Send + Sync + 'static {
     /// Its name (unique in a runtime; `llm-retry`, `auto-retry`…).
     fn name(&self) -> &str;
 
-    /// Answers one failed attempt. Runs as a task of its own (it may wait), never on the
-    /// plugin actor's mailbox. Must watch `recovery.payload.cancel` and `recovery.disposed` in
-    /// every wait, and write nothing once either is cancelled. A panic counts as
-    /// [`Verdict::Next`] and restarts the plugin's actor.
+    /// Answers one failed attempt. The plugin actor polls the returned future once: up to its
+    /// first wait it runs on the actor (keep that part short: no blocking, no long computation);
+    /// if it waits, it continues as a task of its own and never holds the actor's mailbox. Must
+    /// watch `recovery.payload.cancel` and `recovery.disposed` in every wait, and write nothing
+    /// once either is cancelled. A panic counts as [`Verdict::Next`] and restarts the plugin's
+    /// actor.
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict>;
 
     /// Applies a run-time settings patch based on `base_revision` (SPEC §6.1). On success the

@@ -193,6 +193,17 @@ pub(crate) struct RestOfWalk {
 }
 
 impl RestOfWalk {
+    /// The walk's cancellation token (the turn's, or an enclosing consultation's scope).
+    pub(crate) fn cancel(&self) -> &CancellationToken {
+        &self.payload.cancel
+    }
+
+    /// The `disposed` token of the plugin whose downstream this is (the one before `from`).
+    pub(crate) fn asker_disposed(&self) -> CancellationToken {
+        let asker = self.from.checked_sub(1).and_then(|index| self.chain.slots.get(index));
+        asker.map_or_else(CancellationToken::new, |slot| slot.disposed.clone())
+    }
+
     /// Walks the rest of the chain under the consultation's cancellation `scope`; a walk that
     /// panics or cannot reach the host answers `Crashed`.
     pub(crate) fn walk(self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {

@@ -1,5 +1,6 @@
-//! Plugins through the runtime's API: disposal mid-wait, run-time configuration, and a thousand
-//! sessions parked in one plugin's wait.
+//! Plugins through the runtime's API: disposal mid-wait, run-time configuration, a thousand
+//! sessions parked in one plugin's wait or recovered by plugins that answer at once, and a
+//! plugin that crashes before its recovery first waits.
 
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
@@ -19,7 +20,7 @@ use adapters::{Scripted, fail, reply, stall};
 use log::{assert_valid, kinds, turn_ends};
 use plugins::{TestPlugin, Trace};
 use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{ConfigChanged, Event, TurnEndReason};
+use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
 use rein_runtime::runtime::Runtime;
 use rein_runtime::session::SessionError;
@@ -172,6 +173,111 @@ async fn a_thousand_sessions_wait_in_one_plugin_and_all_retry() {
         let events = store.events(&format!("s{i}"));
         assert_valid(&events);
         assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_sessions_recover_through_plugins_that_answer_at_once() {
+    // Each plugin answers without waiting (the plugin actor answers it in its handler): the
+    // first delegates, the second retries. Every first attempt fails once, then every retry
+    // succeeds — whatever the order the sessions' attempts reach the adapter in.
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let pass = TestPlugin::answering("pass", &t, Verdict::Next);
+    let retry = TestPlugin::answering("retry", &t, Verdict::Retry);
+    let adapter = Scripted::new(
+        std::iter::repeat_n(fail("SERVER", &[]), 1000)
+            .chain(std::iter::repeat_n(reply(&["ok"]), 1000))
+            .collect(),
+    );
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", adapter, "m", None)
+        .plugin(pass.clone())
+        .plugin(retry.clone())
+        .build()
+        .await
+        .unwrap();
+    let incarnations = (runtime.chain().incarnation("pass"), runtime.chain().incarnation("retry"));
+    let start = tokio::time::Instant::now();
+    let mut turns = Vec::new();
+    for i in 0..1000 {
+        let session = runtime.session(&format!("s{i}")).await.unwrap();
+        turns.push(session.prompt("hi").await.unwrap());
+    }
+    for turn in turns {
+        assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO, "nobody waited: no virtual time passed");
+    assert_eq!((pass.calls(), retry.calls()), (1000, 1000), "each failure walked the chain once");
+    let trace = t.take();
+    assert_eq!(trace.iter().filter(|p| *p == "pass").count(), 1000);
+    assert_eq!(
+        (runtime.chain().incarnation("pass"), runtime.chain().incarnation("retry")),
+        incarnations,
+        "no plugin crashed"
+    );
+    runtime.shutdown().await;
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    let mut failures = 0;
+    for i in 0..1000 {
+        let events = store.events(&format!("s{i}"));
+        assert_valid(&events);
+        assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+        failures += kinds(&events).iter().filter(|k| **k == "request/error").count();
+    }
+    assert_eq!(failures, 1000);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plugin_that_crashes_before_its_first_wait_is_restarted_and_counts_as_next() {
+    // A recovery can crash in `recover` itself (before it has a future) or in its first poll —
+    // both now in the plugin actor's handler. Either way: `plugin/crashed` with the restart
+    // count, a fresh incarnation, and the failure goes on to the next plugin (which retries).
+    type Crash = fn(Recovery, usize) -> BoxFuture<'static, Verdict>;
+    let in_recover: Crash = |_, n| panic!("crash #{n} in recover");
+    let in_first_poll: Crash =
+        |_, n| Box::pin(async move { panic!("crash #{n} in the first poll") });
+    for (case, crash, error) in [
+        ("in recover", in_recover, "crash #1 in recover"),
+        ("in the first poll", in_first_poll, "crash #1 in the first poll"),
+    ] {
+        let store = MemoryStore::new();
+        let t = Trace::default();
+        let crashing = TestPlugin::new("crashy", &t, crash);
+        let fallback = TestPlugin::answering("fallback", &t, Verdict::Retry);
+        let runtime = Runtime::builder()
+            .validator(log::live_invariant)
+            .store(Arc::new(store.clone()))
+            .clock(Arc::new(VirtualClock::start()))
+            .route("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]), "m", None)
+            .plugin(crashing.clone())
+            .plugin(fallback.clone())
+            .build()
+            .await
+            .unwrap();
+        let before = runtime.chain().incarnation("crashy").unwrap();
+        let session = runtime.session("s").await.unwrap();
+        let turn = session.prompt("hi").await.unwrap();
+        assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed, "{case}");
+        assert_eq!(t.take(), ["crashy", "fallback"], "{case}: the crash counted as Next");
+        let after = runtime.chain().incarnation("crashy");
+        assert!(after.is_some_and(|id| id != before), "{case}: restarted, still in the chain");
+        runtime.shutdown().await;
+        assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0), "{case}");
+        let events = store.events("s");
+        let crashes: Vec<PluginCrashed> = events
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::PluginCrashed(c) => Some(c.clone()),
+                _ => None,
+            })
+            .collect();
+        let expected = PluginCrashed { plugin: "crashy".into(), error: error.into(), restarts: 1 };
+        assert_eq!(crashes, [expected], "{case}");
+        assert_valid(&events);
     }
 }
 

@@ -1,16 +1,44 @@
 //! [`PluginActor`]: one actor per plugin (per incarnation), serving every session at once.
 //!
-//! Its handler never waits: a [`PluginMsg::Recover`] becomes a task tracked by the plugin's slot
-//! (so disposal can wait for it) and by the runtime's census (so shutdown can prove it ended),
-//! and the handler returns to the mailbox.
+//! Its handler never waits. A [`PluginMsg::Recover`] starts the plugin's recovery and polls it
+//! once ([`first_poll`]): a recovery that answers at once (a pass-through plugin's `Next`) is
+//! answered right there; one that waits becomes a task tracked by the plugin's slot (so disposal
+//! can wait for it) and by the runtime's census (so shutdown can prove it ended), and the
+//! handler returns to the mailbox.
 //!
-//! The task catches a panicking recovery. It then tells the actor that spawned it
-//! ([`PluginMsg::RecoveryCrashed`]), and the actor *fails* with a [`RecoveryCrash`] error that
-//! carries the report port: ractor hands the error to the supervisor (the plugin host), which
-//! restarts the plugin or removes it and answers the port with the restart count the
-//! `plugin/crashed` event records. If that incarnation is already gone (another recovery crashed
-//! it first), the report goes to the host directly and counts as a crash of the plugin without a
-//! second restart.
+//! A panicking recovery — in `recover` itself, in its first poll or later in its task — is
+//! caught. A task then tells the actor that spawned it ([`PluginMsg::RecoveryCrashed`]), and the
+//! actor *fails* with a [`RecoveryCrash`] error that carries the report port: ractor hands the
+//! error to the supervisor (the plugin host), which restarts the plugin or removes it and answers
+//! the port with the restart count the `plugin/crashed` event records. If that incarnation is
+//! already gone (another recovery crashed it first), the report goes to the host directly and
+//! counts as a crash of the plugin without a second restart.
+//!
+//! # Why a ready recovery is answered in the handler
+//!
+//! A waterfall hop should cost about one actor round trip (DESIGN §6: ≤ 1.5 ractor calls). A
+//! call wakes two tasks: the actor, then the caller. Spawning every recovery as a task added a
+//! third wake-up (and a task allocation) to each hop, even for a plugin that answers without
+//! waiting — the common case: a plugin that delegates a failure it does not handle. So the
+//! handler polls the recovery once, with a no-op waker. If it is ready, the reply goes out at
+//! once and no task exists; if it is pending, that same started future (boxed by the plugin, so
+//! moving it moves a pointer) is spawned as the tracked task, whose first poll registers the
+//! real waker — a wake-up sent to the no-op waker in between is not lost, because a spawned
+//! task is always polled.
+//!
+//! The price: what a recovery does *before its first `.await`* runs in the actor, on its
+//! mailbox. The mailbox still never blocks (SPEC §4 rule 6): the handler runs the recovery only
+//! up to its first wait, never through one, so a backoff, a log append or a downstream
+//! consultation still happens in the task. The CPU before that first wait is the same CPU the
+//! task would have spent on the same worker threads; only its place changed. A plugin that
+//! computes for long before its first `.await` was already a bad citizen (it would hold a tokio
+//! worker in its task just the same). `llm-retry`'s first `.await` is its read of the session's
+//! retry chains (a message to the log actor), so its handler share is building a span and
+//! reading the payload.
+//!
+//! The slot's tracker counts the recovery from before its first poll (a token is taken first and
+//! moved into the task if there is one), so disposal's `tracker.wait()` covers the recovery from
+//! its start, whichever way it goes.
 //!
 //! # Why the slot, not the actor, owns the tasks
 //!
@@ -19,18 +47,22 @@
 //! `disposed` token live in the slot, shared by every incarnation: a restart keeps them running,
 //! and disposal (`post_stop`: cancel the token, wait for the tracker) ends them all.
 
+use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::HostMsg;
 use super::slot::Slot;
 use crate::census::{Alive, Census};
 use crate::crash::panic_message;
 use crate::plugin::{Downstream, Recovery, RequestErrorPayload, Verdict};
+use crate::store::BoxFuture;
 
 /// A message to a plugin actor.
 pub(crate) enum PluginMsg {
@@ -148,6 +180,60 @@ async fn report_crash(spawner: ActorRef<PluginMsg>, slot: &Slot, error: String) 
     }
 }
 
+/// How a recovery's first poll ended.
+enum FirstPoll<T> {
+    /// It answered without waiting.
+    Ready(T),
+    /// It waits: the rest of it is this (started) future.
+    Pending(BoxFuture<'static, T>),
+    /// Starting it, or its first poll, panicked.
+    Panicked(Box<dyn Any + Send>),
+}
+
+/// Starts a recovery and polls it once with a no-op waker, catching a panic in either step.
+/// A pending future must be polled again (by a task) before anything can wake it.
+fn first_poll<T>(start: impl FnOnce() -> BoxFuture<'static, T>) -> FirstPoll<T> {
+    let mut future = match std::panic::catch_unwind(AssertUnwindSafe(start)) {
+        Ok(future) => future,
+        Err(panic) => return FirstPoll::Panicked(panic),
+    };
+    let mut cx = Context::from_waker(Waker::noop());
+    match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
+        Ok(Poll::Ready(value)) => FirstPoll::Ready(value),
+        Ok(Poll::Pending) => FirstPoll::Pending(future),
+        Err(panic) => FirstPoll::Panicked(panic),
+    }
+}
+
+/// The rest of a recovery that did not answer in the handler (spawned as its task): awaits it or
+/// takes its panic, reports a crash, and replies. Holds the slot's tracker token until the reply is sent.
+async fn settle(
+    rest: FirstPoll<Verdict>,
+    slot: Arc<Slot>,
+    spawner: ActorRef<PluginMsg>,
+    reply: oneshot::Sender<PluginReply>,
+    _token: TaskTrackerToken,
+) {
+    let outcome = match rest {
+        FirstPoll::Ready(verdict) => Ok(verdict),
+        FirstPoll::Pending(future) => AssertUnwindSafe(future).catch_unwind().await,
+        FirstPoll::Panicked(panic) => Err(panic),
+    };
+    // Sampled before a crash report, which may itself remove the plugin.
+    let disposed = slot.disposed.is_cancelled();
+    let answer = match outcome {
+        Ok(verdict) => ReplyAnswer::Verdict(verdict),
+        Err(panic) => {
+            let error = panic_message(panic.as_ref());
+            tracing::warn!(plugin = %slot.name, %error, "a recovery panicked");
+            // Boxed: a rare path that should not size every recovery task.
+            let restarts = Box::pin(report_crash(spawner, &slot, error.clone())).await;
+            ReplyAnswer::Crashed { error, restarts }
+        }
+    };
+    let _ = reply.send(PluginReply { answer, disposed });
+}
+
 impl Actor for PluginActor {
     type Msg = PluginMsg;
     type State = PluginState;
@@ -182,31 +268,20 @@ impl Actor for PluginActor {
                     disposed: self.slot.disposed.clone(),
                     jitter: self.slot.jitter(),
                 };
-                let slot = Arc::clone(&self.slot);
-                let task = async move {
-                    let plugin = Arc::clone(&slot.plugin);
-                    let started =
-                        std::panic::catch_unwind(AssertUnwindSafe(|| plugin.recover(recovery)));
-                    let outcome = match started {
-                        Ok(future) => AssertUnwindSafe(future).catch_unwind().await,
-                        Err(panic) => Err(panic),
-                    };
-                    // Sampled before a crash report, which may itself remove the plugin.
-                    let disposed = slot.disposed.is_cancelled();
-                    let answer = match outcome {
-                        Ok(verdict) => ReplyAnswer::Verdict(verdict),
-                        Err(panic) => {
-                            let error = panic_message(panic.as_ref());
-                            tracing::warn!(plugin = %slot.name, %error, "a recovery panicked");
-                            // Boxed: a rare path that should not size every recovery task.
-                            let report = report_crash(myself, &slot, error.clone());
-                            let restarts = Box::pin(report).await;
-                            ReplyAnswer::Crashed { error, restarts }
-                        }
-                    };
-                    let _ = reply.send(PluginReply { answer, disposed });
-                };
-                self.census.spawn(self.slot.tracker.track_future(task));
+                // Counted by the slot's tracker from before the first poll.
+                let token = self.slot.tracker.token();
+                let plugin = Arc::clone(&self.slot.plugin);
+                match first_poll(|| plugin.recover(recovery)) {
+                    FirstPoll::Ready(verdict) => {
+                        let disposed = self.slot.disposed.is_cancelled();
+                        let answer = ReplyAnswer::Verdict(verdict);
+                        let _ = reply.send(PluginReply { answer, disposed });
+                    }
+                    rest => {
+                        let slot = Arc::clone(&self.slot);
+                        self.census.spawn(settle(rest, slot, myself, reply, token));
+                    }
+                }
                 Ok(())
             }
             PluginMsg::RecoveryCrashed(CrashNotice { error, report }) => {
@@ -225,5 +300,78 @@ impl Actor for PluginActor {
         self.slot.tracker.close();
         self.slot.tracker.wait().await;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    type Start = Box<dyn FnOnce() -> BoxFuture<'static, u32>>;
+
+    fn name(poll: &FirstPoll<u32>) -> String {
+        match poll {
+            FirstPoll::Ready(value) => format!("ready {value}"),
+            FirstPoll::Pending(_) => "pending".into(),
+            FirstPoll::Panicked(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_first_poll_answers_waits_or_catches_the_panic() {
+        let cases: Vec<(&str, Start, &str)> = vec![
+            ("answers at once", Box::new(|| Box::pin(async { 7 })), "ready 7"),
+            (
+                "waits first",
+                Box::new(|| {
+                    Box::pin(async {
+                        tokio::task::yield_now().await;
+                        7
+                    })
+                }),
+                "pending",
+            ),
+            ("recover itself panics", Box::new(|| panic!("in recover")), "panicked: in recover"),
+            (
+                "the first poll panics",
+                Box::new(|| Box::pin(async { panic!("in the first poll") })),
+                "panicked: in the first poll",
+            ),
+            (
+                "a panic after the first wait is the task's",
+                Box::new(|| {
+                    Box::pin(async {
+                        tokio::task::yield_now().await;
+                        panic!("later")
+                    })
+                }),
+                "pending",
+            ),
+        ];
+        for (case, start, expected) in cases {
+            assert_eq!(name(&first_poll(start)), expected, "{case}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pending_recovery_resumes_where_its_first_poll_stopped() {
+        // The work before the first wait runs once, in the first poll; the task finishes the rest.
+        let before = Arc::new(AtomicUsize::new(0));
+        let counter = Arc::clone(&before);
+        let (tx, rx) = oneshot::channel::<u32>();
+        let poll = first_poll(move || {
+            Box::pin(async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                rx.await.unwrap_or(0) + 1
+            })
+        });
+        assert_eq!(before.load(Ordering::SeqCst), 1, "the first poll ran up to the wait");
+        let FirstPoll::Pending(rest) = poll else { panic!("{}", name(&poll)) };
+        // Woken while nobody but the no-op waker listens: the task's first poll still sees it.
+        tx.send(41).unwrap();
+        assert_eq!(tokio::spawn(rest).await.unwrap(), 42);
+        assert_eq!(before.load(Ordering::SeqCst), 1, "the start is not run twice");
     }
 }

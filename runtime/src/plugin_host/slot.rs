@@ -13,7 +13,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use ractor::{ActorRef, ActorStatus};
+use ractor::{ActorRef, ActorStatus, MessagingErr};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -39,7 +39,8 @@ pub(crate) struct Slot {
     pub(crate) disposed: CancellationToken,
     /// Its in-flight recoveries, across incarnations.
     pub(crate) tracker: TaskTracker,
-    current: RwLock<Option<ActorRef<PluginMsg>>>,
+    /// The live incarnation, on a cache line of its own (see [`Current`]).
+    current: Current,
     host: ActorRef<HostMsg>,
     jitter: Arc<dyn Jitter>,
 }
@@ -57,7 +58,7 @@ impl Slot {
             plugin,
             disposed: CancellationToken::new(),
             tracker: TaskTracker::new(),
-            current: RwLock::new(None),
+            current: Current(RwLock::new(None)),
             host,
             jitter,
         }
@@ -70,12 +71,28 @@ impl Slot {
 
     /// The live incarnation, if any.
     pub(crate) fn current(&self) -> Option<ActorRef<PluginMsg>> {
-        self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+        self.current.0.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Sends `message` to the live incarnation if it is running, under the read lock (a hop
+    /// does not clone the actor's handle: its count is a word the actor itself touches on every
+    /// message). Gives the message back when there is no running incarnation or its mailbox is
+    /// closed. (ractor's other send errors do not give the message back; they cannot happen for a
+    /// typed handle, and if one did, the dropped reply port makes the hop offer again.)
+    pub(crate) fn send_to_current(&self, message: PluginMsg) -> Result<(), PluginMsg> {
+        let current = self.current.0.read().unwrap_or_else(PoisonError::into_inner);
+        let Some(actor) = current.as_ref().filter(|actor| is_running(actor)) else {
+            return Err(message);
+        };
+        match actor.send_message(message) {
+            Err(MessagingErr::SendErr(message)) => Err(message),
+            Ok(()) | Err(_) => Ok(()),
+        }
     }
 
     /// Replaces the live incarnation (host only).
     pub(crate) fn set_current(&self, actor: Option<ActorRef<PluginMsg>>) {
-        *self.current.write().unwrap_or_else(PoisonError::into_inner) = actor;
+        *self.current.0.write().unwrap_or_else(PoisonError::into_inner) = actor;
     }
 
     /// The host.
@@ -88,6 +105,12 @@ impl Slot {
         Arc::clone(&self.jitter)
     }
 }
+
+/// The slot's live incarnation behind its lock, aligned to a cache-line pair of its own: every hop
+/// takes the read lock (a write to the lock word), and the fields the plugin actor reads on every
+/// recovery (`plugin`, `disposed`, `tracker`, `jitter`) should not share a line with it.
+#[repr(align(128))]
+struct Current(RwLock<Option<ActorRef<PluginMsg>>>);
 
 /// What offering a failure to one slot gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,22 +182,19 @@ impl PluginChain {
             if !slot.in_chain() {
                 return (Offered::Skipped, None);
             }
-            let actor = match slot.current().filter(is_running) {
-                Some(actor) => actor,
-                // Boxed: only after a crash, and it should not size every hop's future.
-                None => match Box::pin(resolve(slot)).await {
-                    Resolved::Actor(actor) => actor,
+            let (downstream, asked) = Downstream::chain(rest());
+            let (reply, answer) = oneshot::channel();
+            let call =
+                PluginMsg::Recover(RecoverCall { payload: Arc::clone(payload), downstream, reply });
+            if let Err(call) = slot.send_to_current(call) {
+                // No running incarnation (it crashed): the host's successor gets it. Boxed, with
+                // the offer: only after a crash, and it should not size every hop's future.
+                match Box::pin(send_to_successor(slot, call)).await {
+                    Resolved::Sent => {}
+                    Resolved::Lost => continue,
                     Resolved::OutOfChain => return (Offered::Skipped, None),
                     Resolved::HostGone => return (Offered::Unreachable, None),
-                },
-            };
-            let (downstream, asked) =
-                Downstream::chain(rest(), payload.cancel.clone(), slot.disposed.clone());
-            let (reply, answer) = oneshot::channel();
-            let call = RecoverCall { payload: Arc::clone(payload), downstream, reply };
-            if actor.send_message(PluginMsg::Recover(call)).is_err() {
-                // Died between the read and the send: ask the host for its successor.
-                continue;
+                }
             }
             match answer.await {
                 Ok(reply) => return (Offered::Answer(reply), Some(asked)),
@@ -193,26 +213,37 @@ fn is_running(actor: &ActorRef<PluginMsg>) -> bool {
     )
 }
 
+/// What became of an offer sent to a crashed plugin's successor.
 enum Resolved {
-    Actor(ActorRef<PluginMsg>),
+    /// The successor has it.
+    Sent,
+    /// The successor died before it could take it: offer again.
+    Lost,
+    /// The plugin left the chain.
     OutOfChain,
+    /// The host is gone.
     HostGone,
 }
 
-/// Asks the host for the slot's live incarnation (it answers after a pending restart).
-async fn resolve(slot: &Slot) -> Resolved {
+/// Asks the host for the slot's live incarnation (it answers after a pending restart) and sends
+/// it `call`.
+async fn send_to_successor(slot: &Slot, call: PluginMsg) -> Resolved {
     let (reply, answer) = oneshot::channel();
     if slot.host().send_message(HostMsg::Resolve { slot: slot.index, reply }).is_err() {
         return Resolved::HostGone;
     }
     // A host that is stopping disposes every slot first; it may never read this request.
-    tokio::select! {
+    let actor = tokio::select! {
         biased;
         answer = answer => match answer {
-            Ok(Some(actor)) => Resolved::Actor(actor),
-            Ok(None) => Resolved::OutOfChain,
-            Err(_) => Resolved::HostGone,
+            Ok(Some(actor)) => actor,
+            Ok(None) => return Resolved::OutOfChain,
+            Err(_) => return Resolved::HostGone,
         },
-        () = slot.disposed.cancelled() => Resolved::OutOfChain,
+        () = slot.disposed.cancelled() => return Resolved::OutOfChain,
+    };
+    match actor.send_message(call) {
+        Ok(()) => Resolved::Sent,
+        Err(_) => Resolved::Lost,
     }
 }
