@@ -33,7 +33,7 @@
 //! task would have spent on the same worker threads; only its place changed. A plugin that
 //! computes for long before its first `.await` was already a bad citizen (it would hold a tokio
 //! worker in its task just the same). `llm-retry`'s first `.await` is its read of the session's
-//! retry chains (a message to the log actor), so its handler share is building a span and
+//! retry chains (waiting its turn on the session's log), so its handler share is building a span and
 //! reading the payload.
 //!
 //! The slot's tracker counts the recovery from before its first poll (a token is taken first and
