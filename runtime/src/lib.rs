@@ -24,6 +24,7 @@
 //! - [`cancel`]: cancellation scopes that remember their cause.
 //! - [`tool`]: the `Tool` trait, the toolbox, the `echo` tool.
 //! - [`crash`]: caught panics as text.
+//! - `first_poll`: run work once where it starts; spawn a task only for work that waits.
 //! - [`scripted`]: the scripted provider (test double and scenario provider).
 //!
 //! Shells:
@@ -130,6 +131,7 @@ pub mod clock;
 pub mod crash;
 pub mod event;
 pub mod failure;
+mod first_poll;
 pub mod history;
 pub mod json_number;
 pub mod plugin;

@@ -1,7 +1,7 @@
 //! [`PluginActor`]: one actor per plugin (per incarnation), serving every session at once.
 //!
 //! Its handler never waits. A [`PluginMsg::Recover`] starts the plugin's recovery and polls it
-//! once ([`first_poll`]): a recovery that answers at once (a pass-through plugin's `Next`) is
+//! once (`first_poll`): a recovery that answers at once (a pass-through plugin's `Next`) is
 //! answered right there; one that waits becomes a task tracked by the plugin's slot (so disposal
 //! can wait for it) and by the runtime's census (so shutdown can prove it ended), and the
 //! handler returns to the mailbox.
@@ -47,10 +47,8 @@
 //! `disposed` token live in the slot, shared by every incarnation: a restart keeps them running,
 //! and disposal (`post_stop`: cancel the token, wait for the tracker) ends them all.
 
-use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll, Waker};
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -61,8 +59,8 @@ use super::HostMsg;
 use super::slot::Slot;
 use crate::census::{Alive, Census};
 use crate::crash::panic_message;
+use crate::first_poll::{FirstPoll, first_poll};
 use crate::plugin::{Downstream, Recovery, RequestErrorPayload, Verdict};
-use crate::store::BoxFuture;
 
 /// A message to a plugin actor.
 pub(crate) enum PluginMsg {
@@ -180,31 +178,6 @@ async fn report_crash(spawner: ActorRef<PluginMsg>, slot: &Slot, error: String) 
     }
 }
 
-/// How a recovery's first poll ended.
-enum FirstPoll<T> {
-    /// It answered without waiting.
-    Ready(T),
-    /// It waits: the rest of it is this (started) future.
-    Pending(BoxFuture<'static, T>),
-    /// Starting it, or its first poll, panicked.
-    Panicked(Box<dyn Any + Send>),
-}
-
-/// Starts a recovery and polls it once with a no-op waker, catching a panic in either step.
-/// A pending future must be polled again (by a task) before anything can wake it.
-fn first_poll<T>(start: impl FnOnce() -> BoxFuture<'static, T>) -> FirstPoll<T> {
-    let mut future = match std::panic::catch_unwind(AssertUnwindSafe(start)) {
-        Ok(future) => future,
-        Err(panic) => return FirstPoll::Panicked(panic),
-    };
-    let mut cx = Context::from_waker(Waker::noop());
-    match std::panic::catch_unwind(AssertUnwindSafe(|| future.as_mut().poll(&mut cx))) {
-        Ok(Poll::Ready(value)) => FirstPoll::Ready(value),
-        Ok(Poll::Pending) => FirstPoll::Pending(future),
-        Err(panic) => FirstPoll::Panicked(panic),
-    }
-}
-
 /// The rest of a recovery that did not answer in the handler (spawned as its task): awaits it or
 /// takes its panic, reports a crash, and replies. Holds the slot's tracker token until the reply is sent.
 async fn settle(
@@ -300,78 +273,5 @@ impl Actor for PluginActor {
         self.slot.tracker.close();
         self.slot.tracker.wait().await;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use super::*;
-
-    type Start = Box<dyn FnOnce() -> BoxFuture<'static, u32>>;
-
-    fn name(poll: &FirstPoll<u32>) -> String {
-        match poll {
-            FirstPoll::Ready(value) => format!("ready {value}"),
-            FirstPoll::Pending(_) => "pending".into(),
-            FirstPoll::Panicked(panic) => format!("panicked: {}", panic_message(panic.as_ref())),
-        }
-    }
-
-    #[tokio::test]
-    async fn the_first_poll_answers_waits_or_catches_the_panic() {
-        let cases: Vec<(&str, Start, &str)> = vec![
-            ("answers at once", Box::new(|| Box::pin(async { 7 })), "ready 7"),
-            (
-                "waits first",
-                Box::new(|| {
-                    Box::pin(async {
-                        tokio::task::yield_now().await;
-                        7
-                    })
-                }),
-                "pending",
-            ),
-            ("recover itself panics", Box::new(|| panic!("in recover")), "panicked: in recover"),
-            (
-                "the first poll panics",
-                Box::new(|| Box::pin(async { panic!("in the first poll") })),
-                "panicked: in the first poll",
-            ),
-            (
-                "a panic after the first wait is the task's",
-                Box::new(|| {
-                    Box::pin(async {
-                        tokio::task::yield_now().await;
-                        panic!("later")
-                    })
-                }),
-                "pending",
-            ),
-        ];
-        for (case, start, expected) in cases {
-            assert_eq!(name(&first_poll(start)), expected, "{case}");
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_pending_recovery_resumes_where_its_first_poll_stopped() {
-        // The work before the first wait runs once, in the first poll; the task finishes the rest.
-        let before = Arc::new(AtomicUsize::new(0));
-        let counter = Arc::clone(&before);
-        let (tx, rx) = oneshot::channel::<u32>();
-        let poll = first_poll(move || {
-            Box::pin(async move {
-                counter.fetch_add(1, Ordering::SeqCst);
-                rx.await.unwrap_or(0) + 1
-            })
-        });
-        assert_eq!(before.load(Ordering::SeqCst), 1, "the first poll ran up to the wait");
-        let FirstPoll::Pending(rest) = poll else { panic!("{}", name(&poll)) };
-        // Woken while nobody but the no-op waker listens: the task's first poll still sees it.
-        tx.send(41).unwrap();
-        assert_eq!(tokio::spawn(rest).await.unwrap(), 42);
-        assert_eq!(before.load(Ordering::SeqCst), 1, "the start is not run twice");
     }
 }

@@ -2,8 +2,11 @@
 //! own.
 //!
 //! A step sends [`ProviderMsg::Call`] with the request, the sender its chunks stream into, the
-//! turn's cancellation token and a reply port. The handler spawns the attempt as a tracked task
-//! and returns at once, so a thousand sessions streaming from one route never wait on each other.
+//! turn's cancellation token and a reply port. The handler starts the attempt and polls it once
+//! (`first_poll`): an adapter that answers without waiting (a scripted or cached reply) is
+//! answered right there; one that waits — any real request — continues as a tracked task, and
+//! the handler returns at once, so a thousand sessions streaming from one route never wait on
+//! each other.
 //! The task races the adapter's future against the turn's token (cancelled → `ABORTED`) and the
 //! actor's own stop token, and catches a panicking adapter (→ `UNKNOWN`, the code SPEC §2 gives an
 //! error that is not a typed failure).
@@ -31,7 +34,9 @@ use tokio_util::task::TaskTracker;
 use crate::census::{Alive, Census};
 use crate::crash::panic_message;
 use crate::failure::{self, Failure};
+use crate::first_poll::{FirstPoll, first_poll};
 use crate::provider::{Adapter, ChunkSink, Completion, Request};
+use crate::store::BoxFuture;
 
 /// One attempt's outcome.
 pub type AttemptResult = Result<Completion, Failure>;
@@ -143,11 +148,30 @@ impl Actor for ProviderActor {
             ProviderMsg::Call(ProviderCall { request, chunks, cancel, reply }) => {
                 let adapter = Arc::clone(&self.adapter);
                 let stopping = state.stopping.clone();
-                let task = async move {
-                    let outcome = attempt(adapter, request, chunks, cancel, stopping).await;
-                    let _ = reply.send(outcome);
+                // Counted from before its first poll, so `post_stop` waits for it either way.
+                let token = state.tracker.token();
+                let run = move || -> BoxFuture<'static, ()> {
+                    Box::pin(async move {
+                        let outcome = attempt(adapter, request, chunks, cancel, stopping).await;
+                        let _ = reply.send(outcome);
+                    })
                 };
-                self.census.spawn(state.tracker.track_future(task));
+                match first_poll(run) {
+                    FirstPoll::Ready(()) => {}
+                    FirstPoll::Pending(rest) => {
+                        self.census.spawn(async move {
+                            rest.await;
+                            drop(token);
+                        });
+                    }
+                    FirstPoll::Panicked(panic) => {
+                        // `attempt` catches the adapter's panics; this is the runtime's own bug.
+                        // The reply port is dropped with the future: the step sees the attempt
+                        // end without an answer and fails it.
+                        let error = panic_message(panic.as_ref());
+                        tracing::error!(%error, "an attempt panicked");
+                    }
+                }
             }
         }
         Ok(())
@@ -252,6 +276,35 @@ mod tests {
             out.push(c);
         }
         out
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_attempt_that_answers_at_once_needs_no_task_and_one_that_waits_gets_one() {
+        let census = Census::new();
+        let (actor, handle) =
+            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        // Attempt 99 panics in the adapter before any wait: answered UNKNOWN in the handler.
+        let mut instant = call(&actor, 99);
+        let failure = instant.outcome.await.unwrap().unwrap_err();
+        assert_eq!(failure.code(), "UNKNOWN");
+        assert_eq!(census.tasks(), 0, "no task was spawned for it");
+        assert!(drain(&mut instant.chunks).await.is_empty());
+
+        // Attempt 2 sleeps between its chunks: the rest of it runs as a tracked task.
+        let mut waiting = call(&actor, 2);
+        assert_eq!(waiting.chunks.recv().await.as_deref(), Some("a"), "its first poll ran");
+        assert_eq!(census.tasks(), 1, "the rest waits in a task");
+        assert_eq!(waiting.outcome.await.unwrap(), Ok(Completion::default()));
+        assert_eq!(drain(&mut waiting.chunks).await, ["b"]);
+
+        // Stopping waits for a pending attempt started before it (aborted, not lost).
+        let stalled = call(&actor, 1);
+        tokio::task::yield_now().await;
+        actor.stop(None);
+        handle.await.unwrap();
+        assert_eq!(stalled.outcome.await.unwrap().unwrap_err().code(), "ABORTED");
+        census.tasks_settled().await;
+        assert_eq!((census.tasks(), census.actors()), (0, 0));
     }
 
     #[tokio::test(start_paused = true)]
