@@ -25,7 +25,8 @@
 //! - `heap_parked_turn`, `heap_idle_session`: KiB of heap per parked turn and per hibernated
 //!   session, read from the counting global allocator (`heap`).
 //!
-//! Shared: `round_trip` (the ractor `call` baseline), `cpu` (CPU time from `/proc`), `doubles` (adapters and plugins), `parked`
+//! Shared: `round_trip` (the ractor `call` baseline), `cancel_floor` (the least a cancellation
+//! costs, no rein code), `cpu` (CPU time from `/proc`), `doubles` (adapters and plugins), `parked`
 //! (turns parked in a plugin's wait), `heap` (the allocator).
 //!
 //! # Why ratios
@@ -38,6 +39,8 @@ use std::process::ExitCode;
 
 #[path = "system/append.rs"]
 mod append;
+#[path = "system/cancel_floor.rs"]
+mod cancel_floor;
 #[path = "system/cpu.rs"]
 mod cpu;
 #[path = "system/doubles.rs"]

@@ -14,6 +14,9 @@
 //! the runtime was built.
 //!
 //! The budget is absolute, so the baseline is the unit: 1 µs, and the ratio is the value in µs.
+//! For the record, the least any cancellation of a parked turn can cost on this machine — a bare
+//! task woken and appending, a bare actor messaged and stopped (`cancel_floor`) — is printed
+//! beside it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,6 +25,7 @@ use rein::runtime::event::{CancelCause, Event, TurnEndReason};
 use rein::runtime::store::memory::MemoryStore;
 
 use crate::Options;
+use crate::cancel_floor;
 use crate::cpu::process_seconds;
 use crate::heap::allocations;
 use crate::parked::{Parked, ParkingRuntime};
@@ -91,6 +95,16 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
                 tasks_after
             );
         }
+        let floor = cancel_floor::measure(turns).await?;
+        eprintln!(
+            "{name}: the floor on this machine (no rein code; see cancel_floor.rs): {:.2} µs per \
+             parked task cancelled and appending + {:.2} µs per actor messaged and stopped = \
+             {:.2} µs per turn, {:.1}× below the value",
+            floor.task_us,
+            floor.actor_us,
+            floor.task_us + floor.actor_us,
+            per_turn / (floor.task_us + floor.actor_us),
+        );
         Ok(Metric::new(&name, per_turn, 1.0, BUDGET))
     })
 }

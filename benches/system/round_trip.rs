@@ -30,6 +30,30 @@ impl Actor for Echo {
     }
 }
 
+/// An actor that answers one call and stops.
+struct Once;
+
+impl Actor for Once {
+    type Msg = RpcReplyPort<()>;
+    type State = ();
+    type Arguments = ();
+
+    async fn pre_start(&self, _: ActorRef<Self::Msg>, (): ()) -> Result<(), ActorProcessingErr> {
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        reply: Self::Msg,
+        (): &mut (),
+    ) -> Result<(), ActorProcessingErr> {
+        let _ = reply.send(());
+        myself.stop(None);
+        Ok(())
+    }
+}
+
 /// A running echo actor.
 pub(crate) struct RoundTrip {
     echo: ActorRef<RpcReplyPort<()>>,
@@ -62,6 +86,22 @@ impl RoundTrip {
         let start = Instant::now();
         for trip in trips.iter().cycle().take(n as usize) {
             trip.calls(1).await?;
+        }
+        Ok(start.elapsed() / n)
+    }
+
+    /// The mean time to spawn a bare actor, call it once and have it stop, `n` times in a row:
+    /// the least a session woken from hibernation costs (its actor is spawned, takes the
+    /// prompt, and stops again when idle), whatever the runtime does.
+    pub(crate) async fn spawn_call_stop(n: u32) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        for _ in 0..n {
+            let (once, ended) = ractor::ActorRuntime::spawn_instant(None, Once, ())?;
+            match once.call(|reply| reply, None).await? {
+                CallResult::Success(()) => {}
+                other => anyhow::bail!("the actor did not answer: {other:?}"),
+            }
+            ended.await?;
         }
         Ok(start.elapsed() / n)
     }

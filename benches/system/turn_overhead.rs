@@ -101,6 +101,14 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
              per ractor call; {woke} of {} turns woke a hibernating session",
             counted * TURNS_PER_SESSION
         );
+        let wake = RoundTrip::spawn_call_stop(2_000).await?;
+        eprintln!(
+            "{NAME}: for the record, the floor of a wake-up: a bare ractor actor spawned, called \
+             once and stopped takes {:.1} µs ({:.1} ractor calls; a session that hibernated pays \
+             at least that on top of its turn)",
+            micros(wake),
+            micros(wake) / micros(median(vec![trip.calls(1_000).await?])),
+        );
         trip.stop().await;
         agents.shutdown().await;
         let (rtt, actor_turn, plain_turn) = (median(rtts), median(actor_turns), median(plain));

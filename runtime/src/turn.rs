@@ -24,6 +24,19 @@
 //!   backoff, a provider stream) end too.
 //! - **The census.** The task is tracked by the runtime's [`Census`](crate::census::Census), so
 //!   shutdown still proves that no turn outlived it.
+//!
+//! # Why a turn starts in its session's handler
+//!
+//! A turn's first stretch — build the request from the log, write `step/start` and
+//! `request/start`, hand the attempt to the provider actor — never waits on anything but the
+//! log, which answers at once when nobody else is writing. Spawning the task first made every
+//! turn pay a wake-up of another worker thread before it did any of that, on the latency a
+//! caller waits for (DESIGN §6 budgets a turn's overhead at four ractor round trips). So the
+//! session polls the new turn once, in its handler (`first_poll`), and spawns the rest as the
+//! turn's task when it first waits — usually on the provider's answer. A turn that ends without
+//! ever waiting (no such route, a cancelled scope) needs no task at all; its report to the
+//! session is already in the session's mailbox. The session's mailbox is held only for that
+//! first stretch, never through a wait.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -36,10 +49,12 @@ use crate::agent_loop::{self, TurnDecision};
 use crate::cancel::CancelScope;
 use crate::crash::panic_message;
 use crate::event::{CancelCause, Event, TurnEnd, TurnEndReason};
+use crate::first_poll::{FirstPoll, first_poll};
 use crate::runtime::Shared;
 use crate::session::actor::SessionMsg;
 use crate::session_log::SessionLog;
 use crate::step;
+use crate::store::BoxFuture;
 
 /// What a turn runs with.
 pub(crate) struct TurnArgs {
@@ -75,12 +90,25 @@ impl Drop for TurnLink {
     }
 }
 
-/// Starts the turn's task (tracked by the census).
+/// Starts the turn: runs it up to its first wait right here, then continues it as a task
+/// (tracked by the census) — see "# Why a turn starts in its session's handler".
 pub(crate) fn spawn(args: TurnArgs) -> TurnLink {
     let scope = args.scope.clone();
+    let (session, turn) = (args.session.clone(), args.turn);
     let census = args.shared.census.clone();
-    let task = census.spawn(run(args)).abort_handle();
-    TurnLink { scope, task: Some(task) }
+    let start = || -> BoxFuture<'static, ()> { Box::pin(census.track(run(args))) };
+    let task = match first_poll(start) {
+        // It ended without waiting (its report to the session is already sent).
+        FirstPoll::Ready(()) => None,
+        FirstPoll::Pending(rest) => Some(tokio::spawn(rest).abort_handle()),
+        // `run` catches what its steps throw; this is the turn's own wiring failing.
+        FirstPoll::Panicked(panic) => {
+            let error = panic_message(panic.as_ref());
+            let _ = session.send_message(SessionMsg::TurnCrashed { turn, error });
+            None
+        }
+    };
+    TurnLink { scope, task }
 }
 
 /// The turn's task: its steps, its `turn/end`, its report to the session.
