@@ -101,7 +101,7 @@ impl RoundTrip {
                 CallResult::Success(()) => {}
                 other => anyhow::bail!("the actor did not answer: {other:?}"),
             }
-            ended.await?;
+            ended.await??;
         }
         Ok(start.elapsed() / n)
     }
