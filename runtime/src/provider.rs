@@ -89,6 +89,10 @@ pub type ChunkSink = tokio::sync::mpsc::UnboundedSender<String>;
 /// A provider adapter: one call = one attempt.
 pub trait Adapter: Send + Sync + 'static {
     /// Runs one attempt, streaming chunks into `chunks` before resolving.
+    ///
+    /// The route's actor calls this and polls the future once in its handler: what the adapter
+    /// does before its first `.await` runs on the route's mailbox, so it must not block there
+    /// (do the network I/O behind an `.await`); the rest runs in a task of its own.
     fn call(
         &self,
         request: Request,
