@@ -374,3 +374,40 @@ async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_the_next_call_
     assert_valid(&events);
     assert_eq!(turn_ends(&events), [TurnEndReason::Interrupted, TurnEndReason::Completed]);
 }
+
+/// A validator with a bug: it panics on a user message that says "boom".
+struct Buggy;
+
+impl rein_runtime::validator::Validator for Buggy {
+    fn name(&self) -> &str {
+        "buggy"
+    }
+    fn check(&self, batch: &[Envelope]) -> Result<(), rein_runtime::validator::Rejection> {
+        let boom = |e: &Envelope| matches!(&e.event, Event::UserMessage(m) if m.text == "boom");
+        assert!(!batch.iter().any(boom), "the validator's bug");
+        Ok(())
+    }
+    fn commit(&mut self, _: &[Envelope]) {}
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_validator_fails_the_log_not_the_runtime_and_the_next_prompt_reopens_it() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![reply(&["fine"])]);
+    let runtime = builder(&store, adapter).validator(|| Box::new(Buggy)).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+
+    // The panic stays in the log: the prompt is refused, nothing of it is written, the runtime
+    // and its other actors live on, and the session's failed actor is replaced.
+    let refused = session.prompt("boom").await.unwrap().outcome().await;
+    assert!(matches!(refused, Err(SessionError::NotStarted { .. })), "{refused:?}");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(!session.is_awake(), "the session whose log failed is gone");
+    assert_eq!(kinds(&store.events("s")), ["session/start"]);
+
+    let outcome = session.prompt("hello").await.unwrap().outcome().await.unwrap();
+    assert_eq!((outcome.turn, outcome.reason), (1, TurnEndReason::Completed));
+    runtime.shutdown().await;
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    assert_valid(&store.events("s"));
+}
