@@ -2,8 +2,8 @@
 //! (it hibernates: no actors). Budget: at most 1 KiB.
 //!
 //! N sessions are opened and each runs one turn with a provider of no latency; then the bench
-//! waits until every one of them has hibernated (no session awake, the supervision tree back to
-//! its size before). The value is the growth of the live heap over all that, divided by N. The
+//! waits until every one of them has hibernated (no session awake, the census back to the
+//! runtime's own actors: every session actor's state dropped). The value is the growth of the live heap over all that, divided by N. The
 //! caller's `Session` handles, kept, count too.
 //!
 //! As for parked turns, the logs are in a [`JsonlStore`] (on the disk, not on the heap) and a
@@ -45,14 +45,14 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
             .route("instant", Arc::new(Instant), "instant-1", None)
             .build()
             .await?;
-        let tree = agents.supervision_tree();
+        let own = agents.census().actors();
         let mut warm = Vec::with_capacity(WARM);
         open_idle(&agents, "warm", WARM, &mut warm).await?;
-        hibernated(&agents, tree).await;
+        hibernated(&agents, own).await;
         let mut idle = Vec::with_capacity(sessions);
         let before = live_bytes();
         open_idle(&agents, "idle", sessions, &mut idle).await?;
-        hibernated(&agents, tree).await;
+        hibernated(&agents, own).await;
         let grown = live_bytes() - before;
         let per_session = grown as f64 / sessions as f64;
         eprintln!(
@@ -82,11 +82,11 @@ async fn open_idle(
     Ok(())
 }
 
-/// Waits until no session is awake and the supervision tree is back to `tree` actors. (A
-/// session actor leaves the directory before it has stopped, so the
-/// tree is what says it is gone; nothing signals that, hence the short sleeps.)
-async fn hibernated(agents: &Runtime, tree: usize) {
-    while agents.awake_sessions() != 0 || agents.supervision_tree() != tree {
+/// Waits until no session is awake and the census counts only the runtime's `own` actors. (A
+/// session actor leaves the directory before its state is dropped, so the census is what says
+/// it is gone; nothing signals that, hence the short sleeps.)
+async fn hibernated(agents: &Runtime, own: usize) {
+    while agents.awake_sessions() != 0 || agents.census().actors() != own {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

@@ -3,10 +3,10 @@
 //! ```text
 //! Runtime (root supervisor)
 //! ├── PluginHost ── one actor per plugin, in chain order
-//! ├── ProviderActor per route ── one task per in-flight attempt
-//! └── SessionActor per awake session
-//!     ├── (its log: a serialized state it owns, not an actor — see `session_log`)
-//!     └── (its running turn: a task the session links, running the steps inline)
+//! └── ProviderActor per route ── one task per in-flight attempt
+//! SessionActor per awake session (not linked under the root: leased from the directory)
+//! ├── (its log: a serialized state it owns, not an actor — see `session_log`)
+//! └── (its running turn: a task the session links, running the steps inline)
 //! ```
 //!
 //! [`RuntimeBuilder`] collects the store, clock, provider routes (each with an optional declared
@@ -20,7 +20,8 @@
 //! [`Runtime::shutdown`] first cancels the root cancellation scope with cause `disposed`: every
 //! running turn's token fires at once, so provider streams, tool calls, plugin waits and
 //! downstream consultations all unwind and every turn writes `turn/end {aborted: disposed}`. Then
-//! it waits for each session to write `agent/idle`, close its log and stop. Only then are the
+//! it waits for each session to write `agent/idle`, close its log and stop (each sees the
+//! cancelled root scope when its turn reports; no message is sent to it). Only then are the
 //! plugins disposed (had they gone first, a turn parked in a plugin's wait would have seen the
 //! plugin's disposal — fail closed, `Stop` — rather than its own cancellation) and the provider
 //! actors stopped; last the root. Every task the runtime spawned is tracked by its [`Census`],
@@ -31,7 +32,7 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
-use tokio::sync::{OnceCell, oneshot};
+use tokio::sync::OnceCell;
 
 use crate::agent_loop::DEFAULT_MAX_STEPS;
 use crate::cancel::CancelScope;
@@ -44,7 +45,7 @@ use crate::provider::Adapter;
 use crate::provider::actor::{ProviderActor, ProviderMsg};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
-use crate::session::actor::{ClientMsg, SessionMsg};
+use crate::session::actor::ClientMsg;
 use crate::session::directory::Directory;
 use crate::session::{Session, SessionError};
 use crate::store::SessionStore;
@@ -76,7 +77,6 @@ pub(crate) struct Shared {
     pub(crate) validators: Vec<ValidatorFactory>,
     pub(crate) census: Census,
     pub(crate) directory: Arc<Directory>,
-    pub(crate) root: ActorCell,
     pub(crate) scope: CancelScope,
 }
 
@@ -264,7 +264,7 @@ impl RuntimeBuilder {
         }
         let census = Census::new();
         let directory = Arc::new(Directory::default());
-        let root = RootActor { directory: Arc::clone(&directory), census: census.clone() };
+        let root = RootActor { census: census.clone() };
         let (root, _) =
             Actor::spawn(None, root, ()).await.map_err(|e| BuildError::Spawn(e.to_string()))?;
 
@@ -322,7 +322,6 @@ impl RuntimeBuilder {
             validators: self.validators,
             census,
             directory,
-            root: root.get_cell(),
             scope: CancelScope::new(),
         };
         let inner =
@@ -460,27 +459,13 @@ impl Runtime {
     async fn shut_down(&self) {
         let inner = &self.inner;
         inner.shared.scope.cancel(CancelCause::Disposed);
-        let sessions = inner.shared.directory.close();
-        let mut closing = Vec::with_capacity(sessions.len());
-        for session in &sessions {
-            let (done, closed) = oneshot::channel();
-            if session.send_message(SessionMsg::Shutdown(done)).is_ok() {
-                closing.push(closed);
-            }
-        }
-        for closed in closing {
-            let _ = closed.await;
-        }
-        // Sessions that were hibernating at that moment finish on their own.
-        let (host, providers) = (inner.host.actor().get_id(), &inner.providers);
-        for child in inner.root.get_children() {
-            let id = child.get_id();
-            if id != host && providers.iter().all(|p| p.get_id() != id) {
-                let _ = child.wait(None).await;
-            }
-        }
+        // Every running turn unwinds (its token fired), writes its closing events and reports to
+        // its session, which sees the cancelled scope, writes `agent/idle`, closes its log and
+        // stops; a session busy with anything else stops after it. No new session wakes.
+        inner.shared.directory.close();
+        inner.shared.directory.settled().await;
         inner.host.stop().await;
-        for provider in providers {
+        for provider in &inner.providers {
             let _ = provider.stop_and_wait(None, None).await;
         }
         let _ = inner.root.stop_and_wait(None, None).await;
@@ -488,9 +473,9 @@ impl Runtime {
     }
 }
 
-/// The root supervisor: the parent of the plugin host, the provider actors and every session.
+/// The root supervisor: the parent of the plugin host and the provider actors. (Session actors
+/// are not linked under it: see `session::directory`.)
 struct RootActor {
-    directory: Arc<Directory>,
     census: Census,
 }
 
@@ -510,10 +495,7 @@ impl Actor for RootActor {
         _state: &mut Alive,
     ) -> Result<(), ActorProcessingErr> {
         if let SupervisionEvent::ActorFailed(who, error) = event {
-            // A crashed session actor: its log was dropped with its state; the next message to
-            // the session wakes a fresh one, which reopens and repairs the log.
             tracing::error!(actor = %who.get_id(), %error, "an actor of the runtime crashed");
-            self.directory.forget(who.get_id());
         }
         Ok(())
     }

@@ -32,6 +32,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
+use super::directory::Lease;
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
 use super::{Prompt, SessionError};
 use crate::agent_loop::{self, RUNTIME_ERROR};
@@ -58,8 +59,6 @@ pub(crate) enum SessionMsg {
     TurnCrashed { turn: u32, error: String },
     /// The log closed or failed, and not by this actor's hibernation.
     LogClosed,
-    /// The runtime is shutting down (its root scope is already cancelled).
-    Shutdown(oneshot::Sender<()>),
 }
 
 /// A client's request.
@@ -119,8 +118,9 @@ pub(crate) struct SessionState {
     /// The ended turn's outcome, held until `agent/idle` is durable (or the next turn starts).
     ended: Option<(TurnSink, TurnOutcome)>,
     closers: Vec<oneshot::Sender<()>>,
-    shutdown: Vec<oneshot::Sender<()>>,
     closing: bool,
+    /// Forgets this actor's directory entry if it ends without hibernating; counts it live.
+    _lease: Lease,
     _alive: Alive,
 }
 
@@ -216,7 +216,8 @@ impl SessionActor {
             resolve_ended(state);
             return;
         }
-        let stopping = self.shared.scope.is_cancelled() || !state.shutdown.is_empty();
+        // The runtime is shutting down (its root scope is cancelled): stop, whatever is queued.
+        let stopping = self.shared.scope.is_cancelled();
         if stopping {
             drop_queue(state, CancelCause::Disposed);
         }
@@ -248,7 +249,7 @@ impl SessionActor {
         if let Ok(log) = &state.log {
             log.clone().close().await;
         }
-        for done in state.closers.drain(..).chain(state.shutdown.drain(..)) {
+        for done in state.closers.drain(..) {
             let _ = done.send(());
         }
         myself.stop(None);
@@ -354,13 +355,6 @@ impl SessionActor {
             }
             // Checked after every message (`handle`).
             SessionMsg::LogClosed => {}
-            SessionMsg::Shutdown(done) => {
-                if let Some(running) = &state.running {
-                    running.scope.cancel(CancelCause::Disposed);
-                }
-                drop_queue(state, CancelCause::Disposed);
-                state.shutdown.push(done);
-            }
         }
         self.settle(&myself, state).await;
     }
@@ -426,6 +420,7 @@ impl Actor for SessionActor {
         (): (),
     ) -> Result<Self::State, ActorProcessingErr> {
         let alive = self.shared.census.enter();
+        let lease = self.shared.directory.lease(Arc::clone(&self.id), myself.get_id());
         let (log, init) = match self.open().await {
             Ok((log, init)) => {
                 log.on_close(move || {
@@ -449,7 +444,7 @@ impl Actor for SessionActor {
             idle_due: false,
             ended: None,
             closers: Vec::new(),
-            shutdown: Vec::new(),
+            _lease: lease,
             closing: false,
             _alive: alive,
         })
@@ -468,6 +463,7 @@ impl Actor for SessionActor {
                 // closed it): nothing this actor does can be recorded. Fail; the next message wakes a fresh actor that reopens (and
                 // repairs) the log. Its running turn, if any, is cancelled and aborted with the
                 // state (`TurnLink`).
+                tracing::error!(session.id = %self.id, "the session's log closed under it: the session actor fails");
                 Err(format!("session {}: its log closed", self.id).into())
             }
             _ => Ok(()),

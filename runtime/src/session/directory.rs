@@ -2,8 +2,8 @@
 //! without losing a message.
 //!
 //! Every message to a session goes through [`Directory::send`]: under one lock it finds the
-//! session's actor — waking one (`spawn_linked_instant`, no await under the lock) when the
-//! session is hibernating — counts the message as *sent* to that actor and enqueues it.
+//! session's actor — waking one (`spawn_instant`, no await under the lock) when the session is
+//! hibernating — counts the message as *sent* to that actor and enqueues it.
 //!
 //! # Why counting makes hibernation safe
 //!
@@ -12,11 +12,24 @@
 //! removes it, under the same lock, only if that count equals the number *sent* to it. If a
 //! message is still on its way, the actor stays and handles it; once it is removed, no client
 //! can reach it any more and the next message wakes a fresh actor, which reopens the log.
+//!
+//! # Why session actors are not linked under the runtime's root
+//!
+//! A ractor link costs every stop a supervision event: an 80-byte slot in the parent's channel,
+//! whose 2.5 KiB blocks a hundred thousand sessions stopping at once (a mass cancel, a shutdown)
+//! keep allocating — measured as the largest single share of the allocator's work in that
+//! phase — and one more message for the root to handle, one at a time, per hibernation. All the
+//! root did with it was forget a crashed session. The session's [`Lease`] does that itself when
+//! its state is dropped, however the actor ended, and its token is what shutdown waits for
+//! ([`Directory::settled`]). A session actor still fails alone, and the next message to its
+//! session still wakes a fresh one.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ractor::{ActorId, ActorRef, ActorRuntime, MessagingErr};
+use tokio_util::task::TaskTracker;
+use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::SessionError;
 use super::actor::{ClientMsg, SessionActor, SessionMsg};
@@ -37,6 +50,28 @@ struct Inner {
 #[derive(Default)]
 pub(crate) struct Directory {
     inner: Mutex<Inner>,
+    /// One token per live session actor (held by its state): shutdown waits for them all.
+    live: TaskTracker,
+}
+
+/// A session actor's hold on its directory entry, kept in its state: however the actor ends
+/// (hibernating, failing, killed), dropping the state drops the lease, which forgets the entry
+/// if it is still this actor's and counts the actor out of the live ones.
+pub(crate) struct Lease {
+    directory: Arc<Directory>,
+    id: Arc<str>,
+    actor: ActorId,
+    _live: TaskTrackerToken,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut inner = self.directory.lock();
+        if inner.sessions.get(&self.id).is_some_and(|e| e.actor.get_id() == self.actor) {
+            // Not hibernated (that removes the entry first): the actor failed or was killed.
+            inner.sessions.remove(&self.id);
+        }
+    }
 }
 
 impl Directory {
@@ -62,9 +97,8 @@ impl Directory {
                 Some(entry) => entry,
                 None => {
                     let actor = SessionActor::new(Arc::clone(shared), Arc::clone(id));
-                    let (actor, _starting) =
-                        ActorRuntime::spawn_linked_instant(None, actor, (), shared.root.clone())
-                            .map_err(|_| SessionError::ShutDown)?;
+                    let (actor, _starting) = ActorRuntime::spawn_instant(None, actor, ())
+                        .map_err(|_| SessionError::ShutDown)?;
                     inner.sessions.entry(Arc::clone(id)).or_insert(Entry { actor, sent: 0 })
                 }
             };
@@ -110,9 +144,15 @@ impl Directory {
         }
     }
 
-    /// Forgets an actor that died (a crash); the next message wakes a fresh one.
-    pub(crate) fn forget(&self, actor: ActorId) {
-        self.lock().sessions.retain(|_, e| e.actor.get_id() != actor);
+    /// The lease a session actor keeps in its state (see [`Lease`]).
+    pub(crate) fn lease(self: &Arc<Self>, id: Arc<str>, actor: ActorId) -> Lease {
+        Lease { directory: Arc::clone(self), id, actor, _live: self.live.token() }
+    }
+
+    /// Resolves once every session actor's state is gone (call after [`Directory::close`]).
+    pub(crate) async fn settled(&self) {
+        self.live.close();
+        self.live.wait().await;
     }
 
     /// Closes the directory for good and returns the awake sessions' actors.
