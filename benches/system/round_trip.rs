@@ -7,33 +7,12 @@ use std::time::{Duration, Instant};
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-/// An actor that answers every call at once.
-struct Echo;
-
-impl Actor for Echo {
-    type Msg = RpcReplyPort<()>;
-    type State = ();
-    type Arguments = ();
-
-    async fn pre_start(&self, _: ActorRef<Self::Msg>, (): ()) -> Result<(), ActorProcessingErr> {
-        Ok(())
-    }
-
-    async fn handle(
-        &self,
-        _: ActorRef<Self::Msg>,
-        reply: Self::Msg,
-        (): &mut (),
-    ) -> Result<(), ActorProcessingErr> {
-        let _ = reply.send(());
-        Ok(())
-    }
+/// An actor that answers every call at once — and, if `once`, stops after the first.
+struct Echo {
+    once: bool,
 }
 
-/// An actor that answers one call and stops.
-struct Once;
-
-impl Actor for Once {
+impl Actor for Echo {
     type Msg = RpcReplyPort<()>;
     type State = ();
     type Arguments = ();
@@ -49,7 +28,9 @@ impl Actor for Once {
         (): &mut (),
     ) -> Result<(), ActorProcessingErr> {
         let _ = reply.send(());
-        myself.stop(None);
+        if self.once {
+            myself.stop(None);
+        }
         Ok(())
     }
 }
@@ -62,7 +43,7 @@ pub(crate) struct RoundTrip {
 impl RoundTrip {
     /// Spawns the echo actor and warms it up.
     pub(crate) async fn start() -> anyhow::Result<Self> {
-        let (echo, _) = Actor::spawn(None, Echo, ()).await?;
+        let (echo, _) = Actor::spawn(None, Echo { once: false }, ()).await?;
         let trip = Self { echo };
         trip.calls(1_000).await?;
         Ok(trip)
@@ -96,7 +77,7 @@ impl RoundTrip {
     pub(crate) async fn spawn_call_stop(n: u32) -> anyhow::Result<Duration> {
         let start = Instant::now();
         for _ in 0..n {
-            let (once, ended) = ractor::ActorRuntime::spawn_instant(None, Once, ())?;
+            let (once, ended) = ractor::ActorRuntime::spawn_instant(None, Echo { once: true }, ())?;
             match once.call(|reply| reply, None).await? {
                 CallResult::Success(()) => {}
                 other => anyhow::bail!("the actor did not answer: {other:?}"),

@@ -136,25 +136,27 @@ async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
     assert_valid(&store.events("awake"));
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_thousand_sessions_wait_in_one_plugin_and_all_retry() {
-    let store = MemoryStore::new();
-    let t = Trace::default();
-    let parking = TestPlugin::parking("parking", &t, Duration::from_secs(5), Verdict::Retry);
+/// A runtime (live invariant check, paused clock) whose route fails the first 1,000 attempts
+/// and answers the next 1,000.
+fn thousand_fail_once(store: &MemoryStore) -> rein_runtime::runtime::RuntimeBuilder {
     let adapter = Scripted::new(
         std::iter::repeat_n(fail("SERVER", &[]), 1000)
             .chain(std::iter::repeat_n(reply(&["ok"]), 1000))
             .collect(),
     );
-    let runtime = Runtime::builder()
+    Runtime::builder()
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", adapter, "m", None)
-        .plugin(parking.clone())
-        .build()
-        .await
-        .unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_thousand_sessions_wait_in_one_plugin_and_all_retry() {
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let parking = TestPlugin::parking("parking", &t, Duration::from_secs(5), Verdict::Retry);
+    let runtime = thousand_fail_once(&store).plugin(parking.clone()).build().await.unwrap();
     let incarnation = runtime.chain().incarnation("parking");
     let mut turns = Vec::new();
     for i in 0..1000 {
@@ -185,16 +187,7 @@ async fn a_thousand_sessions_recover_through_plugins_that_answer_at_once() {
     let t = Trace::default();
     let pass = TestPlugin::answering("pass", &t, Verdict::Next);
     let retry = TestPlugin::answering("retry", &t, Verdict::Retry);
-    let adapter = Scripted::new(
-        std::iter::repeat_n(fail("SERVER", &[]), 1000)
-            .chain(std::iter::repeat_n(reply(&["ok"]), 1000))
-            .collect(),
-    );
-    let runtime = Runtime::builder()
-        .validator(log::live_invariant)
-        .store(Arc::new(store.clone()))
-        .clock(Arc::new(VirtualClock::start()))
-        .route("mock", adapter, "m", None)
+    let runtime = thousand_fail_once(&store)
         .plugin(pass.clone())
         .plugin(retry.clone())
         .build()
