@@ -8,7 +8,8 @@
 //! over the same number of turns, all at once:
 //!
 //! - **task floor**: N tasks parked on child tokens of one root; the root is cancelled; each task
-//!   appends one event to a [`MemoryStore`] and ends. Time until all ended, per task.
+//!   appends one event to its session's log (which exists already) in a [`MemoryStore`] and
+//!   ends. Time until all ended, per task.
 //! - **actor floor**: N bare ractor actors; each is sent one message, on which it stops. Time
 //!   until all stopped, per actor.
 //!
@@ -38,12 +39,15 @@ async fn tasks(n: usize) -> anyhow::Result<f64> {
     let store = MemoryStore::new();
     let root = CancellationToken::new();
     let mut parked = Vec::with_capacity(n);
+    let idle = |seq| [Envelope { seq, time: 0, event: Event::AgentIdle(AgentIdle {}) }];
     for i in 0..n {
+        // The session's log exists already, as a parked turn's does.
+        let session = format!("floor-{i}");
+        store.append(&session, &idle(0)).await?;
         let (token, store) = (root.child_token(), store.clone());
         parked.push(tokio::spawn(async move {
             token.cancelled().await;
-            let end = [Envelope { seq: 0, time: 0, event: Event::AgentIdle(AgentIdle {}) }];
-            store.append(&format!("floor-{i}"), &end).await
+            store.append(&session, &idle(1)).await
         }));
     }
     tokio::task::yield_now().await;
