@@ -216,7 +216,7 @@ impl PlainLog {
 
 /// One turn's appends, batched as the runtime batches them: the session's start of the turn,
 /// the step's start and request, the streamed chunk, the answer with the step's end, the turn's
-/// end, the session's `agent/idle`.
+/// end with the session's `agent/idle`.
 async fn plain_turn(store: &MemoryStore, log: &mut PlainLog, turn: u32) -> anyhow::Result<()> {
     let step = 1;
     let at = StepRef { turn, step };
@@ -261,9 +261,14 @@ async fn plain_turn(store: &MemoryStore, log: &mut PlainLog, turn: u32) -> anyho
         ],
     )
     .await?;
-    log.append(store, vec![Event::TurnEnd(TurnEnd { turn, reason: TurnEndReason::Completed })])
-        .await?;
-    log.append(store, vec![Event::AgentIdle(AgentIdle {})]).await?;
+    log.append(
+        store,
+        vec![
+            Event::TurnEnd(TurnEnd { turn, reason: TurnEndReason::Completed }),
+            Event::AgentIdle(AgentIdle {}),
+        ],
+    )
+    .await?;
     Ok(())
 }
 

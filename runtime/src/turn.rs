@@ -2,7 +2,19 @@
 //!
 //! The turn runs step 1; each step reports how it ended; [`agent_loop::after_step`] decides
 //! whether a next step runs or the turn ends (`completed`, `error`, `aborted`, `max-steps`). The
-//! turn writes its `turn/end` and tells its session ([`SessionMsg::TurnEnded`]).
+//! turn tells its session ([`SessionMsg::TurnEnded`]) with its closing events, which the
+//! session writes.
+//!
+//! # Why the session writes a turn's closing events
+//!
+//! After a turn's `turn/end` the session writes `agent/idle` (nothing queued) — and the turn's
+//! outcome resolves only once that is durable. Written by the turn, `turn/end` and `agent/idle`
+//! were two appends a message apart; written by the session, they are one batch: one log turn,
+//! one store write (one group commit for a durable store) per ended turn, which is the bulk of a
+//! mass cancel. When another prompt is queued, the session writes the closing events alone,
+//! then the next turn's start (not in one batch: a validator refusing the next prompt must not
+//! take the previous turn's end with it). Should the session actor die in between, the log
+//! shows the turn open, and the next wake-up closes it `interrupted`, as after any crash.
 //!
 //! # Why a turn is a task, not an actor
 //!
@@ -111,19 +123,21 @@ pub(crate) fn spawn(args: TurnArgs) -> TurnLink {
     TurnLink { scope, task }
 }
 
-/// The turn's task: its steps, its `turn/end`, its report to the session.
+/// The turn's task: its steps, then its report to the session with its closing events.
 async fn run(args: TurnArgs) {
     let (session, turn) = (args.session.clone(), args.turn);
     let ran = AssertUnwindSafe(steps(&args)).catch_unwind().await;
     let report = match ran {
-        Ok(reason) => SessionMsg::TurnEnded { turn, reason },
+        Ok((reason, closing)) => SessionMsg::TurnEnded { turn, reason, closing },
         Err(panic) => SessionMsg::TurnCrashed { turn, error: panic_message(panic.as_ref()) },
     };
     let _ = session.send_message(report);
 }
 
-/// Runs the steps until the turn ends, writes `turn/end` and returns why it ended.
-async fn steps(a: &TurnArgs) -> TurnEndReason {
+/// Runs the steps until the turn ends; returns why it ended and its closing events (a cancelled
+/// step's `step/end`, the `turn/end`), which the session writes (see "# Why the session writes
+/// a turn's closing events").
+async fn steps(a: &TurnArgs) -> (TurnEndReason, Vec<Event>) {
     let mut step = 1;
     let (reason, step_end) = loop {
         let ended = step::run(a, step).await;
@@ -142,12 +156,8 @@ async fn steps(a: &TurnArgs) -> TurnEndReason {
             TurnDecision::End(reason) => break (reason, ended.end),
         }
     };
-    // A cancelled step's `step/end` and the `turn/end`: one batch, one log round trip.
-    let mut closing = Vec::with_capacity(2);
+    let mut closing = Vec::with_capacity(3);
     closing.extend(step_end);
     closing.push(Event::TurnEnd(TurnEnd { turn: a.turn, reason: reason.clone() }));
-    if let Err(error) = a.log.append(closing).await {
-        tracing::error!(session.id = %a.session_id, turn = a.turn, %error, "could not write turn/end");
-    }
-    reason
+    (reason, closing)
 }

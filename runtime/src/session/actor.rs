@@ -53,8 +53,9 @@ use crate::turn_handle::{Started, TurnOutcome, TurnSink};
 pub(crate) enum SessionMsg {
     /// From a [`Session`](super::Session) handle, through the directory (counted).
     Client(ClientMsg),
-    /// The running turn ended (its `turn/end` is written).
-    TurnEnded { turn: u32, reason: TurnEndReason },
+    /// The running turn ended; `closing` (a cancelled step's `step/end`, the `turn/end`) is for
+    /// this actor to write (see `turn`).
+    TurnEnded { turn: u32, reason: TurnEndReason, closing: Vec<Event> },
     /// The running turn's task panicked before writing its `turn/end`.
     TurnCrashed { turn: u32, error: String },
     /// The log closed or failed, and not by this actor's hibernation.
@@ -115,6 +116,8 @@ pub(crate) struct SessionState {
     handled: u64,
     /// A turn ended and `agent/idle` is not written yet.
     idle_due: bool,
+    /// The ended turn's closing events, not written yet.
+    unwritten: Vec<Event>,
     /// The ended turn's outcome, held until `agent/idle` is durable (or the next turn starts).
     ended: Option<(TurnSink, TurnOutcome)>,
     closers: Vec<oneshot::Sender<()>>,
@@ -223,16 +226,18 @@ impl SessionActor {
         }
         while let Some(next) = next_queued(state) {
             // The next turn starts: no `agent/idle` comes between them.
+            let closing = std::mem::take(&mut state.unwritten);
+            self.write(state, closing, "the ended turn's closing events").await;
             resolve_ended(state);
             if self.start(myself, state, next).await {
                 return;
             }
         }
-        if let (true, Ok(log)) = (state.idle_due, &state.log) {
-            if let Err(error) = log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
-                tracing::warn!(session.id = %self.id, %error, "could not write agent/idle");
-            }
+        let mut closing = std::mem::take(&mut state.unwritten);
+        if state.idle_due {
+            closing.push(Event::AgentIdle(AgentIdle {}));
         }
+        self.write(state, closing, "the ended turn's closing events and agent/idle").await;
         state.idle_due = false;
         // `agent/idle` is durable: whoever awaits the outcome now finds the log idle.
         resolve_ended(state);
@@ -253,6 +258,15 @@ impl SessionActor {
             let _ = done.send(());
         }
         myself.stop(None);
+    }
+
+    /// Appends `events` (if any) to the log; a failure is logged (the log says what happened).
+    async fn write(&self, state: &SessionState, events: Vec<Event>, what: &str) {
+        if let (false, Ok(log)) = (events.is_empty(), &state.log) {
+            if let Err(error) = log.append(events).await {
+                tracing::warn!(session.id = %self.id, %error, "could not write {what}");
+            }
+        }
     }
 
     async fn client(&self, state: &mut SessionState, message: ClientMsg) {
@@ -343,8 +357,9 @@ impl SessionActor {
     ) {
         match message {
             SessionMsg::Client(message) => self.client(state, message).await,
-            SessionMsg::TurnEnded { turn, reason } => {
+            SessionMsg::TurnEnded { turn, reason, closing } => {
                 if state.running.as_ref().is_some_and(|r| r.turn == turn) {
+                    state.unwritten = closing;
                     self.ended(state, turn, reason);
                 }
             }
@@ -442,6 +457,7 @@ impl Actor for SessionActor {
             running: None,
             handled: 0,
             idle_due: false,
+            unwritten: Vec::new(),
             ended: None,
             closers: Vec::new(),
             _lease: lease,
