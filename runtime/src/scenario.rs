@@ -1,7 +1,7 @@
 //! Scenarios (SPEC §10): one session driven deterministically on virtual time.
 //!
 //! Pure core first:
-//! - [`format`]: the scenario file as validated types; every error names its JSON path.
+//! - [`format`](mod@format): the scenario file as validated types; every error names its JSON path.
 //! - [`agenda`]: what the run does next (turns in order, actions at their time, deferred retry).
 //! - [`report`]: the pure builder of the `--json` report from the session's log.
 //! - [`reject`]: [`RejectAppends`], the validator behind a scenario's `reject` (fault injection).
