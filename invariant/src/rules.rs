@@ -2,7 +2,7 @@
 //!
 //! [`Rule`] is the single documented list of rule names. Every name is stable kebab-case and is
 //! what `rein check` prints, what a live rejection carries, and what tests match on. The rule
-//! *code* lives in the family files; each is a pure function of the fold [`State`] (everything
+//! *code* lives in the family files; each is a pure function of the fold `State` (everything
 //! before the event) and the event itself:
 //!
 //! - `rules/sessions.rs`: `seq`, `session/start`, turns, steps, attempts — how events nest.
@@ -19,7 +19,7 @@
 //! The live validator must check an append without changing anything (a rejected append leaves
 //! no trace), and the offline checker must keep going after a violation to report the rest. Both
 //! fall out of splitting "what is wrong with this event, given what came before" (the rules:
-//! `&State`, no mutation) from "what this event changes" ([`State::fold`], no judgement).
+//! `&State`, no mutation) from "what this event changes" (`State::fold`, no judgement).
 
 use std::fmt;
 

@@ -16,7 +16,7 @@
 //! - [`llm_retry::plugin`]: [`LlmRetry`](llm_retry::LlmRetry), the plugin the runtime runs; build
 //!   it from a configuration value with [`llm_retry::factory`].
 //! - [`register_all`]: every plugin of the crate in a scenario/CLI
-//!   [`PluginRegistry`](rein_runtime::scenario::PluginRegistry), under its name.
+//!   [`PluginRegistry`], under its name.
 
 pub mod backoff;
 pub mod llm_retry;
