@@ -1,11 +1,11 @@
 //! [`SessionActor`]: the actor of an awake session.
 //!
-//! It owns the session's log while awake (it opens it on waking and closes it on hibernating), queues
-//! prompts, runs one turn at a time (a task it holds through a [`TurnLink`], see `turn`), writes
-//! `agent/idle` when nothing runs and nothing is queued (a turn's outcome resolves after it, or
-//! as the next queued turn starts), and then hibernates: it closes its log
-//! and stops, once the directory confirms no client message is still on its way (see
-//! `directory`).
+//! It owns the session's log while awake (it opens it on waking and closes it on hibernating),
+//! queues prompts, runs one turn at a time (a task it holds through a [`TurnLink`], see `turn`),
+//! writes the ended turn's closing events and `agent/idle` when nothing runs and nothing is
+//! queued (a turn's outcome resolves after them, or as the next queued turn starts), and then
+//! hibernates: it closes its log and stops, once the directory confirms no client message is
+//! still on its way (see `directory`).
 //!
 //! Every decision it makes is in `agent_loop` (whether a retry applies) or trivially local (the
 //! queue is FIFO); this file is wiring.
