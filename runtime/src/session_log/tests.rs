@@ -1,6 +1,6 @@
 //! Behaviour of the session log through its public handle, on `MemoryStore` and small
-//! store doubles (a store that fails appends, one whose acks are held back, one that fails
-//! loads).
+//! store doubles (a memory store with faults switched on — failing or held appends, a torn tail —
+//! and one whose loads fail).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -101,46 +101,29 @@ impl Clock for ManualClock {
     }
 }
 
-/// A `MemoryStore` whose appends fail while `failing` is set.
+/// A `MemoryStore` with the faults a test switches on: appends that fail while `failing` is set,
+/// appends held until the test opens their gate ([`FaultyStore::hold_next`]), loads that report
+/// a torn last line cut (`torn`), and the durability it claims (`Disk` when `disk`).
 #[derive(Debug, Default)]
-struct FailingStore {
+struct FaultyStore {
     inner: MemoryStore,
+    disk: bool,
+    torn: bool,
     failing: AtomicBool,
-}
-
-impl SessionStore for FailingStore {
-    fn durability(&self) -> Durability {
-        Durability::Os
-    }
-    fn append<'a>(
-        &'a self,
-        session: &'a str,
-        events: &'a [Envelope],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        if self.failing.load(Ordering::SeqCst) {
-            let error = std::io::Error::other("disk full");
-            return Box::pin(async move {
-                Err(StoreError::Io { path: "x.jsonl".into(), source: error })
-            });
-        }
-        self.inner.append(session, events)
-    }
-    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
-        self.inner.load(session)
-    }
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        self.inner.sessions()
-    }
-}
-
-/// A `Disk` store whose appends are held until the test opens their gate, one gate per append.
-#[derive(Debug, Default)]
-struct GatedStore {
-    inner: MemoryStore,
     gates: Mutex<VecDeque<oneshot::Receiver<()>>>,
 }
 
-impl GatedStore {
+impl FaultyStore {
+    /// A `Disk` store whose appends a test can hold.
+    fn gated() -> Self {
+        Self { disk: true, ..Self::default() }
+    }
+
+    /// A store whose every load reports a torn tail.
+    fn torn() -> Self {
+        Self { torn: true, ..Self::default() }
+    }
+
     /// Holds the next append until the returned sender fires.
     fn hold_next(&self) -> oneshot::Sender<()> {
         let (tx, rx) = oneshot::channel();
@@ -149,25 +132,40 @@ impl GatedStore {
     }
 }
 
-impl SessionStore for GatedStore {
+fn torn_tail() -> TornTail {
+    TornTail { line: 4, bytes: 17, kept_in: Some("logs/s1.jsonl.torn".into()) }
+}
+
+impl SessionStore for FaultyStore {
     fn durability(&self) -> Durability {
-        Durability::Disk
+        if self.disk { Durability::Disk } else { Durability::Os }
     }
     fn append<'a>(
         &'a self,
         session: &'a str,
         events: &'a [Envelope],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let failing = self.failing.load(Ordering::SeqCst);
         let gate = self.gates.lock().unwrap().pop_front();
         Box::pin(async move {
             if let Some(gate) = gate {
                 gate.await.map_err(|_| StoreError::Closed)?;
             }
+            if failing {
+                let source = std::io::Error::other("disk full");
+                return Err(StoreError::Io { path: "x.jsonl".into(), source });
+            }
             self.inner.append(session, events).await
         })
     }
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
-        self.inner.load(session)
+        if !self.torn {
+            return self.inner.load(session);
+        }
+        Box::pin(async move {
+            let events = self.inner.events(session);
+            Ok(Some(Loaded { events, torn: Some(torn_tail()) }))
+        })
     }
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
@@ -203,38 +201,6 @@ impl SessionStore for CorruptStore {
     }
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async { Ok(Vec::new()) })
-    }
-}
-
-/// A `MemoryStore` that reports a torn last line cut on every load.
-#[derive(Debug, Default)]
-struct TornStore {
-    inner: MemoryStore,
-}
-
-fn torn_tail() -> TornTail {
-    TornTail { line: 4, bytes: 17, kept_in: Some("logs/s1.jsonl.torn".into()) }
-}
-
-impl SessionStore for TornStore {
-    fn durability(&self) -> Durability {
-        Durability::Os
-    }
-    fn append<'a>(
-        &'a self,
-        session: &'a str,
-        events: &'a [Envelope],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.append(session, events)
-    }
-    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
-        Box::pin(async move {
-            let events = self.inner.events(session);
-            Ok(Some(Loaded { events, torn: Some(torn_tail()) }))
-        })
-    }
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        self.inner.sessions()
     }
 }
 
@@ -523,7 +489,7 @@ async fn reopening_closes_an_open_turn_and_projections_equal_a_fresh_fold() {
 
 #[tokio::test(start_paused = true)]
 async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
-    let store = Arc::new(TornStore::default());
+    let store = Arc::new(FaultyStore::torn());
     let crashed = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
     store.inner.append("s1", &crashed).await.unwrap();
     let (log, report) = open_on(store.clone(), "s1").await;
@@ -544,7 +510,7 @@ async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
     log.close().await;
 
     // A log whose only line was torn is new.
-    let store = Arc::new(TornStore::default());
+    let store = Arc::new(FaultyStore::torn());
     let (log, report) = open_on(store.clone(), "s2").await;
     assert!(report.created && report.torn.is_some());
     assert_eq!(store.inner.events("s2"), stamped(vec![session_start("s2")], 0, 0));
@@ -659,7 +625,7 @@ async fn a_rejected_append_writes_nothing_folds_nothing_and_keeps_the_seq() {
 
 #[tokio::test(start_paused = true)]
 async fn validators_check_whole_batches_and_commit_only_what_the_store_acknowledged() {
-    let store = Arc::new(FailingStore::default());
+    let store = Arc::new(FaultyStore::default());
     let (log, _) = open_on(store.clone(), "s1").await;
     log.append(vec![user("hi")]).await.unwrap();
 
@@ -712,7 +678,7 @@ async fn every_validator_must_accept_a_batch() {
 
 #[tokio::test(start_paused = true)]
 async fn a_store_failure_returns_the_error_and_folds_nothing() {
-    let store = Arc::new(FailingStore::default());
+    let store = Arc::new(FaultyStore::default());
     let (log, _) = open_on(store.clone(), "s1").await;
     log.append(vec![user("hi"), turn(1), step(1, 1)]).await.unwrap();
     let mut events = log.subscribe().await.unwrap();
@@ -737,7 +703,7 @@ async fn a_store_failure_returns_the_error_and_folds_nothing() {
 
 #[tokio::test(start_paused = true)]
 async fn an_append_returns_only_after_the_store_acknowledged_it() {
-    let store = Arc::new(GatedStore::default());
+    let store = Arc::new(FaultyStore::gated());
     let (log, _) = open_on(store.clone(), "s1").await;
     let mut events = log.subscribe().await.unwrap();
 
@@ -759,7 +725,7 @@ async fn an_append_returns_only_after_the_store_acknowledged_it() {
 
 #[tokio::test(start_paused = true)]
 async fn appends_of_one_session_are_serialized_behind_the_store_ack() {
-    let store = Arc::new(GatedStore::default());
+    let store = Arc::new(FaultyStore::gated());
     let (log, _) = open_on(store.clone(), "s1").await;
     let first_gate = store.hold_next();
     let first = spawn_append(&log, vec![user("first")]);
@@ -962,7 +928,7 @@ async fn a_closed_log_answers_closed() {
 
 #[tokio::test(start_paused = true)]
 async fn closing_lets_the_append_in_flight_finish_and_fails_the_queued_ones() {
-    let store = Arc::new(GatedStore::default());
+    let store = Arc::new(FaultyStore::gated());
     let (log, _) = open_on(store.clone(), "s1").await;
     let gate = store.hold_next();
     let in_flight = spawn_append(&log, vec![user("in flight")]);
