@@ -96,8 +96,7 @@ async fn tool_calls_run_and_the_next_step_sees_their_results() {
         ),
         reply(&["done"]),
     ]);
-    let runtime = builder(&store, adapter.clone()).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
     let outcome = session.prompt("go").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
@@ -139,12 +138,13 @@ async fn a_retried_attempt_sends_the_same_request_and_only_its_own_chunks_become
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![fail("SERVER", &["par", "tial"]), reply(&["do", "ne"])]);
     let trace = Trace::default();
-    let runtime = builder(&store, adapter.clone())
-        .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry))
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) =
+        runtime::start(builder(&store, adapter.clone()).plugin(TestPlugin::answering(
+            "retry",
+            &trace,
+            Verdict::Retry,
+        )))
+        .await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
@@ -186,12 +186,10 @@ async fn a_failure_nobody_recovers_ends_the_turn_with_it() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![fail("RATE_LIMIT", &[])]);
     let trace = Trace::default();
-    let runtime = builder(&store, adapter)
-        .plugin(TestPlugin::answering("next", &trace, Verdict::Next))
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(
+        builder(&store, adapter).plugin(TestPlugin::answering("next", &trace, Verdict::Next)),
+    )
+    .await;
     let outcome = session.prompt("hello").await.unwrap().await.unwrap();
     match &outcome.reason {
         TurnEndReason::Error { failure } => assert_eq!(failure.code(), "RATE_LIMIT"),
@@ -212,12 +210,10 @@ async fn a_tool_error_is_recorded_and_ends_the_turn_without_the_waterfall() {
         &[("c1", "echo", json!({"text": 1})), ("c2", "echo", json!({"text": "never"}))],
     )]);
     let trace = Trace::default();
-    let runtime = builder(&store, adapter)
-        .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry))
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(
+        builder(&store, adapter).plugin(TestPlugin::answering("retry", &trace, Verdict::Retry)),
+    )
+    .await;
     let outcome = session.prompt("go").await.unwrap().await.unwrap();
     match &outcome.reason {
         TurnEndReason::Error { failure } => {
@@ -245,12 +241,13 @@ async fn a_tool_error_is_recorded_and_ends_the_turn_without_the_waterfall() {
 async fn an_exhausted_script_is_not_offered_to_the_waterfall() {
     let store = MemoryStore::new();
     let trace = Trace::default();
-    let runtime = builder(&store, Scripted::new(vec![]))
-        .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry))
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) =
+        runtime::start(builder(&store, Scripted::new(vec![])).plugin(TestPlugin::answering(
+            "retry",
+            &trace,
+            Verdict::Retry,
+        )))
+        .await;
     let outcome = session.prompt("go").await.unwrap().await.unwrap();
     match &outcome.reason {
         TurnEndReason::Error { failure } => assert_eq!(failure.code(), "SCRIPT_EXHAUSTED"),
@@ -277,18 +274,17 @@ async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adap
     let store = MemoryStore::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let failing: Arc<dyn Adapter> = Scripted::always(fail("SERVER", &[]));
-    let runtime = Runtime::builder()
-        .validator(log::live_invariant)
-        .store(Arc::new(store.clone()))
-        .clock(Arc::new(VirtualClock::start()))
-        .route("declared", Arc::clone(&failing), "m", Some(always.clone()))
-        .route("undeclared", failing, "m", None)
-        .default_route_policy(configured.clone())
-        .plugin(policy_recorder(Arc::clone(&seen)))
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(
+        Runtime::builder()
+            .validator(log::live_invariant)
+            .store(Arc::new(store.clone()))
+            .clock(Arc::new(VirtualClock::start()))
+            .route("declared", Arc::clone(&failing), "m", Some(always.clone()))
+            .route("undeclared", failing, "m", None)
+            .default_route_policy(configured.clone())
+            .plugin(policy_recorder(Arc::clone(&seen))),
+    )
+    .await;
     for route in ["declared", "undeclared", "nowhere"] {
         session.prompt(Prompt::new("go").on(route)).await.unwrap().await.unwrap();
     }
@@ -321,13 +317,12 @@ async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adap
 async fn a_crashing_plugin_leaves_a_plugin_crashed_event_and_the_chain_goes_on() {
     let store = MemoryStore::new();
     let trace = Trace::default();
-    let runtime = builder(&store, Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]))
-        .plugin(TestPlugin::crashing("crashy", &trace))
-        .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry))
-        .build()
-        .await
-        .unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(
+        builder(&store, Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]))
+            .plugin(TestPlugin::crashing("crashy", &trace))
+            .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry)),
+    )
+    .await;
     let outcome = session.prompt("go").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let events = finish(runtime, &store, "s").await;
@@ -350,8 +345,7 @@ async fn a_turn_can_be_streamed_late_mid_turn_or_after_the_session_hibernated() 
         adapters::after(100, reply(&["a", "b"])),
         adapters::after(100, reply(&["c"])),
     ]);
-    let runtime = builder(&store, adapter).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(builder(&store, adapter)).await;
 
     // Mid-turn: what was committed is read back, the rest arrives live, nothing twice.
     let mut first = session.prompt("one").await.unwrap();

@@ -38,8 +38,7 @@ fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
 async fn prompts_queue_behind_the_running_turn_and_idle_follows_the_last() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![after(100, reply(&["one"])), reply(&["two"])]);
-    let runtime = builder(&store, adapter.clone()).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
     let first = session.prompt("first").await.unwrap();
     let second = session.prompt("second").await.unwrap();
     assert_eq!(first.await.unwrap().turn, 1);
@@ -74,8 +73,7 @@ async fn a_turns_outcome_resolves_once_the_log_is_idle_unless_another_turn_follo
         after(100, reply(&["two"])),
         after(100, reply(&["3"])),
     ]);
-    let runtime = builder(&store, adapter).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(builder(&store, adapter)).await;
     session.prompt("first").await.unwrap().await.unwrap();
     // Read straight from the store, not through the session: nothing waits for the log.
     assert_eq!(kinds(&store.events("s")).last(), Some(&"agent/idle"), "durable before the outcome");
@@ -152,8 +150,7 @@ async fn reopening_after_a_crash_mid_turn_closes_it_interrupted_and_retry_resume
     let store = MemoryStore::new();
     crashed_log(&store).await;
     let adapter = Scripted::new(vec![reply(&["whole"])]);
-    let runtime = builder(&store, adapter.clone()).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
     let repaired = store.events("s");
     assert_eq!(kinds(&repaired[6..]), ["step/end", "turn/end", "agent/idle"]);
     assert_eq!(turn_ends(&repaired), [TurnEndReason::Interrupted]);
@@ -190,8 +187,7 @@ async fn reopening_after_a_crash_mid_turn_closes_it_interrupted_and_retry_resume
 async fn a_manual_retry_reruns_a_failed_turn_over_the_same_history() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![fail("SERVER", &["x"]), reply(&["fine"])]);
-    let runtime = builder(&store, adapter.clone()).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
     match session.retry().await {
         Err(SessionError::Retry(RetryRefused::NoTurn)) => {}
         other => panic!("{other:?}"),
@@ -274,8 +270,7 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
 async fn a_turn_whose_last_allowed_step_called_tools_ends_max_steps() {
     let store = MemoryStore::new();
     let adapter = Scripted::always(call(&[], &[("c", "echo", json!({"text": "again"}))]));
-    let runtime = builder(&store, adapter).max_steps(2).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(builder(&store, adapter).max_steps(2)).await;
     let outcome = session.prompt("loop").await.unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     runtime.shutdown().await;
@@ -314,8 +309,7 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
 
     // A second process: the torn line is cut, the session goes on.
     let adapter = Scripted::new(vec![reply(&["two"])]);
-    let runtime = build(open(), adapter.clone()).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) = runtime::start(build(open(), adapter.clone())).await;
     let outcome = session.prompt("second").await.unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
     assert_eq!(adapter.seen()[0].messages.len(), 3, "the first turn's history survived");
@@ -394,8 +388,8 @@ impl rein_runtime::validator::Validator for Buggy {
 async fn a_panicking_validator_fails_the_log_not_the_runtime_and_the_next_prompt_reopens_it() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![reply(&["fine"])]);
-    let runtime = builder(&store, adapter).validator(|| Box::new(Buggy)).build().await.unwrap();
-    let session = runtime.session("s").await.unwrap();
+    let (runtime, session) =
+        runtime::start(builder(&store, adapter).validator(|| Box::new(Buggy))).await;
 
     // The panic stays in the log: the prompt is refused, nothing of it is written, the runtime
     // and its other actors live on, and the session's failed actor is replaced.

@@ -172,13 +172,20 @@ impl SessionStore for FaultyStore {
     }
 }
 
-/// A store whose loads fail as corrupt.
-#[derive(Debug, Default)]
-struct CorruptStore {
+/// A store whose every load answers the same (a corrupt line, a damaged log) and that only
+/// records whether anything was appended: a log that cannot be opened must not be repaired.
+struct UnopenableStore {
+    loaded: fn() -> Result<Option<Loaded>, StoreError>,
     appended: AtomicBool,
 }
 
-impl SessionStore for CorruptStore {
+impl UnopenableStore {
+    fn new(loaded: fn() -> Result<Option<Loaded>, StoreError>) -> Self {
+        Self { loaded, appended: AtomicBool::new(false) }
+    }
+}
+
+impl SessionStore for UnopenableStore {
     fn durability(&self) -> Durability {
         Durability::Os
     }
@@ -191,16 +198,11 @@ impl SessionStore for CorruptStore {
         Box::pin(async { Ok(()) })
     }
     fn load<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
-        Box::pin(async {
-            Err(StoreError::Corrupt {
-                path: "logs/s1.jsonl".into(),
-                line: 3,
-                message: "expected value".into(),
-            })
-        })
+        let loaded = (self.loaded)();
+        Box::pin(async move { loaded })
     }
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        Box::pin(async { Ok(Vec::new()) })
+        Box::pin(async { Ok(vec!["s1".to_owned()]) })
     }
 }
 
@@ -338,46 +340,25 @@ async fn an_invalid_session_id_is_refused_and_nothing_written() {
 
 #[tokio::test(start_paused = true)]
 async fn a_corrupt_log_fails_to_open_naming_file_and_line_and_writes_nothing() {
-    let store = Arc::new(CorruptStore::default());
+    let store = Arc::new(UnopenableStore::new(|| {
+        let message = "expected value".into();
+        Err(StoreError::Corrupt { path: "logs/s1.jsonl".into(), line: 3, message })
+    }));
     let clock = Arc::new(VirtualClock::start());
     let err = SessionLog::open(store.clone(), clock, "s1").await.unwrap_err();
     assert!(err.to_string().contains("logs/s1.jsonl:3"), "{err}");
     assert!(!store.appended.load(Ordering::SeqCst), "nothing is repaired in a corrupt log");
 }
 
-/// A store whose log has a gap in its seqs (the stores refuse to write one, so this stands for
-/// a log damaged outside rein) and that records whether anything was appended.
-#[derive(Debug)]
-struct GappedStore {
-    log: Vec<Envelope>,
-    appended: AtomicBool,
-}
-
-impl SessionStore for GappedStore {
-    fn durability(&self) -> Durability {
-        Durability::Os
-    }
-    fn append<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a [Envelope],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.appended.store(true, Ordering::SeqCst);
-        Box::pin(async { Ok(()) })
-    }
-    fn load<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
-        Box::pin(async { Ok(Some(Loaded { events: self.log.clone(), torn: None })) })
-    }
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        Box::pin(async { Ok(vec!["s1".to_owned()]) })
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_log_with_a_seq_gap_fails_to_open_and_writes_nothing() {
-    let mut log = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
-    log[2].seq = 5;
-    let store = Arc::new(GappedStore { log, appended: AtomicBool::new(false) });
+    // A gap in the seqs: the stores refuse to write one, so this stands for a log damaged
+    // outside rein.
+    let store = Arc::new(UnopenableStore::new(|| {
+        let mut events = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
+        events[2].seq = 5;
+        Ok(Some(Loaded { events, torn: None }))
+    }));
     let clock = Arc::new(VirtualClock::start());
     let err = SessionLog::open(store.clone(), clock, "s1").await.unwrap_err();
     assert!(

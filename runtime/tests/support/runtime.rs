@@ -9,6 +9,7 @@ use std::sync::Arc;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::provider::Adapter;
 use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
 
@@ -20,4 +21,11 @@ pub fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>, model: &str) -> R
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", adapter, model, None)
         .tool(Arc::new(EchoTool))
+}
+
+/// Builds the runtime and opens its session `s`.
+pub async fn start(builder: RuntimeBuilder) -> (Runtime, Session) {
+    let runtime = builder.build().await.expect("the runtime builds");
+    let session = runtime.session("s").await.expect("the session opens");
+    (runtime, session)
 }
