@@ -153,10 +153,10 @@ mod tests {
     use std::sync::Arc;
 
     use rein_runtime::clock::VirtualClock;
-    use rein_runtime::event::{Envelope, RequestError, RequestStart, StepRef, TurnStart};
+    use rein_runtime::event::{RequestError, RequestStart, StepRef, TurnStart};
     use rein_runtime::failure::Failure;
+    use rein_runtime::scenario::reject::RejectAppends;
     use rein_runtime::store::memory::MemoryStore;
-    use rein_runtime::validator::{Rejection, Validator};
 
     use super::*;
 
@@ -176,27 +176,6 @@ mod tests {
         for (ms, expected) in cases {
             assert_eq!(wait_duration(ms), expected, "{ms}");
         }
-    }
-
-    /// Rejects every `llm/retry` (a stand-in for a live invariant).
-    struct RejectRetries;
-
-    impl Validator for RejectRetries {
-        fn name(&self) -> &str {
-            "reject-retries"
-        }
-        fn check(&self, batch: &[Envelope]) -> Result<(), Rejection> {
-            match batch.iter().find(|e| e.kind() == "llm/retry") {
-                Some(e) => Err(Rejection {
-                    seq: e.seq,
-                    kind: e.kind().to_owned(),
-                    rule: "test".into(),
-                    message: "no retries here".into(),
-                }),
-                None => Ok(()),
-            }
-        }
-        fn commit(&mut self, _: &[Envelope]) {}
     }
 
     /// A log with turn 1, step 1, attempt 1 failed on `mock`.
@@ -297,7 +276,8 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_rejected_append_abandons_the_retry_without_waiting() {
         let (store, log) = failed_attempt().await;
-        log.add_validator(Box::new(RejectRetries)).await.unwrap();
+        // A stand-in for a live invariant refusing the `llm/retry`.
+        log.add_validator(Box::new(RejectAppends::new(["llm/retry"]))).await.unwrap();
         let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
         let begun = tokio::time::Instant::now();
         let outcome = run(&log, Aborts { cancel: &cancel, disposed: &disposed }, retry(500.0));

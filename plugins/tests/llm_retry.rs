@@ -24,10 +24,10 @@ use rein_runtime::plugin::{Plugin, Verdict};
 use rein_runtime::random::{Constant, Jitter, Samples};
 use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::scenario::reject::RejectAppends;
 use rein_runtime::session::{Prompt, Session};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
-use rein_runtime::validator::{Rejection, Validator};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -552,29 +552,6 @@ async fn disposal_aborts_a_downstream_consultation_and_waits_for_it_to_settle() 
     assert!(retries(&events).is_empty(), "nothing scheduled");
 }
 
-/// Rejects every `llm/retry` (as a live invariant rejects a violating one).
-struct RejectRetries;
-
-impl Validator for RejectRetries {
-    fn name(&self) -> &str {
-        "reject-retries"
-    }
-
-    fn check(&self, batch: &[Envelope]) -> Result<(), Rejection> {
-        match batch.iter().find(|e| e.kind() == "llm/retry") {
-            Some(e) => Err(Rejection {
-                seq: e.seq,
-                kind: e.kind().to_owned(),
-                rule: "no-retries".into(),
-                message: "retries are refused here".into(),
-            }),
-            None => Ok(()),
-        }
-    }
-
-    fn commit(&mut self, _: &[Envelope]) {}
-}
-
 #[tokio::test(start_paused = true)]
 async fn a_rejected_append_abandons_the_retry() {
     let origin = Instant::now();
@@ -584,7 +561,7 @@ async fn a_rejected_append_abandons_the_retry() {
     let (runtime, session) = launch(
         builder(&store, json!({}), vec![downstream.clone()])
             .validator(|| Box::new(rein_invariant::LiveValidator::new()))
-            .validator(|| Box::new(RejectRetries))
+            .validator(|| Box::new(RejectAppends::new(["llm/retry"])))
             .route("mock", adapter.clone(), "m", None),
     )
     .await;
