@@ -1,17 +1,13 @@
 //! [`CancelScope`]: a cancellation token together with *why* it was cancelled.
 //!
-//! Cancellation travels through tokens (DESIGN §2): the runtime has a root scope, every turn's
-//! scope is a child of it, and every wait outside the turn's own actors — a provider stream, a
-//! tool, a plugin's backoff, a downstream consultation — races the turn's token. A token only
-//! says *that* it fired; `turn/end` must also say *who* cancelled (`user`, `parent`,
-//! `disposed`, `hook`). So a scope records its cause (first writer wins) right before its token
-//! fires, and a child whose own cause is unset reports its parent's.
-//!
-//! # Why shutdown cancels the root, not each session
-//!
-//! `Runtime::shutdown` cancels the root scope with cause `disposed`: every running turn's token
-//! fires at once, without a message to each session, so a hundred thousand turns parked in plugin
-//! waits all start unwinding immediately and each still writes `aborted {cause: disposed}`.
+//! Cancellation travels through actor links: a session stops its turn actor, whose stop stops
+//! its step. Waits that live outside that tree — a provider stream, a tool, a plugin's backoff, a
+//! downstream consultation — cannot be stopped by a link, so they race a token that the actor
+//! owning them cancels as it stops (and, should it be killed, as its state is dropped): a turn's
+//! scope, and its step's child scope. A token only says *that* it fired; `turn/end` must also say
+//! *who* cancelled (`user`, `parent`, `disposed`, `hook`). So a scope records its cause (first
+//! writer wins) — the session records it before it stops the turn ([`CancelScope::record`]) —
+//! and a child whose own cause is unset reports its parent's.
 
 use std::sync::{Arc, OnceLock};
 
@@ -47,6 +43,19 @@ impl CancelScope {
     pub fn cancel(&self, cause: CancelCause) {
         let _ = self.cause.set(cause);
         self.token.cancel();
+    }
+
+    /// Records `cause` as the reason of a cancellation to come, without cancelling (the first
+    /// cause recorded wins). The session does this before it stops a turn actor: the turn cancels
+    /// its scope as it stops, and the cause is the one the session gave.
+    pub fn record(&self, cause: CancelCause) {
+        let _ = self.cause.set(cause);
+    }
+
+    /// A guard that cancels the scope when dropped: an actor keeps it in its state, so the waits
+    /// it owns end however the actor ends — stopped, failed or killed.
+    pub(crate) fn guard(&self) -> tokio_util::sync::DropGuard {
+        self.token.clone().drop_guard()
     }
 
     /// Whether it was cancelled.

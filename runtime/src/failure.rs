@@ -177,12 +177,15 @@ impl Failure {
         Self::internal(ABORTED, "the request was cancelled")
     }
 
-    /// A failure the runtime itself produces; the code and message must be non-empty literals.
-    pub(crate) fn internal(code: &str, message: &str) -> Self {
-        debug_assert!(!code.is_empty() && !message.is_empty());
+    /// A failure the runtime (or an adapter) produces itself, never failing: an empty `code`
+    /// becomes [`UNKNOWN`] and an empty `message` becomes `"(no message)"`, so the code a caller
+    /// meant is kept and nothing has to fall back to another failure (least of all [`ABORTED`],
+    /// which means the user cancelled).
+    pub fn internal(code: &str, message: impl Into<String>) -> Self {
+        let message = message.into();
         Self {
-            code: code.to_owned(),
-            message: message.to_owned(),
+            code: if code.is_empty() { UNKNOWN.to_owned() } else { code.to_owned() },
+            message: if message.is_empty() { "(no message)".to_owned() } else { message },
             status: None,
             provider_retry_after_ms: None,
             request_id: None,
@@ -271,6 +274,24 @@ mod tests {
 
     fn parse(json: &str) -> Result<Failure, String> {
         serde_json::from_str::<Failure>(json).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_internal_failure_never_fails_and_never_becomes_aborted() {
+        let cases = [
+            ("RUNTIME_ERROR", "log refused", "RUNTIME_ERROR", "log refused"),
+            ("RUNTIME_ERROR", "", "RUNTIME_ERROR", "(no message)"),
+            ("", "m", UNKNOWN, "m"),
+            ("", "", UNKNOWN, "(no message)"),
+        ];
+        for (code, message, want_code, want_message) in cases {
+            let failure = Failure::internal(code, message);
+            assert_eq!((failure.code(), failure.message()), (want_code, want_message));
+            assert_ne!(failure.code(), ABORTED);
+            // What the runtime writes reads back as a valid failure.
+            let json = serde_json::to_string(&failure).unwrap();
+            assert_eq!(parse(&json).unwrap(), failure);
+        }
     }
 
     #[test]

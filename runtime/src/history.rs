@@ -22,7 +22,7 @@
 
 use crate::event::{Envelope, Event, ToolCall};
 use crate::projection::Projection;
-use crate::provider::Message;
+use crate::provider::{Message, Messages};
 
 /// The registration key of [`HistoryProjection`].
 pub const HISTORY: &str = "history";
@@ -73,10 +73,15 @@ pub struct VisibleEvent {
     pub visible: Visible,
 }
 
-/// The folded model-visible history of a session.
+/// The folded model-visible history of a session: the visible events, and the messages a
+/// request carries, both kept current event by event.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
     visible: Vec<VisibleEvent>,
+    messages: Messages,
+    /// Where the assistant message of the latest (turn, step) is in `messages` — the message its
+    /// tool calls join, also when results of earlier calls of that step came in between.
+    open: Option<(u32, u32, usize)>,
 }
 
 impl History {
@@ -96,52 +101,55 @@ impl History {
     }
 
     /// The messages a request carries: users, assistants (with the calls that followed them in
-    /// the same turn and step), tool results.
-    pub fn messages(&self) -> Vec<Message> {
-        let mut out: Vec<Message> = Vec::with_capacity(self.visible.len());
-        // The assistant message of the latest (turn, step), which its calls join — also when
-        // results of earlier calls of that step came in between.
-        let mut open: Option<(u32, u32, usize)> = None;
-        for entry in &self.visible {
-            match &entry.visible {
-                Visible::User { text } => {
-                    open = None;
-                    out.push(Message::User { text: text.clone() });
-                }
-                Visible::Assistant { turn, step, text } => {
-                    open = Some((*turn, *step, out.len()));
-                    out.push(Message::Assistant { text: text.clone(), tool_calls: Vec::new() });
-                }
-                Visible::ToolCall { turn, step, call } => {
-                    let joined = match open {
-                        Some((t, s, index)) if (t, s) == (*turn, *step) => match out.get_mut(index)
-                        {
+    /// the same turn and step), tool results. A constant-time clone (see [`Messages`]).
+    pub fn messages(&self) -> Messages {
+        self.messages.clone()
+    }
+
+    /// Adds one visible event's message to `messages`.
+    fn push_message(
+        messages: &mut Messages,
+        open: &mut Option<(u32, u32, usize)>,
+        visible: &Visible,
+    ) {
+        match visible {
+            Visible::User { text } => {
+                *open = None;
+                messages.push(Message::User { text: text.clone() });
+            }
+            Visible::Assistant { turn, step, text } => {
+                *open = Some((*turn, *step, messages.len()));
+                messages.push(Message::Assistant { text: text.clone(), tool_calls: Vec::new() });
+            }
+            Visible::ToolCall { turn, step, call } => {
+                let joined = match *open {
+                    Some((t, s, index)) if (t, s) == (*turn, *step) => {
+                        match messages.get_mut(index) {
                             Some(Message::Assistant { tool_calls, .. }) => {
                                 tool_calls.push(call.clone());
                                 true
                             }
                             _ => false,
-                        },
-                        _ => false,
-                    };
-                    if !joined {
-                        open = Some((*turn, *step, out.len()));
-                        out.push(Message::Assistant {
-                            text: String::new(),
-                            tool_calls: vec![call.clone()],
-                        });
+                        }
                     }
-                }
-                Visible::ToolResult { id, output, is_error } => {
-                    out.push(Message::Tool {
-                        id: id.clone(),
-                        output: output.clone(),
-                        is_error: *is_error,
+                    _ => false,
+                };
+                if !joined {
+                    *open = Some((*turn, *step, messages.len()));
+                    messages.push(Message::Assistant {
+                        text: String::new(),
+                        tool_calls: vec![call.clone()],
                     });
                 }
             }
+            Visible::ToolResult { id, output, is_error } => {
+                messages.push(Message::Tool {
+                    id: id.clone(),
+                    output: output.clone(),
+                    is_error: *is_error,
+                });
+            }
         }
-        out
     }
 
     /// Folds one event (the pure fold behind [`HistoryProjection`]).
@@ -167,10 +175,17 @@ impl History {
             },
             Event::ContextCompacted(c) => {
                 self.visible.retain(|v| !c.removed.contains(&v.seq));
+                // Rare: the messages are rebuilt from what remains.
+                self.messages = Messages::new();
+                self.open = None;
+                for entry in &self.visible {
+                    Self::push_message(&mut self.messages, &mut self.open, &entry.visible);
+                }
                 return;
             }
             _ => return,
         };
+        Self::push_message(&mut self.messages, &mut self.open, &visible);
         self.visible.push(VisibleEvent { seq: event.seq, visible });
     }
 

@@ -131,6 +131,7 @@ pub mod clock;
 pub mod crash;
 pub mod event;
 pub mod failure;
+pub mod fault;
 mod first_poll;
 pub mod history;
 pub mod json_number;

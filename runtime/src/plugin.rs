@@ -31,12 +31,14 @@
 //! then answers [`Verdict::Next`] gets exactly that answer and the chain is not walked twice. A
 //! plugin that never asks and answers `Next` lets the runtime continue down the chain itself.
 //!
-//! # Why disposal is a token
+//! # Why disposal is a token, then a hook
 //!
 //! Disposing a plugin stops its actor; its recoveries still in flight must end at once and fail
-//! closed (rule 5). `disposed` is cancelled first thing, so every wait that races it returns;
+//! closed. `disposed` is cancelled first thing, so every wait that races it returns;
 //! [`Downstream::ask`] never consults the chain for a disposed plugin, aborts a consultation in
-//! progress, and the runtime overrides whatever a disposed plugin answers with `Stop`.
+//! progress, and the runtime overrides whatever a disposed plugin answers with `Stop`. Once
+//! every recovery settled, the plugin's own [`Plugin::dispose`] runs — once — and the chain lets
+//! go of the plugin.
 
 use std::sync::{Arc, OnceLock};
 
@@ -320,6 +322,14 @@ pub trait Plugin: Send + Sync + 'static {
     /// built; a route's declared policy still wins.
     fn default_route_policy(&self) -> Option<RetryPolicy> {
         None
+    }
+
+    /// Releases what the plugin holds. Runs once, when the plugin leaves the chain (disposed,
+    /// removed after too many crashes, or the runtime shut down), after its waits were aborted
+    /// and every recovery it was involved in settled; the chain drops the plugin afterwards.
+    /// Default: nothing to release.
+    fn dispose(self: Arc<Self>) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
     }
 }
 

@@ -29,7 +29,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
 
-use crate::census::{Alive, Census};
+use crate::census::{ActorKind, Alive, Census};
 use crate::plugin::Plugin;
 use crate::random::Jitter;
 
@@ -117,7 +117,8 @@ impl HostActor {
         myself: &ActorRef<HostMsg>,
         slot: &Arc<Slot>,
     ) -> Result<ActorRef<PluginMsg>, ActorProcessingErr> {
-        let actor = PluginActor { slot: Arc::clone(slot), census: self.census.clone() };
+        let plugin = slot.plugin().ok_or("the plugin was disposed")?;
+        let actor = PluginActor { slot: Arc::clone(slot), plugin, census: self.census.clone() };
         let (actor, _task) = Actor::spawn_linked(None, actor, (), myself.get_cell()).await?;
         slot.set_current(Some(actor.clone()));
         Ok(actor)
@@ -165,7 +166,8 @@ impl HostActor {
             CrashDecision::Remove { restarts } => {
                 tracing::error!(plugin = %slot.shared.name, restarts, error = %message, "plugin crashed beyond its restart intensity: removed from the chain");
                 slot.shared.disposed.cancel();
-                slot.shared.tracker.close();
+                let shared = Arc::clone(&slot.shared);
+                self.census.spawn(async move { shared.dispose().await });
                 if let Some(report) = report {
                     let _ = report.send(restarts);
                 }
@@ -195,7 +197,7 @@ impl Actor for HostActor {
         myself: ActorRef<Self::Msg>,
         args: HostArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
-        let alive = self.census.enter();
+        let alive = self.census.enter(ActorKind::PluginHost);
         let shared: Vec<Arc<Slot>> = args
             .plugins
             .into_iter()
@@ -264,10 +266,11 @@ impl Actor for HostActor {
                     CrashDecision::Remove { restarts } => {
                         tracing::error!(plugin = %entry.shared.name, restarts, %error, "plugin crashed beyond its restart intensity: removed from the chain");
                         entry.shared.disposed.cancel();
-                        entry.shared.tracker.close();
                         if let Some(actor) = entry.shared.current() {
                             actor.stop(Some("removed after too many crashes".into()));
                         }
+                        let shared = Arc::clone(&entry.shared);
+                        self.census.spawn(async move { shared.dispose().await });
                         let _ = report.send(restarts);
                     }
                 }
@@ -287,9 +290,9 @@ impl Actor for HostActor {
                     if let Some(actor) = actor {
                         let _ = actor.stop_and_wait(Some("disposed".into()), None).await;
                     }
-                    // Recoveries of earlier incarnations too.
-                    shared.tracker.close();
-                    shared.tracker.wait().await;
+                    // Recoveries of earlier incarnations too, then the plugin's own dispose
+                    // (once: a no-op if the actor's stop already ran it).
+                    shared.dispose().await;
                     let _ = reply.send(Ok(()));
                 });
             }
@@ -337,8 +340,7 @@ impl Actor for HostActor {
                 let _ = actor.stop_and_wait(Some("runtime shutdown".into()), None).await;
             }
             slot.shared.set_current(None);
-            slot.shared.tracker.close();
-            slot.shared.tracker.wait().await;
+            slot.shared.dispose().await;
         }
         Ok(())
     }

@@ -1,9 +1,21 @@
 //! The provider boundary: what a request holds, what an adapter answers.
 //!
-//! An [`Adapter`] turns one [`Request`] into one attempt: it streams raw text chunks and then
-//! resolves to a [`Completion`] or a [`Failure`]. It never retries; retries are the waterfall's.
-//! Cancellation is by dropping the future (the provider actor races it against the turn's
-//! cancellation token and reports `ABORTED`).
+//! An [`Adapter`] turns one [`Request`] into one attempt: it streams raw text chunks into a
+//! [`ChunkSink`] and then resolves to a [`Completion`] or a [`Failure`]. It never retries;
+//! retries are the waterfall's. Cancellation is by dropping the future (the provider actor races
+//! it against the step's cancellation token and reports `ABORTED`).
+//!
+//! # Why the history is shared, copy on write
+//!
+//! Every attempt carries the whole model-visible history ([`Messages`]), and a session's history
+//! grows with every turn. Copied into each request, it would make turn 2,000 of a session cost
+//! far more than turn 20 — in the runtime, before any provider saw it. [`Messages`] is shared: a
+//! request takes the session's history with a constant-time clone. Appending to the session's
+//! history copies it only if a request still holds the old one; by the time a step appends the
+//! model's answer, its attempt has ended and the provider has dropped its request, so the
+//! append is in place.
+
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -69,7 +81,7 @@ pub struct Request {
     /// The model.
     pub model: String,
     /// The model-visible history.
-    pub messages: Vec<Message>,
+    pub messages: Messages,
     /// The tools offered.
     pub tools: Vec<ToolSpec>,
 }
@@ -83,8 +95,120 @@ pub struct Completion {
     pub usage: Option<Usage>,
 }
 
-/// Where an adapter streams raw text chunks.
-pub type ChunkSink = tokio::sync::mpsc::UnboundedSender<String>;
+/// The model-visible history a request carries: a list of [`Message`]s whose clones share their
+/// storage (see the module docs).
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Messages(Arc<Vec<Message>>);
+
+impl std::fmt::Debug for Messages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter()).finish()
+    }
+}
+
+impl std::ops::Deref for Messages {
+    type Target = [Message];
+
+    fn deref(&self) -> &[Message] {
+        &self.0
+    }
+}
+
+impl Messages {
+    /// No messages.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends a message (in place unless another clone still shares the list).
+    pub fn push(&mut self, message: Message) {
+        Arc::make_mut(&mut self.0).push(message);
+    }
+
+    /// The message at `index`, to change it in place.
+    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut Message> {
+        Arc::make_mut(&mut self.0).get_mut(index)
+    }
+}
+
+impl From<Vec<Message>> for Messages {
+    fn from(messages: Vec<Message>) -> Self {
+        Self(Arc::new(messages))
+    }
+}
+
+impl FromIterator<Message> for Messages {
+    fn from_iter<I: IntoIterator<Item = Message>>(iter: I) -> Self {
+        Self(Arc::new(iter.into_iter().collect()))
+    }
+}
+
+impl<'a> IntoIterator for &'a Messages {
+    type Item = &'a Message;
+    type IntoIter = std::slice::Iter<'a, Message>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl PartialEq<[Message]> for Messages {
+    fn eq(&self, other: &[Message]) -> bool {
+        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b)
+    }
+}
+
+impl PartialEq<Vec<Message>> for Messages {
+    fn eq(&self, other: &Vec<Message>) -> bool {
+        *self == other[..]
+    }
+}
+
+impl<const N: usize> PartialEq<[Message; N]> for Messages {
+    fn eq(&self, other: &[Message; N]) -> bool {
+        *self == other[..]
+    }
+}
+
+/// The chunk sink's receiving end is gone (the attempt's step ended): stop streaming.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the attempt's step no longer takes chunks")]
+pub struct SinkClosed;
+
+type Forward = dyn Fn(String) -> Result<(), SinkClosed> + Send + Sync;
+
+/// Where an adapter streams an attempt's raw text chunks, in order. The runtime's sink forwards
+/// each chunk to the attempt's step as a message; [`ChunkSink::channel`] makes one for testing
+/// an adapter alone.
+#[derive(Clone)]
+pub struct ChunkSink(Arc<Forward>);
+
+impl std::fmt::Debug for ChunkSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChunkSink")
+    }
+}
+
+impl ChunkSink {
+    /// A sink that hands each chunk to `forward`.
+    pub(crate) fn new(
+        forward: impl Fn(String) -> Result<(), SinkClosed> + Send + Sync + 'static,
+    ) -> Self {
+        Self(Arc::new(forward))
+    }
+
+    /// A sink whose chunks arrive on the returned receiver.
+    pub fn channel() -> (Self, tokio::sync::mpsc::UnboundedReceiver<String>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Self::new(move |chunk| tx.send(chunk).map_err(|_| SinkClosed)), rx)
+    }
+
+    /// Streams one chunk; an error means nobody takes chunks any more (the attempt is over).
+    pub fn send(&self, chunk: String) -> Result<(), SinkClosed> {
+        (self.0)(chunk)
+    }
+}
 
 /// A provider adapter: one call = one attempt.
 pub trait Adapter: Send + Sync + 'static {

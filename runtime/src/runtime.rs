@@ -4,48 +4,50 @@
 //! Runtime (root supervisor)
 //! ├── PluginHost ── one actor per plugin, in chain order
 //! └── ProviderActor per route ── one task per in-flight attempt
-//! SessionActor per awake session (not linked under the root: leased from the directory)
-//! ├── (its log: a serialized state it owns, not an actor — see `session_log`)
-//! └── (its running turn: a task the session links, running the steps inline)
+//! SessionActor per awake session (leased from the directory, not linked under the root)
+//! ├── SessionLogActor (linked): the only writer of the session's log
+//! └── TurnActor (linked, one per running turn)
+//!     └── StepActor (linked, one per running step)
 //! ```
 //!
 //! [`RuntimeBuilder`] collects the store, clock, provider routes (each with an optional declared
 //! retry policy), plugins in chain order, tools, the per-turn step limit, the plugins' restart
-//! intensity, the jitter source and live validators; [`RuntimeBuilder::build`] spawns the root,
-//! the provider actors and the plugin host. Sessions are spawned on demand and hibernate when
-//! idle.
+//! intensity, the jitter source, live validators and the idle grace period;
+//! [`RuntimeBuilder::build`] spawns the root, the provider actors and the plugin host. Sessions
+//! are spawned on demand and hibernate when idle.
 //!
-//! # Why shutdown goes root scope → sessions → plugins → providers
+//! # Why shutdown goes sessions → plugins → providers
 //!
-//! [`Runtime::shutdown`] first cancels the root cancellation scope with cause `disposed`: every
-//! running turn's token fires at once, so provider streams, tool calls, plugin waits and
-//! downstream consultations all unwind and every turn writes `turn/end {aborted: disposed}`. Then
-//! it waits for each session to write `agent/idle`, close its log and stop (each sees the
-//! cancelled root scope when its turn reports; no message is sent to it). Only then are the
-//! plugins disposed (had they gone first, a turn parked in a plugin's wait would have seen the
-//! plugin's disposal — fail closed, `Stop` — rather than its own cancellation) and the provider
-//! actors stopped; last the root. Every task the runtime spawned is tracked by its [`Census`],
-//! and `shutdown` returns only when none is left.
+//! [`Runtime::shutdown`] first closes the session directory (no session wakes any more) and
+//! tells every awake session to shut down: each stops its running turn with cause `disposed` —
+//! the stop cascades through the links to the step, whose token every outside wait races — and
+//! once its turn reported, writes `turn/end {aborted: disposed}` and `agent/idle`, closes its log
+//! and stops. Only when every session is gone are the plugins disposed (had they gone first, a
+//! turn parked in a plugin's wait would have seen the plugin's disposal — fail closed, `Stop` —
+//! rather than its own cancellation) and the provider actors stopped; last the root. Every task
+//! the runtime spawned is tracked by its [`Census`], and `shutdown` returns only when none is
+//! left.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
 use crate::agent_loop::DEFAULT_MAX_STEPS;
-use crate::cancel::CancelScope;
-use crate::census::{Alive, Census};
+use crate::census::{ActorKind, Alive, Census};
 use crate::clock::{Clock, WallClock};
-use crate::event::{CancelCause, ConfigChanged};
+use crate::event::ConfigChanged;
+use crate::fault::Faults;
 use crate::plugin::{ConfigError, ConfigOutcome, Plugin};
 use crate::plugin_host::{DisposeError, PluginChain, PluginHost, RestartIntensity};
 use crate::provider::Adapter;
 use crate::provider::actor::{ProviderActor, ProviderMsg};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
-use crate::session::actor::ClientMsg;
+use crate::session::actor::{ClientMsg, SessionMsg};
 use crate::session::directory::Directory;
 use crate::session::{Session, SessionError};
 use crate::store::SessionStore;
@@ -77,7 +79,10 @@ pub(crate) struct Shared {
     pub(crate) validators: Vec<ValidatorFactory>,
     pub(crate) census: Census,
     pub(crate) directory: Arc<Directory>,
-    pub(crate) scope: CancelScope,
+    /// How long an idle session stays awake before it hibernates.
+    pub(crate) idle_grace: Duration,
+    /// Crashes to inject into the runtime's own actors (tests).
+    pub(crate) faults: Faults,
 }
 
 /// Why a runtime could not be built.
@@ -126,7 +131,12 @@ pub struct RuntimeBuilder {
     jitter: Option<Arc<dyn Jitter>>,
     default_policy: Option<RetryPolicy>,
     validators: Vec<ValidatorFactory>,
+    idle_grace: Duration,
+    faults: Faults,
 }
+
+/// How long an idle session stays awake by default before it hibernates.
+pub const DEFAULT_IDLE_GRACE: Duration = Duration::from_secs(5);
 
 impl std::fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -155,6 +165,8 @@ impl Default for RuntimeBuilder {
             jitter: None,
             default_policy: None,
             validators: Vec::new(),
+            idle_grace: DEFAULT_IDLE_GRACE,
+            faults: Faults::none(),
         }
     }
 }
@@ -247,6 +259,22 @@ impl RuntimeBuilder {
         self
     }
 
+    /// How long a session stays awake after it became idle (nothing runs, nothing is queued)
+    /// before it hibernates — closes its log and stops its actors, keeping under 1 KiB. A prompt
+    /// within the grace period finds the session awake. Default [`DEFAULT_IDLE_GRACE`]; zero
+    /// hibernates at once.
+    pub fn idle_grace(mut self, grace: Duration) -> Self {
+        self.idle_grace = grace;
+        self
+    }
+
+    /// Crashes to inject into the runtime's own step and turn actors, to test their supervision
+    /// (see [`Faults`]). Never set outside tests.
+    pub fn faults(mut self, faults: Faults) -> Self {
+        self.faults = faults;
+        self
+    }
+
     /// Spawns the root, the provider actors and the plugin host.
     pub async fn build(self) -> Result<Runtime, BuildError> {
         for (index, route) in self.routes.iter().enumerate() {
@@ -322,7 +350,8 @@ impl RuntimeBuilder {
             validators: self.validators,
             census,
             directory,
-            scope: CancelScope::new(),
+            idle_grace: self.idle_grace,
+            faults: self.faults,
         };
         let inner =
             Inner { shared: Arc::new(shared), host, providers, root, down: OnceCell::new() };
@@ -458,11 +487,11 @@ impl Runtime {
 
     async fn shut_down(&self) {
         let inner = &self.inner;
-        inner.shared.scope.cancel(CancelCause::Disposed);
-        // Every running turn unwinds (its token fired), writes its closing events and reports to
-        // its session, which sees the cancelled scope, writes `agent/idle`, closes its log and
-        // stops; a session busy with anything else stops after it. No new session wakes.
-        inner.shared.directory.close();
+        // No new session wakes; every awake one stops its turn (`disposed`), writes the turn's
+        // closing events and `agent/idle`, closes its log and stops.
+        for session in inner.shared.directory.close() {
+            let _ = session.send_message(SessionMsg::Shutdown);
+        }
         inner.shared.directory.settled().await;
         inner.host.stop().await;
         for provider in &inner.providers {
@@ -485,7 +514,7 @@ impl Actor for RootActor {
     type Arguments = ();
 
     async fn pre_start(&self, _: ActorRef<()>, (): ()) -> Result<Alive, ActorProcessingErr> {
-        Ok(self.census.enter())
+        Ok(self.census.enter(ActorKind::Root))
     }
 
     async fn handle_supervisor_evt(

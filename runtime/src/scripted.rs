@@ -11,8 +11,9 @@
 //!
 //! When the script has run out, a call fails with [`SCRIPT_EXHAUSTED`]; the runtime ends the turn
 //! with that failure without offering it to the waterfall ([`crate::waterfall::offered`]).
-//! Every [`Request`] received is recorded, so tests can assert that a retried request equals the
-//! failed one.
+//! A provider made [`ScriptedProvider::recording`] keeps every [`Request`] it received, so a test
+//! can assert that a retried request equals the failed one; by default it keeps none (each
+//! request carries the whole history: a long session would keep all of them, quadratically).
 //!
 //! # Why chunks first, latency second
 //!
@@ -161,7 +162,8 @@ pub struct ScriptedProvider {
 struct State {
     script: VecDeque<Scripted>,
     length: usize,
-    requests: Vec<Request>,
+    /// The requests received, when recording.
+    requests: Option<Vec<Request>>,
 }
 
 impl ScriptedProvider {
@@ -169,13 +171,21 @@ impl ScriptedProvider {
     pub fn new(script: impl IntoIterator<Item = Scripted>) -> Self {
         let script: VecDeque<Scripted> = script.into_iter().collect();
         let length = script.len();
-        Self { state: Arc::new(Mutex::new(State { script, length, requests: Vec::new() })) }
+        Self { state: Arc::new(Mutex::new(State { script, length, requests: None })) }
     }
 
-    /// Every request received so far, in call order (including those that found the script
-    /// exhausted).
+    /// The same provider, keeping every request it receives from now on (see
+    /// [`ScriptedProvider::requests`]).
+    #[must_use]
+    pub fn recording(self) -> Self {
+        self.lock().requests.get_or_insert_with(Vec::new);
+        self
+    }
+
+    /// Every request received while recording, in call order (including those that found the
+    /// script exhausted); empty unless the provider is [`ScriptedProvider::recording`].
     pub fn requests(&self) -> Vec<Request> {
-        self.lock().requests.clone()
+        self.lock().requests.clone().unwrap_or_default()
     }
 
     /// How many script entries are left.
@@ -200,7 +210,9 @@ impl Adapter for ScriptedProvider {
             let mut state = self.lock();
             let entry = state.script.pop_front();
             let exhausted = entry.is_none().then(|| exhausted_message(&request, state.length));
-            state.requests.push(request);
+            if let Some(requests) = &mut state.requests {
+                requests.push(request);
+            }
             (entry, exhausted)
         };
         Box::pin(async move {
@@ -256,7 +268,6 @@ fn exhausted_message(request: &Request, length: usize) -> String {
 mod tests {
     use super::*;
     use crate::provider::Message;
-    use tokio::sync::mpsc;
     use tokio::time::Instant;
 
     fn request(turn: u32, attempt: u32) -> Request {
@@ -267,7 +278,7 @@ mod tests {
             attempt,
             provider: "mock".into(),
             model: "scripted".into(),
-            messages: vec![Message::User { text: "hi".into() }],
+            messages: vec![Message::User { text: "hi".into() }].into(),
             tools: Vec::new(),
         }
     }
@@ -277,7 +288,7 @@ mod tests {
         provider: &ScriptedProvider,
         request: Request,
     ) -> (Vec<String>, Result<Completion, Failure>) {
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = ChunkSink::channel();
         let outcome = provider.call(request, tx).await;
         let mut chunks = Vec::new();
         while let Ok(chunk) = rx.try_recv() {
@@ -316,7 +327,7 @@ mod tests {
         let provider = ScriptedProvider::new([Scripted::Reply(
             ScriptedReply::chunks(["a", "b"]).with_latency(Duration::from_millis(100)),
         )]);
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = ChunkSink::channel();
         let start = Instant::now();
         let attempt = tokio::spawn(provider.call(request(1, 1), tx));
         assert_eq!(rx.recv().await.as_deref(), Some("a"));
@@ -355,7 +366,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stall_never_answers_until_cancelled_and_the_next_call_plays_the_next_entry() {
         let provider = ScriptedProvider::new([Scripted::stall(), Scripted::reply("after")]);
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = ChunkSink::channel();
         let stalled = provider.call(request(1, 1), tx);
         let hour = Duration::from_secs(3600);
         assert!(tokio::time::timeout(hour, stalled).await.is_err(), "still pending after 1 h");
@@ -372,7 +383,7 @@ mod tests {
             Scripted::Reply(ScriptedReply::text("late").with_latency(Duration::from_millis(500))),
             Scripted::reply("next"),
         ]);
-        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (tx, mut rx) = ChunkSink::channel();
         let attempt = provider.call(request(1, 1), tx);
         let cut = tokio::time::timeout(Duration::from_millis(499), attempt).await;
         assert!(cut.is_err(), "1 ms before its latency the attempt has not answered");
@@ -382,7 +393,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_exhausted_script_fails_with_script_exhausted_and_never_reaches_the_waterfall() {
-        let provider = ScriptedProvider::new([Scripted::reply("only")]);
+        let provider = ScriptedProvider::new([Scripted::reply("only")]).recording();
         assert!(call(&provider, request(1, 1)).await.1.is_ok());
         for attempt in [1, 2] {
             let (chunks, outcome) = call(&provider, request(2, attempt)).await;
@@ -402,7 +413,8 @@ mod tests {
             Scripted::fail(failure()),
             Scripted::reply("one"),
             Scripted::reply("two"),
-        ]);
+        ])
+        .recording();
         let handle = provider.clone();
         assert_eq!(call(&provider, request(1, 1)).await.1, Err(failure()));
         assert_eq!(call(&provider, request(1, 2)).await.0, ["one"]);
@@ -414,9 +426,19 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn requests_are_kept_only_when_recording() {
+        let provider = ScriptedProvider::new([Scripted::reply("a"), Scripted::reply("b")]);
+        assert_eq!(call(&provider, request(1, 1)).await.0, ["a"]);
+        assert!(provider.requests().is_empty(), "a long session would keep every history");
+        let provider = provider.recording();
+        assert_eq!(call(&provider, request(1, 2)).await.0, ["b"]);
+        assert_eq!(provider.requests(), [request(1, 2)], "kept from the moment it records");
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_entry_is_taken_at_call_time_even_if_the_future_never_runs() {
         let provider = ScriptedProvider::new([Scripted::reply("a"), Scripted::reply("b")]);
-        let (tx, _rx) = mpsc::unbounded_channel();
+        let (tx, _rx) = ChunkSink::channel();
         drop(provider.call(request(1, 1), tx));
         assert_eq!(provider.remaining(), 1);
         assert_eq!(call(&provider, request(1, 2)).await.0, ["b"]);
@@ -425,7 +447,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_reader_that_went_away_does_not_break_the_attempt() {
         let provider = ScriptedProvider::new([Scripted::Reply(ScriptedReply::chunks(["x", "y"]))]);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = ChunkSink::channel();
         drop(rx);
         assert!(provider.call(request(1, 1), tx).await.is_ok());
     }

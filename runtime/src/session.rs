@@ -175,6 +175,15 @@ impl Session {
         events.await.map_err(|_| SessionError::Stopped)?
     }
 
+    /// Kills the session's actor, as a crash would (ractor's kill: no `post_stop` anywhere). Its
+    /// turn and step actors and its log actor are killed with it through their links, every wait
+    /// they started ends (their tokens fire as their states are dropped), and the session wakes
+    /// again at once to close the interrupted turn in its log. For testing how an agent survives
+    /// a crash; returns whether the session was awake.
+    pub fn kill(&self) -> bool {
+        self.shared.directory.kill(&self.id)
+    }
+
     /// Whether the session is awake (has actors) right now.
     pub fn is_awake(&self) -> bool {
         self.shared.directory.is_awake(&self.id)

@@ -1,4 +1,4 @@
-//! The durable session log: one writer per open session, serialized, the only writer of its log.
+//! The durable session log: one actor per open session, the only writer of its log.
 //!
 //! [`SessionLog`] is the handle the session, its turn and the plugins hold. [`SessionLog::open`]
 //! loads a session's log from a [`SessionStore`] and repairs what a crash left open;
@@ -14,7 +14,8 @@
 //! - `registry`: projections by key, type-erased.
 //! - `state`: what an open log holds and the steps of each operation.
 //! - `reopen`: load, fold, repair.
-//! - `serial`: the one-at-a-time discipline every operation goes through (the log's "mailbox").
+//! - `actor`: the session-log actor (wiring: one message, one state operation, one reply).
+//! - `turn_guard`: refuses events of a turn that has already ended.
 //!
 //! ```
 //! # tokio_test::block_on(async {
@@ -42,42 +43,26 @@
 //! # }).unwrap();
 //! ```
 //!
-//! # Why one serialized writer per log — and why it is not an actor
+//! # Why one actor per log
 //!
 //! A log needs one writer: `seq`s are contiguous only if one party hands them out, and
 //! validators and projections judge each batch against everything committed before it. The
-//! log's state therefore takes one operation at a time, in arrival order (`serial`: a fair
-//! queue, first come first served), and nobody reaches it otherwise.
-//!
-//! It used to be an actor, and that order came from its mailbox. But every operation then cost
-//! a message and a reply — two task wake-ups, ≈ one ractor `call` round trip — and a turn makes
-//! six appends and a history read: seven round trips, when DESIGN §6 allows the whole runtime
-//! four round trips of overhead per turn. The log's operations never wait for anything but the
-//! store, so the caller's own task can run them, in the same order, with the same guarantees:
-//! the queue is the mailbox, the caller's task is the handler. What the actor gave and what
-//! replaces it:
-//!
-//! - **Order and exclusion**: a fair async mutex over the state — arrival order, one at a time,
-//!   an append holding it until the store acknowledged (below).
-//! - **Isolation of a crash**: an operation that panics (a validator's or a projection's bug)
-//!   fails the log, as a panicking handler failed the actor: the state is dropped, every later
-//!   operation answers `Closed`, and the session notices and reopens from the store on its next
-//!   message (see `session::actor`).
-//! - **Close**: [`SessionLog::close`] lets the operation in progress finish, fails those queued
-//!   behind it, then drops the state — the actor's stop.
-//!
-//! It no longer costs an actor's 6 KiB while a turn is parked, nor a spawn and a stop each time
-//! a session wakes and hibernates.
+//! session-log actor (`actor`) is that writer: its mailbox puts operations in arrival order and
+//! runs them one at a time, and its link to the session it belongs to is how the session learns
+//! that its log failed (a validator or a projection panicked) — the log fails alone, every
+//! caller gets [`LogError::Closed`] or [`AppendError::Closed`], and the session decides what
+//! that means for it. [`SessionLog::close`] stops the actor: the operation in progress finishes,
+//! those still queued fail with `Closed`.
 //!
 //! # Why an append holds the log until the store acknowledged
 //!
-//! "Durable before effect" (SPEC §5.5: `llm/retry` is durable before the wait begins) needs an
-//! append to resolve only after the store holds it, and the next batch of the same session must
-//! be checked against a committed predecessor. So an append keeps the log until the store's ack;
-//! appends of one session are serialized by design, and appends of different sessions still
-//! overlap, which is what lets the SQLite store group-commit them. Reads (projections,
-//! subscribe) are answered from memory; they wait only behind an operation already in
-//! progress, which is also what makes them read-your-writes.
+//! "Durable before effect" (`llm/retry` is durable before its wait begins) needs an append to
+//! resolve only after the store holds it, and the next batch of the same session must be checked
+//! against a committed predecessor. So an append holds the log actor until the store's ack;
+//! appends of one session are serialized by design, and appends of different sessions overlap,
+//! which is what lets the SQLite store group-commit them. Reads (projections, subscribe) are
+//! answered from memory; they wait only behind an operation already in progress, which is also
+//! what makes them read-your-writes.
 //!
 //! # Why the log keeps no events
 //!
@@ -101,23 +86,27 @@
 
 use std::sync::Arc;
 
+use ractor::{Actor, ActorCell, ActorRef, ActorStatus, SpawnErr};
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use crate::census::Census;
 use crate::clock::Clock;
-use crate::event::{Envelope, Event};
+use crate::event::{Envelope, Event, TurnEndReason};
 use crate::projection::Projection;
-use crate::store::{SessionStore, StoreError, TornTail};
+use crate::store::{BoxFuture, SessionStore, StoreError, TornTail};
 use crate::validator::{Rejection, Validator};
 
+mod actor;
 mod open_options;
 pub mod open_turn;
 mod registry;
 mod reopen;
 pub mod retry_chains;
 mod sequencer;
-mod serial;
 mod state;
+mod turn_guard;
 
 #[cfg(test)]
 mod tests;
@@ -126,13 +115,13 @@ pub use open_options::OpenOptions;
 pub use open_turn::{OpenTurn, OpenTurnProjection};
 pub use retry_chains::{Chain, RetryChainProjection, RetryChains};
 
-use serial::Serial;
+use actor::{LogMsg, OpenArgs, SessionLogActor};
 use state::LogState;
 
 /// A handle on an open session's log. Clones share the same log.
 #[derive(Clone)]
 pub struct SessionLog {
-    serial: Arc<Serial<LogState>>,
+    actor: ActorRef<LogMsg>,
     session: Arc<str>,
 }
 
@@ -182,6 +171,9 @@ pub enum LogError {
     /// The log is closed (or failed: an operation on it panicked).
     #[error("the session log is closed")]
     Closed,
+    /// The log's actor could not start (it panicked while opening).
+    #[error("the session log could not start: {0}")]
+    Failed(String),
     /// A loaded log whose `seq`s are not `0, 1, 2, …`.
     #[error("{session}: seq {found} where seq {expected} belongs: the log is not contiguous")]
     NotContiguous {
@@ -225,10 +217,9 @@ impl SessionLog {
     /// and folds all projections. A log whose last turn ended without a following `agent/idle`
     /// gets that `agent/idle`; a closed log gets nothing.
     ///
-    /// The log is open until [`SessionLog::close`], or until the last handle is dropped.
-    ///
-    /// Opening the same session twice at once (two writers) is the caller's bug: the session
-    /// directory keeps one log per session.
+    /// The log's actor is not linked to any supervisor: it runs until [`SessionLog::close`].
+    /// Opening the same session twice at once (two writers) is the caller's bug: the runtime's
+    /// session directory keeps one log per session.
     pub async fn open(
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
@@ -248,12 +239,46 @@ impl SessionLog {
         session: &str,
         options: OpenOptions,
     ) -> Result<(SessionLog, OpenReport), LogError> {
+        Self::spawn(store, clock, session, options, None).await
+    }
+
+    /// Opens the log with its actor linked under `supervisor` (the session actor) and counted
+    /// in the runtime's `census`.
+    pub(crate) async fn open_linked(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        session: &str,
+        options: OpenOptions,
+        supervisor: ActorCell,
+        census: Census,
+    ) -> Result<(SessionLog, OpenReport), LogError> {
+        Self::spawn(store, clock, session, options, Some((supervisor, census))).await
+    }
+
+    async fn spawn(
+        store: Arc<dyn SessionStore>,
+        clock: Arc<dyn Clock>,
+        session: &str,
+        options: OpenOptions,
+        link: Option<(ActorCell, Census)>,
+    ) -> Result<(SessionLog, OpenReport), LogError> {
         let span = tracing::info_span!("session_log.open", session.id = session);
         async move {
-            let (state, report) = reopen::reopen(store, clock, session, options).await?;
-            let session = Arc::clone(state.session());
+            let session: Arc<str> = Arc::from(session);
+            let (report, opened) = oneshot::channel();
+            let (supervisor, census) = link.unzip();
+            let args =
+                OpenArgs { store, clock, session: Arc::clone(&session), options, report, census };
+            let spawned = match supervisor {
+                Some(supervisor) => {
+                    Actor::spawn_linked(None, SessionLogActor, args, supervisor).await
+                }
+                None => Actor::spawn(None, SessionLogActor, args).await,
+            };
+            let (actor, _task) = spawned.map_err(open_error)?;
+            let report = opened.await.map_err(|_| LogError::Closed)?;
             tracing::debug!(events = report.events, created = report.created, "session log open");
-            Ok((SessionLog { serial: Arc::new(Serial::new(state)), session }, report))
+            Ok((SessionLog { actor, session }, report))
         }
         .instrument(span)
         .await
@@ -264,69 +289,141 @@ impl SessionLog {
         &self.session
     }
 
-    /// Whether the log is open: not closed, and no operation on it panicked.
+    /// Whether the log is open: its actor runs (not closed, not failed).
     pub fn is_open(&self) -> bool {
-        self.serial.is_open()
+        matches!(self.actor.get_status(), ActorStatus::Running | ActorStatus::Starting)
     }
 
-    /// Calls `on_close` once the log closes or fails — whoever closed it — or at once if it
-    /// already has. Replaces an earlier one. The session actor is told this way that its log
-    /// went away while nothing of its own was in progress.
-    pub(crate) fn on_close(&self, on_close: impl FnOnce() + Send + 'static) {
-        self.serial.on_close(Box::new(on_close));
+    /// The log actor's cell (to link or to tell it apart in a supervision event).
+    pub(crate) fn cell(&self) -> ActorCell {
+        self.actor.get_cell()
     }
 
     /// Appends a batch atomically: assigns `seq` (contiguous) and `time` (from the clock, never
-    /// below the log's last time), runs every validator's check on the whole batch (a
-    /// [`Rejection`] rejects it: nothing written, nothing folded, the caller gets
-    /// [`AppendError::Rejected`]), writes to the store and waits for its ack at the store's
-    /// durability, then commits validators, folds projections, notifies subscribers and returns
-    /// the batch as written. An empty batch writes nothing and returns empty.
+    /// below the log's last time), refuses events of a turn that already ended, runs every
+    /// validator's check on the whole batch (a [`Rejection`] rejects it: nothing written,
+    /// nothing folded, the caller gets [`AppendError::Rejected`]), writes to the store and waits
+    /// for its ack at the store's durability, then commits validators, folds projections,
+    /// notifies subscribers and returns the batch as written. An empty batch writes nothing and
+    /// returns empty.
     pub async fn append(&self, events: Vec<Event>) -> Result<Vec<Envelope>, AppendError> {
-        let appended = self.serial.run("append", |log| Box::pin(log.append(events))).await;
-        appended.ok_or(AppendError::Closed)?
+        let (reply, appended) = oneshot::channel();
+        self.actor.send_message(LogMsg::Append(events, reply)).map_err(|_| AppendError::Closed)?;
+        appended.await.unwrap_or(Err(AppendError::Closed))
+    }
+
+    /// Closes turn `turn` with `reason` in one batch: `step/end` for its open step and
+    /// `turn/end` — computed by the log from its own fold, so a turn is closed exactly once
+    /// whoever asks first — then `agent/idle` when `idle`. A turn already closed gets nothing
+    /// (only the `agent/idle`, if asked).
+    pub async fn close_turn(
+        &self,
+        turn: u32,
+        reason: TurnEndReason,
+        idle: bool,
+    ) -> Result<Vec<Envelope>, AppendError> {
+        let closed = self
+            .run(move |log, reply| {
+                Box::pin(async move {
+                    let _ = reply.send(log.close_turn(turn, reason, idle).await);
+                })
+            })
+            .await;
+        closed.unwrap_or(Err(AppendError::Closed))
+    }
+
+    /// Runs `op` on the log's state in its turn and returns what it sent back; `None` when the
+    /// log closed (or failed) before answering.
+    async fn run<T: Send + 'static>(
+        &self,
+        op: impl for<'a> FnOnce(&'a mut LogState, oneshot::Sender<T>) -> BoxFuture<'a, ()>
+        + Send
+        + 'static,
+    ) -> Option<T> {
+        let (reply, answer) = oneshot::channel();
+        let op: actor::Op = Box::new(move |state| op(state, reply));
+        self.actor.send_message(LogMsg::Run(op)).ok()?;
+        answer.await.ok()
     }
 
     /// A receiver of every event committed after this call, in `seq` order. It ends (`None`)
     /// when the log closes.
     pub async fn subscribe(&self) -> Result<UnboundedReceiver<Envelope>, LogError> {
-        self.serial.run_now("subscribe", LogState::subscribe).await.ok_or(LogError::Closed)
+        let subscribed = self
+            .run(|log, reply| {
+                let _ = reply.send(log.subscribe());
+                Box::pin(async {})
+            })
+            .await;
+        subscribed.ok_or(LogError::Closed)
+    }
+
+    /// The events committed from `seq` on, then every later one as it commits: what was already
+    /// committed comes back as a list (read back from the store), the rest through the receiver
+    /// (no event twice, none missed).
+    pub async fn subscribe_from(
+        &self,
+        seq: u64,
+    ) -> Result<(Vec<Envelope>, UnboundedReceiver<Envelope>), LogError> {
+        let subscribed = self
+            .run(move |log, reply| {
+                Box::pin(async move {
+                    let _ = reply.send(log.subscribe_from(seq).await);
+                })
+            })
+            .await;
+        subscribed.ok_or(LogError::Closed)?
     }
 
     /// Installs a validator; the existing log is replayed into it first as one
     /// [`Validator::commit`] batch. It checks every later append.
     pub async fn add_validator(&self, validator: Box<dyn Validator>) -> Result<(), LogError> {
-        let added =
-            self.serial.run("add_validator", |log| Box::pin(log.add_validator(validator))).await;
+        let added = self
+            .run(|log, reply| {
+                Box::pin(async move {
+                    let _ = reply.send(log.add_validator(validator).await);
+                })
+            })
+            .await;
         added.ok_or(LogError::Closed)?
     }
 
     /// Registers a projection under its key; the existing log is folded into it at once.
     pub async fn register<P: Projection>(&self, projection: P) -> Result<(), LogError> {
         let erased = registry::erase(projection);
-        let registered = self.serial.run("register", |log| Box::pin(log.register(erased))).await;
+        let registered = self
+            .run(|log, reply| {
+                Box::pin(async move {
+                    let _ = reply.send(log.register(erased).await);
+                })
+            })
+            .await;
         registered.ok_or(LogError::Closed)?
     }
 
     /// A clone of the state of the projection registered under `key`.
     pub async fn read<P: Projection>(&self, key: &'static str) -> Result<P::State, LogError> {
-        self.serial.run_now("read", |log| log.read(key)).await.ok_or(LogError::Closed)?
+        self.view::<P, _>(key, P::State::clone).await
     }
 
     /// What `view` makes of the state of the projection registered under `key`, computed on
-    /// the state itself: where [`SessionLog::read`] clones the whole state, this clones only
-    /// what `view` returns (the step builds its request's messages this way, without first
-    /// cloning the history they come from).
-    pub async fn view<P: Projection, T>(
+    /// the state itself, in the log's actor: where [`SessionLog::read`] clones the whole state,
+    /// this clones only what `view` returns.
+    pub async fn view<P: Projection, T: Send + 'static>(
         &self,
         key: &'static str,
-        view: impl FnOnce(&P::State) -> T,
+        view: impl FnOnce(&P::State) -> T + Send + 'static,
     ) -> Result<T, LogError> {
-        let made = self.serial.run_now("view", |log| log.view::<P::State, T>(key, view)).await;
+        let made = self
+            .run(move |log, reply| {
+                let _ = reply.send(log.view::<P::State, T>(key, view));
+                Box::pin(async {})
+            })
+            .await;
         made.ok_or(LogError::Closed)?
     }
 
-    /// The retry chains of the open step (SPEC §5.4).
+    /// The retry chains of the open step.
     pub async fn retry_chains(&self) -> Result<RetryChains, LogError> {
         self.read::<RetryChainProjection>(RetryChainProjection::KEY).await
     }
@@ -338,13 +435,32 @@ impl SessionLog {
 
     /// The whole log, read back from the store.
     pub async fn events(&self) -> Result<Vec<Envelope>, LogError> {
-        self.serial.run("events", |log| Box::pin(log.events())).await.ok_or(LogError::Closed)?
+        let events = self
+            .run(|log, reply| {
+                Box::pin(async move {
+                    let _ = reply.send(log.events().await);
+                })
+            })
+            .await;
+        events.ok_or(LogError::Closed)?
     }
 
     /// Closes the log once the operation in progress finished (an append in flight completes).
     /// Operations still queued, and every later one through any clone of this handle, fail
     /// with `Closed`; subscribers' receivers end.
     pub async fn close(self) {
-        self.serial.close().await;
+        // An error means the actor is already stopped, which is what was asked.
+        let _ = self.actor.stop_and_wait(None, None).await;
+    }
+}
+
+/// A log actor that could not start: the open's own error, or what ractor reported.
+fn open_error(error: SpawnErr) -> LogError {
+    match error {
+        SpawnErr::StartupFailed(error) => match error.downcast::<LogError>() {
+            Ok(error) => *error,
+            Err(error) => LogError::Failed(error.to_string()),
+        },
+        other => LogError::Failed(other.to_string()),
     }
 }

@@ -1,53 +1,55 @@
-//! One step of a turn — request, attempts, waterfall, tools — run by the turn's task.
+//! [`StepActor`]: one per running step, linked under its turn. It drives the step's attempts by
+//! messages and reports how the step ended through its termination (see `turn`).
 //!
-//! [`run`] runs the step as one procedure:
+//! 1. It reads the model-visible history from the log and builds the request, writes
+//!    `step/start` (first attempt) and `request/start`, and sends the attempt to the route's
+//!    provider actor. The provider streams the chunks back as [`StepMsg::Chunk`] messages
+//!    (each written as `assistant/chunk`) and then the outcome ([`StepMsg::Outcome`]).
+//! 2. On success it writes `assistant/message` — built only from *this* attempt's chunks — and
+//!    runs the tool calls one after another, each as a task that reports back
+//!    ([`StepMsg::ToolDone`]): `tool/call` before it runs, `tool/result` after.
+//! 3. On failure it writes `request/error` and offers the failure to the waterfall: the walk of
+//!    the plugin chain runs as a task of the step and its verdict comes back as a message
+//!    ([`StepMsg::Verdict`]). `Retry` starts the next attempt at 1.; `Stop` ends the step with the
+//!    failure.
 //!
-//! 1. read the model-visible history from the log (the `history` projection) and build the
-//!    request; write `step/start` (first attempt) and `request/start`;
-//! 2. send the attempt to the route's provider actor; write each streamed chunk as
-//!    `assistant/chunk` as it arrives;
-//! 3. on success write `assistant/message` — built only from *this* attempt's chunks — then, per
-//!    tool call, `tool/call`, the tool's run, `tool/result`; then `step/end`;
-//! 4. on failure write `request/error` and offer the failure to the waterfall with the route's
-//!    effective retry policy; `Retry` starts a new attempt at 1. (the request is rebuilt from the
-//!    durable log, so it equals the failed one), `Stop` ends the step with the failure.
+//! Its handlers never wait on anything but the session's log, so a stop is taken promptly.
 //!
-//! Cancellation is checked before every write and raced by every wait (the provider, a tool,
-//! the waterfall): once the turn's token fired, the step writes nothing but its `step/end`.
+//! # What a step writes and what it leaves to its turn's end
+//!
+//! A step that lets its turn go on (its tools ran) writes its `step/end`. A step that ends its
+//! turn — the model answered, a failure nobody recovered — leaves its `step/end` to the closing
+//! batch its session writes with the `turn/end` (the log computes it from the open step, see
+//! `SessionLog::close_turn`): one write fewer per turn, and the same log.
+//!
+//! # Cancellation
+//!
+//! The step's [`CancelScope`] is a child of its turn's: the provider's stream, the waterfall's
+//! walk (and the plugin waits inside it) and a running tool all race its token. Its `post_stop`
+//! cancels the token and waits for the walk or the tool in flight to settle, so nothing of the
+//! step is written after it stopped; if the step is killed instead, its state's guard cancels the
+//! token as the state is dropped. After its token fired the step writes nothing at all: its
+//! turn's closing events say how it ended.
 //!
 //! # Why the request is rebuilt from the log on every attempt
 //!
-//! SPEC §4 rule 2: a retry's request is built from the durable log. Between two attempts plugins
-//! may have appended (`llm/retry`, `context/compacted`): rebuilding from the `history`
-//! projection takes compaction into account and, because failed chunks and retry events never
-//! enter the history, gives a retry exactly the failed attempt's messages otherwise.
-//!
-//! # Why a step is a stage of the turn's task, and still a unit of supervision
-//!
-//! A step used to be an actor of its own; it never received a message (it ran one procedure and
-//! reported its outcome), so its mailbox — two channels ractor allocates eagerly, ≈ 6 KiB with
-//! its task — was pure cost for every turn parked in a retry wait (DESIGN §6 budgets 24 KiB for
-//! the whole turn). The step now runs inline in its turn's task, and keeps what being an actor
-//! gave it: its panic is caught at the step's boundary ([`run`]), the open `step/end` is
-//! written, and the turn ends with the runtime's failure (or `aborted`, if it was cancelled),
-//! exactly as when the turn actor supervised a crashed step actor.
-//!
-//! # Why the rarely awaited stages are boxed
-//!
-//! A future is as large as its largest state. The state a step spends its long waits in is the
-//! waterfall (a plugin's backoff); streaming an attempt, building a request and running tools
-//! are short. Each of those is boxed while it runs, so a turn parked in a retry wait carries only
-//! the waterfall's small state, not the largest stage's.
+//! A retry's request is built from the durable log. Between two attempts plugins may have
+//! appended (`llm/retry`, `context/compacted`): rebuilding from the `history` projection takes
+//! compaction into account and, because failed chunks and retry events never enter the history,
+//! gives a retry exactly the failed attempt's messages otherwise.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::FutureExt;
-use tokio::sync::{mpsc, oneshot};
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::task::JoinHandle;
+use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
 use crate::agent_loop::{self, StepOutcome};
+use crate::cancel::CancelScope;
+use crate::census::{ActorKind, Alive};
 use crate::crash::panic_message;
 use crate::event::{
     AssistantChunk, Event, RequestError, RequestStart, StepRef, ToolCall, ToolCallEvent, ToolResult,
@@ -56,198 +58,82 @@ use crate::failure::{self, Failure};
 use crate::history::{HISTORY, HistoryProjection};
 use crate::plugin::RequestErrorPayload;
 use crate::provider::actor::{AttemptResult, ProviderCall, ProviderMsg};
-use crate::provider::{Completion, Request};
+use crate::provider::{ChunkSink, Completion, Request, SinkClosed};
 use crate::retry_policy::RetryPolicy;
-use crate::runtime::Route;
-use crate::session::actor::runtime_failure;
-use crate::store::BoxFuture;
 use crate::tool::TOOL_ERROR;
-use crate::turn::TurnArgs;
+use crate::turn::{TurnCtx, runtime_failure};
 use crate::waterfall::{self, Outcome};
 
-/// Runs step `step` of a turn and returns how it ended (its `step/end` written, if it started).
-///
-/// A panic in the step's code is caught here: the step is closed (`step/end`, if the log shows
-/// it open) and it ends `Failed` with the runtime's failure, which the turn turns into
-/// `turn/end {error}` — or `aborted`, if the turn was cancelled.
-pub(crate) async fn run(turn: &TurnArgs, step: u32) -> Ended {
-    let span = tracing::info_span!("step", session.id = %turn.session_id, turn = turn.turn, step);
-    let mut running = Step::new(turn, step);
-    let ran = AssertUnwindSafe(running.run()).catch_unwind().instrument(span).await;
-    match ran {
-        Ok(outcome) => {
-            let end =
-                running.end_left.load(Ordering::Relaxed).then(|| Event::StepEnd(running.at()));
-            Ended { outcome, end }
-        }
-        Err(panic) => {
-            let error = panic_message(panic.as_ref());
-            tracing::error!(session.id = %turn.session_id, turn = turn.turn, step, %error, "a step crashed");
-            let at = StepRef { turn: turn.turn, step };
-            if turn.log.open_turn().await.ok().and_then(|open| open.step) == Some(step) {
-                let _ = turn.log.append(vec![Event::StepEnd(at)]).await;
-            }
-            let failure = runtime_failure(format!("step {step} crashed: {error}"));
-            Ended { outcome: StepOutcome::Failed(failure), end: None }
-        }
-    }
+/// A message to a step actor.
+pub(crate) enum StepMsg {
+    /// A chunk of attempt `attempt` streamed.
+    Chunk { attempt: u32, text: String },
+    /// Attempt `attempt` ended.
+    Outcome { attempt: u32, result: AttemptResult },
+    /// The waterfall answered the failure of attempt `attempt`.
+    Verdict { attempt: u32, outcome: Outcome },
+    /// Tool call `index` of the successful attempt ended.
+    ToolDone { index: usize, result: Result<String, String> },
 }
 
-/// How a step ended, and its `step/end` if the step left it to the turn.
-///
-/// # Why a cancelled step leaves its `step/end` to the turn
-///
-/// A cancelled step always ends its turn, and the turn's next write is `turn/end`. Writing the
-/// two as one batch is one log round trip instead of two for every aborted turn — the bulk of
-/// a mass cancel (DESIGN §6) — and the log reads exactly as before: `step/end`, `turn/end`.
-pub(crate) struct Ended {
-    /// How the step ended.
-    pub(crate) outcome: StepOutcome,
-    /// The step's `step/end`, not yet written: the turn writes it first thing.
-    pub(crate) end: Option<Event>,
+/// The actor of one running step.
+pub(crate) struct StepActor;
+
+/// What a step actor starts with.
+pub(crate) struct StepArgs {
+    pub(crate) ctx: Arc<TurnCtx>,
+    pub(crate) step: u32,
+    pub(crate) scope: CancelScope,
 }
 
-/// A running step: its turn, its number, and whether its `step/start` is written.
-struct Step<'a> {
-    a: &'a TurnArgs,
+/// A step actor's state.
+pub(crate) struct StepState {
+    ctx: Arc<TurnCtx>,
     step: u32,
-    route: Option<Arc<Route>>,
+    scope: CancelScope,
+    /// The attempt in progress (0 before the first).
+    attempt: u32,
+    /// `step/start` is written.
     started: bool,
-    /// The step was cancelled after its `step/start`: its `step/end` is left to the turn.
-    end_left: AtomicBool,
+    /// The chunks of the attempt in progress.
+    chunks: Vec<String>,
+    /// The tool calls of the successful attempt.
+    calls: Vec<ToolCall>,
+    /// The failure being offered to the waterfall.
+    failure: Option<Failure>,
+    /// The walk or the tool call in flight (its task reports back as a message).
+    work: Option<JoinHandle<()>>,
+    /// The span of the attempt in progress.
+    span: tracing::Span,
+    /// Set once the step ended: what its turn decides on.
+    pub(crate) report: Option<StepOutcome>,
+    _cancel_on_drop: DropGuard,
+    _alive: Alive,
 }
 
 /// Why the step cannot go on (the runtime's own failure, not offered to the waterfall).
 struct Fault(Failure);
 
-impl<'a> Step<'a> {
-    fn new(a: &'a TurnArgs, step: u32) -> Self {
-        Self {
-            a,
-            step,
-            route: a.shared.routes.get(&a.route).cloned(),
-            started: false,
-            end_left: AtomicBool::new(false),
-        }
-    }
-
+impl StepState {
     fn cancelled(&self) -> bool {
-        self.a.scope.is_cancelled()
+        self.scope.is_cancelled()
     }
 
     fn at(&self) -> StepRef {
-        StepRef { turn: self.a.turn, step: self.step }
+        StepRef { turn: self.ctx.turn, step: self.step }
     }
 
-    /// Appends a batch (boxed: awaited from most states of [`Step::attempts`]).
-    fn append(&self, events: Vec<Event>) -> BoxFuture<'_, Result<(), Fault>> {
-        Box::pin(async move {
-            self.a.log.append(events).await.map(|_| ()).map_err(|error| {
-                Fault(runtime_failure(format!("the session log refused an append: {error}")))
-            })
+    /// Appends a batch; a refusal is the runtime's own failure.
+    async fn append(&self, events: Vec<Event>) -> Result<(), Fault> {
+        self.ctx.log.append(events).await.map(|_| ()).map_err(|error| {
+            Fault(runtime_failure(format!("the session log refused an append: {error}")))
         })
-    }
-
-    /// Ends the step: `step/end` (if it started; a cancelled step leaves it to the turn's closing
-    /// batch, see [`Ended`]), and the outcome. Boxed, like the other short
-    /// stages (see the module docs): it is awaited from several states of [`Step::attempts`].
-    fn close(&self, outcome: StepOutcome) -> BoxFuture<'_, StepOutcome> {
-        Box::pin(async move {
-            if self.started && outcome == StepOutcome::Aborted {
-                self.end_left.store(true, Ordering::Relaxed);
-                return outcome;
-            }
-            if self.started {
-                if let Err(Fault(failure)) = self.append(vec![Event::StepEnd(self.at())]).await {
-                    return StepOutcome::Failed(failure);
-                }
-            }
-            outcome
-        })
-    }
-
-    async fn run(&mut self) -> StepOutcome {
-        match self.attempts().await {
-            Ok(outcome) => outcome,
-            Err(Fault(failure)) => {
-                if self.cancelled() {
-                    self.close(StepOutcome::Aborted).await
-                } else {
-                    self.close(StepOutcome::Failed(failure)).await
-                }
-            }
-        }
-    }
-
-    async fn attempts(&mut self) -> Result<StepOutcome, Fault> {
-        let mut attempt = 1;
-        loop {
-            if self.cancelled() {
-                return Ok(self.close(StepOutcome::Aborted).await);
-            }
-            let request = Box::pin(self.begin(attempt)).await?;
-            let span = tracing::info_span!(
-                "attempt",
-                attempt,
-                gen_ai.provider.name = %self.a.route,
-                gen_ai.request.model = %request.model,
-                error.r#type = tracing::field::Empty,
-            );
-            let result = Box::pin(self.attempt(request, attempt).instrument(span.clone())).await?;
-            let failure = match result {
-                Ok((chunks, completion)) => {
-                    return Box::pin(self.succeeded(&chunks, &completion)).await;
-                }
-                Err(failure) => failure,
-            };
-            span.record("error.type", failure.code());
-            if self.cancelled() {
-                return Ok(self.close(StepOutcome::Aborted).await);
-            }
-            let error = RequestError {
-                turn: self.a.turn,
-                step: self.step,
-                attempt,
-                provider: self.a.route.clone(),
-                failure: failure.clone(),
-            };
-            self.append(vec![Event::RequestError(error)]).await?;
-            if !waterfall::offered(&failure, false) {
-                return Ok(self.close(StepOutcome::Failed(failure)).await);
-            }
-            match waterfall::run(&self.a.shared.chain, self.payload(attempt, failure.clone())).await
-            {
-                Outcome::Retry => attempt += 1,
-                Outcome::Stop => return Ok(self.close(StepOutcome::Failed(failure)).await),
-                Outcome::Aborted => return Ok(self.close(StepOutcome::Aborted).await),
-            }
-        }
-    }
-
-    /// Starts `attempt`: builds its request from the durable history, then writes `step/start`
-    /// (before the first attempt) and `request/start`.
-    async fn begin(&mut self, attempt: u32) -> Result<Request, Fault> {
-        let request = self.request(attempt).await?;
-        let (provider, model) = match &self.route {
-            Some(route) => (route.name.clone(), route.model.clone()),
-            None => (self.a.route.clone(), String::new()),
-        };
-        let mut batch = Vec::with_capacity(2);
-        if !self.started {
-            batch.push(Event::StepStart(self.at()));
-        }
-        let start = RequestStart { turn: self.a.turn, step: self.step, attempt, provider, model };
-        batch.push(Event::RequestStart(start));
-        self.append(batch).await?;
-        self.started = true;
-        Ok(request)
     }
 
     /// The request of `attempt`, from the durable history.
     async fn request(&self, attempt: u32) -> Result<Request, Fault> {
-        // Only the messages are cloned out of the log, not the history they come from.
         let messages = self
-            .a
+            .ctx
             .log
             .view::<HistoryProjection, _>(HISTORY, |history| history.messages())
             .await
@@ -255,179 +141,381 @@ impl<'a> Step<'a> {
                 Fault(runtime_failure(format!("the request could not be built: {error}")))
             })?;
         Ok(Request {
-            session: self.a.session_id.to_string(),
-            turn: self.a.turn,
+            session: self.ctx.session_id.to_string(),
+            turn: self.ctx.turn,
             step: self.step,
             attempt,
-            provider: self.a.route.clone(),
-            model: self.route.as_ref().map(|r| r.model.clone()).unwrap_or_default(),
+            provider: self.ctx.route_name.clone(),
+            model: self.ctx.route.as_ref().map(|r| r.model.clone()).unwrap_or_default(),
             messages,
-            tools: self.a.shared.tools.specs().to_vec(),
+            tools: self.ctx.shared.tools.specs().to_vec(),
         })
     }
 
-    fn payload(&self, attempt: u32, failure: Failure) -> RequestErrorPayload {
-        let shared = &self.a.shared;
+    fn payload(&self, failure: Failure) -> RequestErrorPayload {
+        let shared = &self.ctx.shared;
         RequestErrorPayload {
-            session: Arc::clone(&self.a.session_id),
-            turn: self.a.turn,
+            session: Arc::clone(&self.ctx.session_id),
+            turn: self.ctx.turn,
             step: self.step,
-            attempt,
-            provider: self.a.route.clone(),
+            attempt: self.attempt,
+            provider: self.ctx.route_name.clone(),
             failure,
-            retry_policy: self.route.as_ref().map(|route| {
+            retry_policy: self.ctx.route.as_ref().map(|route| {
                 RetryPolicy::effective(route.policy.as_ref(), shared.default_policy.as_ref())
             }),
-            cancel: self.a.scope.token().clone(),
-            log: self.a.log.clone(),
+            cancel: self.scope.token().clone(),
+            log: self.ctx.log.clone(),
         }
     }
 
-    /// Runs one attempt: streams its chunks into the log, returns them with the outcome.
-    async fn attempt(
-        &self,
-        request: Request,
-        attempt: u32,
-    ) -> Result<Result<(Vec<String>, Completion), Failure>, Fault> {
-        let Some(route) = &self.route else {
-            let message = format!("no provider route named {:?}", self.a.route);
-            return Ok(Err(
-                Failure::new(failure::NO_ADAPTER, message).unwrap_or_else(|_| Failure::aborted())
-            ));
-        };
-        let (chunk_tx, mut chunk_rx) = mpsc::unbounded_channel();
-        let (reply, mut outcome) = oneshot::channel::<AttemptResult>();
-        let call =
-            ProviderCall { request, chunks: chunk_tx, cancel: self.a.scope.token().clone(), reply };
-        if route.actor.send_message(ProviderMsg::Call(call)).is_err() {
-            let message = format!("provider route {:?} is stopped", route.name);
-            return Ok(Err(
-                Failure::new(failure::NO_ADAPTER, message).unwrap_or_else(|_| Failure::aborted())
-            ));
-        }
-        let mut chunks = Vec::new();
-        let result = loop {
-            tokio::select! {
-                biased;
-                Some(chunk) = chunk_rx.recv() => {
-                    let mut batch = vec![chunk];
-                    while let Ok(more) = chunk_rx.try_recv() {
-                        batch.push(more);
-                    }
-                    self.record_chunks(attempt, &batch).await?;
-                    chunks.extend(batch);
-                }
-                result = &mut outcome => break result,
-            }
-        };
-        // Chunks streamed before the outcome and not yet read.
-        let mut rest = Vec::new();
-        while let Ok(more) = chunk_rx.try_recv() {
-            rest.push(more);
-        }
-        if !rest.is_empty() {
-            self.record_chunks(attempt, &rest).await?;
-            chunks.extend(rest);
-        }
-        let result = result.unwrap_or_else(|_| {
-            Err(Failure::new(failure::UNKNOWN, "the provider dropped the attempt")
-                .unwrap_or_else(|_| Failure::aborted()))
-        });
-        Ok(result.map(|completion| (chunks, completion)))
-    }
-
-    async fn record_chunks(&self, attempt: u32, chunks: &[String]) -> Result<(), Fault> {
-        if self.cancelled() {
-            return Ok(());
-        }
-        let events = chunks
-            .iter()
-            .map(|text| {
-                Event::AssistantChunk(AssistantChunk {
-                    turn: self.a.turn,
-                    step: self.step,
-                    attempt,
-                    text: text.clone(),
-                })
-            })
-            .collect();
-        self.append(events).await
-    }
-
-    /// A successful attempt: the message, then each tool call and its result.
-    async fn succeeded(
-        &self,
-        chunks: &[String],
-        completion: &Completion,
-    ) -> Result<StepOutcome, Fault> {
-        if self.cancelled() {
-            return Ok(self.close(StepOutcome::Aborted).await);
-        }
-        let message = agent_loop::assistant_message(self.a.turn, self.step, chunks, completion);
-        let mut batch = vec![Event::AssistantMessage(message)];
-        let calls = &completion.tool_calls;
-        if calls.is_empty() {
-            batch.push(Event::StepEnd(self.at()));
-            self.append(batch).await?;
-            return Ok(StepOutcome::Completed);
-        }
-        for call in calls {
-            batch.push(Event::ToolCall(ToolCallEvent {
-                turn: self.a.turn,
+    fn tool_call(&self, index: usize) -> Option<Event> {
+        self.calls.get(index).map(|call| {
+            Event::ToolCall(ToolCallEvent {
+                turn: self.ctx.turn,
                 step: self.step,
                 id: call.id.clone(),
                 name: call.name.clone(),
                 arguments: call.arguments.clone(),
-            }));
-            self.append(std::mem::take(&mut batch)).await?;
-            let output = self.call_tool(call).await;
-            if self.cancelled() {
-                return Ok(self.close(StepOutcome::Aborted).await);
-            }
-            let (text, is_error) = match &output {
-                Ok(text) => (text.clone(), false),
-                Err(error) => (error.clone(), true),
-            };
-            let result = ToolResult {
-                turn: self.a.turn,
-                step: self.step,
-                id: call.id.clone(),
-                output: text,
-                is_error,
-            };
-            self.append(vec![Event::ToolResult(result)]).await?;
-            if let Err(error) = output {
-                let failure = Failure::new(TOOL_ERROR, format!("tool {}: {error}", call.name))
-                    .unwrap_or_else(|_| Failure::aborted());
-                return Ok(self.close(StepOutcome::Failed(failure)).await);
-            }
+            })
+        })
+    }
+}
+
+impl StepActor {
+    /// Starts attempt `attempt`: the request from the durable history, `step/start` (first
+    /// attempt) and `request/start`, then the call to the provider.
+    async fn begin(
+        &self,
+        myself: &ActorRef<StepMsg>,
+        state: &mut StepState,
+        attempt: u32,
+    ) -> Result<(), Fault> {
+        if state.cancelled() {
+            return Ok(());
         }
-        self.append(vec![Event::StepEnd(self.at())]).await?;
-        Ok(StepOutcome::ToolsRan)
+        state.attempt = attempt;
+        state.chunks = Vec::new();
+        let request = state.request(attempt).await?;
+        let model = request.model.clone();
+        state.span = tracing::info_span!(
+            "attempt",
+            session.id = %state.ctx.session_id,
+            turn = state.ctx.turn,
+            step = state.step,
+            attempt,
+            gen_ai.provider.name = %state.ctx.route_name,
+            gen_ai.request.model = %model,
+            error.r#type = tracing::field::Empty,
+        );
+        let mut batch = Vec::with_capacity(2);
+        if !state.started {
+            batch.push(Event::StepStart(state.at()));
+        }
+        let provider = state.ctx.route_name.clone();
+        batch.push(Event::RequestStart(RequestStart {
+            turn: state.ctx.turn,
+            step: state.step,
+            attempt,
+            provider,
+            model,
+        }));
+        state.append(batch).await?;
+        state.started = true;
+        let Some(route) = state.ctx.route.clone() else {
+            let message = format!("no provider route named {:?}", state.ctx.route_name);
+            return self
+                .failed(myself, state, Failure::internal(failure::NO_ADAPTER, message))
+                .await;
+        };
+        let sink = {
+            let step = myself.clone();
+            ChunkSink::new(move |text| {
+                step.send_message(StepMsg::Chunk { attempt, text }).map_err(|_| SinkClosed)
+            })
+        };
+        let reply = {
+            let step = myself.clone();
+            Box::new(move |result| {
+                let _ = step.send_message(StepMsg::Outcome { attempt, result });
+            })
+        };
+        let call =
+            ProviderCall { request, chunks: sink, cancel: state.scope.token().clone(), reply };
+        if route.actor.send_message(ProviderMsg::Call(call)).is_err() {
+            let message = format!("provider route {:?} is stopped", route.name);
+            return self
+                .failed(myself, state, Failure::internal(failure::NO_ADAPTER, message))
+                .await;
+        }
+        Ok(())
     }
 
-    /// Runs one tool call, racing the turn's cancellation; a panic is a tool error.
-    async fn call_tool(&self, call: &ToolCall) -> Result<String, String> {
-        let Some(tool) = self.a.shared.tools.get(&call.name) else {
-            return Err(format!("no tool named {:?}", call.name));
+    /// A chunk of the attempt in progress: written as it arrives.
+    async fn chunk(&self, state: &mut StepState, text: String) -> Result<(), Fault> {
+        let event = AssistantChunk {
+            turn: state.ctx.turn,
+            step: state.step,
+            attempt: state.attempt,
+            text: text.clone(),
         };
-        let token = self.a.scope.token().clone();
-        let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            tool.call(call.arguments.clone(), token.clone())
-        }));
-        let future = match started {
-            Ok(future) => AssertUnwindSafe(future).catch_unwind(),
-            Err(panic) => return Err(format!("panicked: {}", panic_message(panic.as_ref()))),
+        state.append(vec![Event::AssistantChunk(event)]).await?;
+        state.chunks.push(text);
+        Ok(())
+    }
+
+    /// The attempt failed: `request/error`, then the waterfall (a task of the step).
+    async fn failed(
+        &self,
+        myself: &ActorRef<StepMsg>,
+        state: &mut StepState,
+        failure: Failure,
+    ) -> Result<(), Fault> {
+        state.span.record("error.type", failure.code());
+        let error = RequestError {
+            turn: state.ctx.turn,
+            step: state.step,
+            attempt: state.attempt,
+            provider: state.ctx.route_name.clone(),
+            failure: failure.clone(),
         };
-        tokio::select! {
-            biased;
-            () = token.cancelled() => Err("cancelled".to_owned()),
-            outcome = future => match outcome {
-                Ok(Ok(output)) => Ok(output),
-                Ok(Err(error)) if error.is_empty() => Err("failed".to_owned()),
-                Ok(Err(error)) => Err(error),
-                Err(panic) => Err(format!("panicked: {}", panic_message(panic.as_ref()))),
-            },
+        state.append(vec![Event::RequestError(error)]).await?;
+        if !waterfall::offered(&failure, state.cancelled()) {
+            self.finish(myself, state, StepOutcome::Failed(failure));
+            return Ok(());
         }
+        let walk = waterfall::run(&state.ctx.shared.chain, state.payload(failure.clone()));
+        state.failure = Some(failure);
+        let (step, attempt) = (myself.clone(), state.attempt);
+        let census = &state.ctx.shared.census;
+        state.work = Some(census.spawn(async move {
+            let outcome = walk.await;
+            let _ = step.send_message(StepMsg::Verdict { attempt, outcome });
+        }));
+        Ok(())
+    }
+
+    /// The attempt succeeded: `assistant/message`, then the first tool call, if any.
+    async fn succeeded(
+        &self,
+        myself: &ActorRef<StepMsg>,
+        state: &mut StepState,
+        completion: Completion,
+    ) -> Result<(), Fault> {
+        let message =
+            agent_loop::assistant_message(state.ctx.turn, state.step, &state.chunks, &completion);
+        state.calls = completion.tool_calls;
+        let mut batch = vec![Event::AssistantMessage(message)];
+        batch.extend(state.tool_call(0));
+        state.append(batch).await?;
+        if state.calls.is_empty() {
+            // The turn ends: the step/end goes with its closing events.
+            self.finish(myself, state, StepOutcome::Completed);
+        } else {
+            self.run_tool(myself, state, 0);
+        }
+        Ok(())
+    }
+
+    /// Runs tool call `index` as a task that reports back.
+    fn run_tool(&self, myself: &ActorRef<StepMsg>, state: &mut StepState, index: usize) {
+        let Some(call) = state.calls.get(index).cloned() else { return };
+        let tool = state.ctx.shared.tools.get(&call.name).cloned();
+        let token = state.scope.token().clone();
+        let step = myself.clone();
+        state.work = Some(state.ctx.shared.census.spawn(async move {
+            let result = match tool {
+                Some(tool) => call_tool(tool.as_ref(), &call, token).await,
+                None => Err(format!("no tool named {:?}", call.name)),
+            };
+            let _ = step.send_message(StepMsg::ToolDone { index, result });
+        }));
+    }
+
+    /// Tool call `index` ended: `tool/result`, then the next call (in the same batch) or the
+    /// step's end.
+    async fn tool_done(
+        &self,
+        myself: &ActorRef<StepMsg>,
+        state: &mut StepState,
+        index: usize,
+        result: Result<String, String>,
+    ) -> Result<(), Fault> {
+        let Some(call) = state.calls.get(index) else { return Ok(()) };
+        let (output, is_error) = match &result {
+            Ok(text) => (text.clone(), false),
+            Err(error) => (error.clone(), true),
+        };
+        let name = call.name.clone();
+        let tool_result = ToolResult {
+            turn: state.ctx.turn,
+            step: state.step,
+            id: call.id.clone(),
+            output,
+            is_error,
+        };
+        let mut batch = vec![Event::ToolResult(tool_result)];
+        if let Err(error) = result {
+            state.append(batch).await?;
+            let failure = Failure::internal(TOOL_ERROR, format!("tool {name}: {error}"));
+            self.finish(myself, state, StepOutcome::Failed(failure));
+            return Ok(());
+        }
+        match state.tool_call(index + 1) {
+            Some(next) => {
+                batch.push(next);
+                state.append(batch).await?;
+                self.run_tool(myself, state, index + 1);
+            }
+            None => {
+                batch.push(Event::StepEnd(state.at()));
+                state.append(batch).await?;
+                self.finish(myself, state, StepOutcome::ToolsRan);
+            }
+        }
+        Ok(())
+    }
+
+    /// The step ended: keep its outcome and stop (its turn reads it from the final state).
+    fn finish(&self, myself: &ActorRef<StepMsg>, state: &mut StepState, outcome: StepOutcome) {
+        state.report = Some(outcome);
+        myself.stop(None);
+    }
+
+    /// One message (boxed by `handle`: only while it is handled is its state held).
+    async fn message(
+        &self,
+        myself: &ActorRef<StepMsg>,
+        message: StepMsg,
+        state: &mut StepState,
+    ) -> Result<(), Fault> {
+        if state.cancelled() || state.report.is_some() {
+            // Stopping: nothing more is written (the turn's closing events say how it ended).
+            return Ok(());
+        }
+        state.ctx.shared.faults.at_step(state.ctx.turn, state.step);
+        match message {
+            StepMsg::Chunk { attempt, text } if attempt == state.attempt => {
+                self.chunk(state, text).await
+            }
+            StepMsg::Outcome { attempt, result } if attempt == state.attempt => match result {
+                Ok(completion) => self.succeeded(myself, state, completion).await,
+                Err(failure) => self.failed(myself, state, failure).await,
+            },
+            StepMsg::Verdict { attempt, outcome } if attempt == state.attempt => {
+                state.work = None;
+                let failure = state.failure.take();
+                match (outcome, failure) {
+                    (Outcome::Retry, _) => self.begin(myself, state, attempt + 1).await,
+                    (Outcome::Stop, Some(failure)) => {
+                        self.finish(myself, state, StepOutcome::Failed(failure));
+                        Ok(())
+                    }
+                    // Aborted: the turn is being cancelled; its stop reaches this step next.
+                    _ => Ok(()),
+                }
+            }
+            StepMsg::ToolDone { index, result } => {
+                state.work = None;
+                self.tool_done(myself, state, index, result).await
+            }
+            // A message of an earlier attempt.
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Runs one tool call, racing the step's cancellation; a panic is a tool error.
+async fn call_tool(
+    tool: &dyn crate::tool::Tool,
+    call: &ToolCall,
+    token: tokio_util::sync::CancellationToken,
+) -> Result<String, String> {
+    let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        tool.call(call.arguments.clone(), token.clone())
+    }));
+    let future = match started {
+        Ok(future) => AssertUnwindSafe(future).catch_unwind(),
+        Err(panic) => return Err(format!("panicked: {}", panic_message(panic.as_ref()))),
+    };
+    tokio::select! {
+        biased;
+        () = token.cancelled() => Err("cancelled".to_owned()),
+        outcome = future => match outcome {
+            Ok(Ok(output)) => Ok(output),
+            Ok(Err(error)) if error.is_empty() => Err("failed".to_owned()),
+            Ok(Err(error)) => Err(error),
+            Err(panic) => Err(format!("panicked: {}", panic_message(panic.as_ref()))),
+        },
+    }
+}
+
+impl Actor for StepActor {
+    type Msg = StepMsg;
+    type State = StepState;
+    type Arguments = StepArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<StepMsg>,
+        args: StepArgs,
+    ) -> Result<StepState, ActorProcessingErr> {
+        let StepArgs { ctx, step, scope } = args;
+        Ok(StepState {
+            _alive: ctx.shared.census.enter(ActorKind::Step),
+            _cancel_on_drop: scope.guard(),
+            ctx,
+            step,
+            scope,
+            attempt: 0,
+            started: false,
+            chunks: Vec::new(),
+            calls: Vec::new(),
+            failure: None,
+            work: None,
+            span: tracing::Span::none(),
+            report: None,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<StepMsg>,
+        state: &mut StepState,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Err(Fault(failure)) = Box::pin(self.begin(&myself, state, 1)).await {
+            self.finish(&myself, state, StepOutcome::Failed(failure));
+        }
+        Ok(())
+    }
+
+    async fn handle(
+        &self,
+        myself: ActorRef<StepMsg>,
+        message: StepMsg,
+        state: &mut StepState,
+    ) -> Result<(), ActorProcessingErr> {
+        let span = state.span.clone();
+        if let Err(Fault(failure)) =
+            Box::pin(self.message(&myself, message, state)).instrument(span).await
+        {
+            if !state.cancelled() {
+                self.finish(&myself, state, StepOutcome::Failed(failure));
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<StepMsg>,
+        state: &mut StepState,
+    ) -> Result<(), ActorProcessingErr> {
+        // Whatever ends the step, its waits end with it, and settle before it is gone.
+        state.scope.cancel(crate::event::CancelCause::Parent);
+        if let Some(work) = state.work.take() {
+            let _ = work.await;
+        }
+        Ok(())
     }
 }

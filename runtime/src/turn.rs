@@ -1,163 +1,209 @@
-//! A turn: its steps, one after another, run by one task its session owns.
+//! [`TurnActor`]: one per running turn, linked under its session; it runs the turn's steps, one
+//! [`StepActor`](crate::step::StepActor) at a time, each linked under it.
 //!
-//! The turn runs step 1; each step reports how it ended; [`agent_loop::after_step`] decides
-//! whether a next step runs or the turn ends (`completed`, `error`, `aborted`, `max-steps`). The
-//! turn tells its session ([`SessionMsg::TurnEnded`]) with its closing events, which the
-//! session writes.
+//! The turn spawns step 1. A step reports its end by stopping with its outcome in its state;
+//! ractor hands that state to the turn with the step's termination (the supervision event), and
+//! [`agent_loop::after_step`] decides: the next step, or the turn's end. The turn reports its own
+//! end the same way to its session — it stops with its [`TurnReport`] in its state — and the
+//! session writes the closing events (see `session::actor`).
 //!
-//! # Why the session writes a turn's closing events
+//! # Why a child reports through its termination
 //!
-//! After a turn's `turn/end` the session writes `agent/idle` (nothing queued) — and the turn's
-//! outcome resolves only once that is durable. Written by the turn, `turn/end` and `agent/idle`
-//! were two appends a message apart; written by the session, they are one batch: one log turn,
-//! one store write (one group commit for a durable store) per ended turn, which is the bulk of a
-//! mass cancel. When another prompt is queued, the session writes the closing events alone,
-//! then the next turn's start (not in one batch: a validator refusing the next prompt must not
-//! take the previous turn's end with it). Should the session actor die in between, the log
-//! shows the turn open, and the next wake-up closes it `interrupted`, as after any crash.
+//! A step's end *is* its termination, and ractor tells a supervisor about a child's termination
+//! in any case, after the child's `post_stop`. Carrying the outcome in that event is one message
+//! where a report followed by a stop would be two, and it cannot race: supervision events
+//! overtake ordinary messages in ractor's mailbox, so a report sent as a message could arrive
+//! after the termination it announced. A child that ends without a report — it failed, or was
+//! killed — is a crash of that child.
 //!
-//! # Why a turn is a task, not an actor
+//! # Cancellation
 //!
-//! A turn never receives a message: it is cancelled through its token, and it reports once, at
-//! its end. An actor would give it a mailbox nobody writes to — and ractor allocates every
-//! actor's two channels eagerly (a 32-slot block each, ≈ 4.4 KiB with their headers) plus its
-//! task and the boxed processing loop: ≈ 6.3 KiB per actor measured, in a budget of 24 KiB for a
-//! whole turn parked in a retry wait (DESIGN §6; `docs/architecture.md` has the figures). What
-//! the actor gave, the task keeps:
+//! The session cancels a turn by recording the cause in the turn's [`CancelScope`] and stopping
+//! the turn actor. Its `post_stop` cancels the scope (every wait of the turn — a provider
+//! stream, a plugin's backoff, a tool — races that scope's token or a child of it), then stops
+//! its step and waits for it (the step's own `post_stop` lets its waits settle, so nothing of
+//! the turn is written afterwards), and reports `aborted` with the recorded cause. A killed turn
+//! runs no `post_stop`; its state's guard cancels the scope as the state is dropped, so its waits
+//! end all the same.
 //!
-//! - **Supervision.** A panic is caught at the task's boundary and reported to the session
-//!   ([`SessionMsg::TurnCrashed`]), which closes the turn with the runtime's failure — what its
-//!   `handle_supervisor_evt` did for a crashed turn actor. A step's panic is caught at the
-//!   step's own boundary ([`step::run`]).
-//! - **The link.** The session owns the task through a [`TurnLink`] in its state: however the
-//!   session actor ends (stopped, failed, killed), dropping its state cancels the turn's scope
-//!   (cause `parent`) and aborts the task — what ractor does to a linked child when its
-//!   supervisor ends, and more: the turn's token fires, so waits outside the turn (a plugin's
-//!   backoff, a provider stream) end too.
-//! - **The census.** The task is tracked by the runtime's [`Census`](crate::census::Census), so
-//!   shutdown still proves that no turn outlived it.
+//! # Supervision
 //!
-//! # Why a turn starts in its session's handler
-//!
-//! A turn's first stretch — build the request from the log, write `step/start` and
-//! `request/start`, hand the attempt to the provider actor — never waits on anything but the
-//! log, which answers at once when nobody else is writing. Spawning the task first made every
-//! turn pay a wake-up of another worker thread before it did any of that, on the latency a
-//! caller waits for (DESIGN §6 budgets a turn's overhead at four ractor round trips). So the
-//! session polls the new turn once, in its handler (`first_poll`), and spawns the rest as the
-//! turn's task when it first waits — usually on the provider's answer. A turn that ends without
-//! ever waiting (no such route, a cancelled scope) needs no task at all; its report to the
-//! session is already in the session's mailbox. The session's mailbox is held only for that
-//! first stretch, never through a wait.
+//! A step that panics fails; the turn ends `error` naming the step that crashed (or `aborted`, if
+//! it was being cancelled). A panic in the turn's own code fails the turn actor, and its session
+//! closes it the same way (see `session::actor`).
 
-use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use futures::FutureExt;
-use ractor::ActorRef;
-use tokio::task::AbortHandle;
+use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio_util::sync::DropGuard;
 
-use crate::agent_loop::{self, TurnDecision};
+use crate::agent_loop::{self, StepOutcome, TurnDecision};
 use crate::cancel::CancelScope;
-use crate::crash::panic_message;
-use crate::event::{CancelCause, Event, TurnEnd, TurnEndReason};
-use crate::first_poll::{FirstPoll, first_poll};
-use crate::runtime::Shared;
-use crate::session::actor::SessionMsg;
+use crate::census::{ActorKind, Alive};
+use crate::event::{CancelCause, TurnEndReason};
+use crate::failure::Failure;
+use crate::runtime::{Route, Shared};
 use crate::session_log::SessionLog;
-use crate::step;
-use crate::store::BoxFuture;
+use crate::step::{StepActor, StepArgs, StepMsg, StepState};
 
-/// What a turn runs with.
-pub(crate) struct TurnArgs {
+/// What a turn and its steps run with (shared by them, one allocation per turn).
+pub(crate) struct TurnCtx {
     pub(crate) shared: Arc<Shared>,
-    pub(crate) session: ActorRef<SessionMsg>,
     pub(crate) log: SessionLog,
     pub(crate) session_id: Arc<str>,
     pub(crate) turn: u32,
-    pub(crate) route: String,
+    /// The route's name, as the prompt gave it.
+    pub(crate) route_name: String,
+    /// The route, if one of that name is registered.
+    pub(crate) route: Option<Arc<Route>>,
+}
+
+/// How a turn ended, carried in its final state to its session.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TurnReport {
+    pub(crate) reason: TurnEndReason,
+}
+
+/// The actor of one running turn.
+pub(crate) struct TurnActor;
+
+/// What a turn actor starts with.
+pub(crate) struct TurnArgs {
+    pub(crate) ctx: Arc<TurnCtx>,
     pub(crate) scope: CancelScope,
 }
 
-/// The session's hold on its running turn: dropping it while armed cancels the turn (cause
-/// `parent`) and aborts its task.
-pub(crate) struct TurnLink {
+/// A turn actor's state.
+pub(crate) struct TurnState {
+    ctx: Arc<TurnCtx>,
     scope: CancelScope,
-    task: Option<AbortHandle>,
+    step: u32,
+    current: Option<ActorRef<StepMsg>>,
+    /// Set once the turn ended: what its session writes.
+    pub(crate) report: Option<TurnReport>,
+    _cancel_on_drop: DropGuard,
+    _alive: Alive,
 }
 
-impl TurnLink {
-    /// The turn reported its end: let its task finish on its own.
-    pub(crate) fn disarm(mut self) {
-        self.task = None;
-    }
+/// A failure of the runtime's own machinery (not offered to the waterfall).
+pub(crate) fn runtime_failure(message: String) -> Failure {
+    Failure::internal(agent_loop::RUNTIME_ERROR, message)
 }
 
-impl Drop for TurnLink {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            self.scope.cancel(CancelCause::Parent);
-            task.abort();
-        }
-    }
-}
-
-/// Starts the turn: runs it up to its first wait right here, then continues it as a task
-/// (tracked by the census) — see "# Why a turn starts in its session's handler".
-pub(crate) fn spawn(args: TurnArgs) -> TurnLink {
-    let scope = args.scope.clone();
-    let (session, turn) = (args.session.clone(), args.turn);
-    let census = args.shared.census.clone();
-    let start = || -> BoxFuture<'static, ()> { Box::pin(census.track(run(args))) };
-    let task = match first_poll(start) {
-        // It ended without waiting (its report to the session is already sent).
-        FirstPoll::Ready(()) => None,
-        FirstPoll::Pending(rest) => Some(tokio::spawn(rest).abort_handle()),
-        // `run` catches what its steps throw; this is the turn's own wiring failing.
-        FirstPoll::Panicked(panic) => {
-            let error = panic_message(panic.as_ref());
-            let _ = session.send_message(SessionMsg::TurnCrashed { turn, error });
-            None
-        }
-    };
-    TurnLink { scope, task }
-}
-
-/// The turn's task: its steps, then its report to the session with its closing events.
-async fn run(args: TurnArgs) {
-    let (session, turn) = (args.session.clone(), args.turn);
-    let ran = AssertUnwindSafe(steps(&args)).catch_unwind().await;
-    let report = match ran {
-        Ok((reason, closing)) => SessionMsg::TurnEnded { turn, reason, closing },
-        Err(panic) => SessionMsg::TurnCrashed { turn, error: panic_message(panic.as_ref()) },
-    };
-    let _ = session.send_message(report);
-}
-
-/// Runs the steps until the turn ends; returns why it ended and its closing events (a cancelled
-/// step's `step/end`, the `turn/end`), which the session writes (see "# Why the session writes
-/// a turn's closing events").
-async fn steps(a: &TurnArgs) -> (TurnEndReason, Vec<Event>) {
-    let mut step = 1;
-    let (reason, step_end) = loop {
-        let ended = step::run(a, step).await;
-        let cause = a.scope.cause();
-        match agent_loop::after_step(&ended.outcome, step, a.shared.max_steps, cause.as_ref()) {
-            TurnDecision::NextStep(next) => {
-                // Only a cancelled step leaves its `step/end`, and it ends the turn; written
-                // here all the same, should that ever change.
-                if let Some(end) = ended.end {
-                    if let Err(error) = a.log.append(vec![end]).await {
-                        tracing::error!(session.id = %a.session_id, turn = a.turn, %error, "could not write step/end");
-                    }
-                }
-                step = next;
+impl TurnActor {
+    /// Spawns step `step` linked under this turn, or ends the turn if it cannot.
+    async fn run_step(&self, myself: &ActorRef<()>, state: &mut TurnState, step: u32) {
+        state.step = step;
+        let args = StepArgs { ctx: Arc::clone(&state.ctx), step, scope: state.scope.child() };
+        match Actor::spawn_linked(None, StepActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => state.current = Some(actor),
+            Err(error) => {
+                let failure = runtime_failure(format!("step {step} could not start: {error}"));
+                self.end(myself, state, TurnEndReason::Error { failure });
             }
-            TurnDecision::End(reason) => break (reason, ended.end),
         }
-    };
-    let mut closing = Vec::with_capacity(3);
-    closing.extend(step_end);
-    closing.push(Event::TurnEnd(TurnEnd { turn: a.turn, reason: reason.clone() }));
-    (reason, closing)
+    }
+
+    /// The turn ended: keep the report and stop (the session reads it from the final state).
+    fn end(&self, myself: &ActorRef<()>, state: &mut TurnState, reason: TurnEndReason) {
+        state.current = None;
+        state.report = Some(TurnReport { reason });
+        myself.stop(None);
+    }
+
+    /// The current step ended with `outcome` (`None`: it crashed, with this error).
+    async fn step_ended(
+        &self,
+        myself: &ActorRef<()>,
+        state: &mut TurnState,
+        outcome: Result<StepOutcome, String>,
+    ) {
+        let cause = state.scope.cause();
+        let outcome = outcome.unwrap_or_else(|error| {
+            let step = state.step;
+            tracing::error!(session.id = %state.ctx.session_id, turn = state.ctx.turn, step, %error, "a step crashed");
+            StepOutcome::Failed(runtime_failure(format!("step {step} crashed: {error}")))
+        });
+        let max = state.ctx.shared.max_steps;
+        match agent_loop::after_step(&outcome, state.step, max, cause.as_ref()) {
+            TurnDecision::NextStep(next) => self.run_step(myself, state, next).await,
+            TurnDecision::End(reason) => self.end(myself, state, reason),
+        }
+    }
+}
+
+impl Actor for TurnActor {
+    type Msg = ();
+    type State = TurnState;
+    type Arguments = TurnArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<()>,
+        args: TurnArgs,
+    ) -> Result<TurnState, ActorProcessingErr> {
+        let TurnArgs { ctx, scope } = args;
+        Ok(TurnState {
+            _alive: ctx.shared.census.enter(ActorKind::Turn),
+            _cancel_on_drop: scope.guard(),
+            ctx,
+            scope,
+            step: 0,
+            current: None,
+            report: None,
+        })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<()>,
+        state: &mut TurnState,
+    ) -> Result<(), ActorProcessingErr> {
+        Box::pin(self.run_step(&myself, state, 1)).await;
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<()>,
+        event: SupervisionEvent,
+        state: &mut TurnState,
+    ) -> Result<(), ActorProcessingErr> {
+        let is_current = |cell: &ractor::ActorCell| {
+            state.current.as_ref().is_some_and(|c| c.get_id() == cell.get_id())
+        };
+        let outcome = match event {
+            SupervisionEvent::ActorTerminated(cell, final_state, _) if is_current(&cell) => {
+                let report =
+                    final_state.and_then(|mut s| s.take::<StepState>().ok()).and_then(|s| s.report);
+                report.ok_or_else(|| "it stopped without reporting how it ended".to_owned())
+            }
+            SupervisionEvent::ActorFailed(cell, error) if is_current(&cell) => {
+                Err(error.to_string())
+            }
+            _ => return Ok(()),
+        };
+        state.current = None;
+        state.ctx.shared.faults.at_turn(state.ctx.turn);
+        Box::pin(self.step_ended(&myself, state, outcome)).await;
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<()>,
+        state: &mut TurnState,
+    ) -> Result<(), ActorProcessingErr> {
+        if state.report.is_some() {
+            return Ok(());
+        }
+        // Stopped before it ended: cancelled (the session recorded why).
+        state.scope.cancel(CancelCause::Parent);
+        if let Some(step) = state.current.take() {
+            let _ = step.stop_and_wait(None, None).await;
+        }
+        let cause = state.scope.cause().unwrap_or(CancelCause::Parent);
+        state.report = Some(TurnReport { reason: TurnEndReason::Aborted { cause } });
+        Ok(())
+    }
 }

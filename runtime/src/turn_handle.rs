@@ -8,18 +8,21 @@
 //!
 //! # Why the subscription is lazy
 //!
-//! The turn's events are written by several parties — the step, the turn, plugins appending
+//! The turn's events are written by several parties — the step, the session, plugins appending
 //! `llm/retry` — and only the session log sees them all, in commit order, so the stream is a log
 //! subscription. But a subscription is an unbounded channel (≈ 9 KiB of buffer once created),
-//! and most callers only await the outcome; a turn parked in a retry wait must stay small. So
-//! the session only tells the handle where its turn starts (the `seq` of its first event), and
-//! the first [`TurnHandle::next_event`] subscribes then reads back what was committed since that
-//! `seq` — from the open log, or from the store once the session hibernated — dropping the
-//! duplicates by `seq`.
+//! and most callers only await the outcome; a turn parked in a retry wait must stay small. So a
+//! handle subscribes only if its caller reads events: a caller that asks for the first event
+//! before the turn started (the usual streaming loop) gets a subscription the session takes
+//! right before the turn's first append, so every event arrives live and nothing is read back. A
+//! caller that starts reading later gets what was committed since the turn's first event read
+//! back from the store (a cost that grows with the log, paid only by late readers), then the
+//! rest live; once the session hibernated, the whole turn is read from the store.
 
 use std::collections::VecDeque;
 use std::future::IntoFuture;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -44,15 +47,23 @@ pub(crate) struct Started {
     pub(crate) from_seq: u64,
     pub(crate) log: SessionLog,
     pub(crate) store: Arc<dyn SessionStore>,
+    /// Every event from the turn's first one, when the handle asked for events in time.
+    pub(crate) live: Option<mpsc::UnboundedReceiver<Envelope>>,
 }
 
 /// The session's side of a [`TurnHandle`].
 pub(crate) struct TurnSink {
     started: Option<oneshot::Sender<Started>>,
     outcome: oneshot::Sender<Result<TurnOutcome, SessionError>>,
+    streams: Arc<AtomicBool>,
 }
 
 impl TurnSink {
+    /// Whether the handle's caller reads events (asked for one before the turn started).
+    pub(crate) fn streams(&self) -> bool {
+        self.streams.load(Ordering::Acquire)
+    }
+
     /// Reports that the turn started.
     pub(crate) fn started(&mut self, started: Started) {
         if let Some(sender) = self.started.take() {
@@ -88,6 +99,7 @@ pub struct TurnHandle {
     stream: Stream,
     turn: Option<u32>,
     outcome: oneshot::Receiver<Result<TurnOutcome, SessionError>>,
+    streams: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for TurnHandle {
@@ -101,9 +113,15 @@ impl std::fmt::Debug for TurnHandle {
 pub(crate) fn channel() -> (TurnSink, TurnHandle) {
     let (started_tx, started_rx) = oneshot::channel();
     let (outcome_tx, outcome_rx) = oneshot::channel();
-    let sink = TurnSink { started: Some(started_tx), outcome: outcome_tx };
-    let handle =
-        TurnHandle { stream: Stream::Waiting(started_rx), turn: None, outcome: outcome_rx };
+    let streams = Arc::new(AtomicBool::new(false));
+    let sink =
+        TurnSink { started: Some(started_tx), outcome: outcome_tx, streams: Arc::clone(&streams) };
+    let handle = TurnHandle {
+        stream: Stream::Waiting(started_rx),
+        turn: None,
+        outcome: outcome_rx,
+        streams,
+    };
     (sink, handle)
 }
 
@@ -112,14 +130,19 @@ fn ends(event: &Envelope, turn: u32) -> bool {
     matches!(&event.event, Event::TurnEnd(end) if end.turn == turn)
 }
 
-/// The committed events of turn `turn` from `from_seq`, up to its `turn/end`: read from the open
-/// log, or from the store when the log is closed (the session hibernated).
-async fn catch_up(started: &Started) -> VecDeque<Envelope> {
-    let events = match started.log.events().await {
-        Ok(events) => events,
+/// The events of turn `turn` from `from_seq` up to its `turn/end`: committed ones first, then a
+/// live receiver — from the open log, or all from the store when the session hibernated.
+async fn catch_up(
+    started: &mut Started,
+) -> (VecDeque<Envelope>, Option<mpsc::UnboundedReceiver<Envelope>>) {
+    if let Some(live) = started.live.take() {
+        return (VecDeque::new(), Some(live));
+    }
+    let (events, live) = match started.log.subscribe_from(started.from_seq).await {
+        Ok((events, live)) => (events, Some(live)),
         Err(_) => match started.store.load(started.log.session()).await {
-            Ok(Some(loaded)) => loaded.events,
-            _ => Vec::new(),
+            Ok(Some(loaded)) => (loaded.events, None),
+            _ => (Vec::new(), None),
         },
     };
     let mut out = VecDeque::new();
@@ -130,7 +153,7 @@ async fn catch_up(started: &Started) -> VecDeque<Envelope> {
             break;
         }
     }
-    out
+    (out, live)
 }
 
 impl TurnHandle {
@@ -145,17 +168,19 @@ impl TurnHandle {
         loop {
             match std::mem::replace(&mut self.stream, Stream::Ended) {
                 Stream::Ended => return None,
-                Stream::Waiting(started) => match started.await {
-                    Ok(started) => {
-                        self.turn = Some(started.turn);
-                        self.stream = Stream::Started(started);
+                Stream::Waiting(started) => {
+                    // Asked before the turn started: the session subscribes for this handle.
+                    self.streams.store(true, Ordering::Release);
+                    match started.await {
+                        Ok(started) => {
+                            self.turn = Some(started.turn);
+                            self.stream = Stream::Started(started);
+                        }
+                        Err(_) => return None,
                     }
-                    Err(_) => return None,
-                },
-                Stream::Started(started) => {
-                    // Subscribe first, then read back: the overlap is dropped by seq.
-                    let live = started.log.subscribe().await.ok();
-                    let pending = catch_up(&started).await;
+                }
+                Stream::Started(mut started) => {
+                    let (pending, live) = catch_up(&mut started).await;
                     self.stream = Stream::Reading {
                         turn: started.turn,
                         pending,

@@ -24,7 +24,7 @@ use rein_runtime::event::{Envelope, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::Verdict;
 use rein_runtime::provider::{Adapter, Message};
 use rein_runtime::retry_policy::RetryPolicy;
-use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::runtime::{DEFAULT_IDLE_GRACE, Runtime, RuntimeBuilder};
 use rein_runtime::session::Prompt;
 use rein_runtime::store::memory::MemoryStore;
 use serde_json::json;
@@ -125,7 +125,7 @@ async fn tool_calls_run_and_the_next_step_sees_their_results() {
     let second = &adapter.seen()[1];
     assert_eq!(second.step, 2);
     assert_eq!(
-        second.messages[2..],
+        second.messages.to_vec()[2..],
         [
             Message::Tool { id: "c1".into(), output: "ping".into(), is_error: false },
             Message::Tool { id: "c2".into(), output: "pong".into(), is_error: false },
@@ -356,9 +356,9 @@ async fn a_turn_can_be_streamed_late_mid_turn_or_after_the_session_hibernated() 
     }
     assert_eq!(first.turn(), Some(1));
 
-    // After the turn ended and the session hibernated: read from the store.
+    // After the turn ended and the session hibernated (its idle grace over): read from the store.
     let mut second = session.prompt("two").await.unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::time::sleep(DEFAULT_IDLE_GRACE + Duration::from_secs(1)).await;
     assert!(!session.is_awake());
     let mut late = Vec::new();
     while let Some(event) = second.next_event().await {

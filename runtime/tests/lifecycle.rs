@@ -97,6 +97,7 @@ async fn an_idle_session_holds_no_actors_and_the_next_prompt_wakes_it_from_its_l
     let adapter = Scripted::new(vec![reply(&["one"]), reply(&["two"])]);
     let runtime = builder(&store, adapter.clone())
         .plugin(TestPlugin::answering("p", &Trace::default(), Verdict::Next))
+        .idle_grace(Duration::ZERO)
         .build()
         .await
         .unwrap();
@@ -240,12 +241,28 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
     }
     let idle = runtime.session("idle").await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(runtime.census().actors(), before.0 + 20, "one session actor per session");
+    use rein_runtime::census::ActorKind::*;
+    assert_eq!(
+        runtime.census().tree(),
+        [
+            (Root, 1),
+            (PluginHost, 1),
+            (Plugin, 2),
+            (Provider, 2),
+            (Session, 21),
+            (SessionLog, 21),
+            (Turn, 20),
+            (Step, 20)
+        ],
+        "a session and its log per awake session (the idle one in its grace period), a turn and \
+         a step per running turn"
+    );
     assert_eq!(runtime.supervision_tree(), before.0, "sessions are not linked under the root");
     assert_eq!(
         runtime.census().tasks(),
-        20 + 10 + 10 * 2,
-        "a turn per session, a stalled attempt per stalling one, two recoveries per failing one"
+        10 + 10 * 3 + 1,
+        "a stalled attempt per stalling session; a walk and two recoveries per failing one; \
+         the idle session's grace timer"
     );
 
     let started = tokio::time::Instant::now();
@@ -332,7 +349,7 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_the_next_call_repairs_the_log() {
+async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_its_log_is_repaired_at_once() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![fail("SERVER", &[]), reply(&["two"])]);
     let woke = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -356,11 +373,15 @@ async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_the_next_call_
     assert!(matches!(turn.outcome().await, Err(SessionError::Stopped)));
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(woke.load(std::sync::atomic::Ordering::SeqCst), "the turn's token fired");
-    assert_eq!(runtime.census().tasks(), 0, "the turn's task and the recovery ended");
-    assert_eq!(runtime.census().actors(), baseline, "the failed session actor is gone");
-    assert!(!session.is_awake());
+    // The failed session's lease woke a fresh one at once, whose reopened log closed the turn
+    // the failure left open: no call was needed for that.
+    let repaired = store.events("s");
+    assert_eq!(kinds(&repaired[repaired.len() - 3..]), ["step/end", "turn/end", "agent/idle"]);
+    assert_eq!(turn_ends(&repaired), [TurnEndReason::Interrupted]);
+    assert!(session.is_awake(), "the repairing session is in its idle grace");
+    assert_eq!(runtime.census().tasks(), 1, "its grace timer; the recovery and the walk ended");
+    assert_eq!(runtime.census().actors(), baseline + 2, "a session and its log");
 
-    // The next call wakes a fresh actor, which closes the turn the failure left open.
     let outcome = session.prompt("two").await.unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
     runtime.shutdown().await;

@@ -97,6 +97,7 @@ async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
         .clock(Arc::new(VirtualClock::start()))
         .route("mock", Scripted::new(vec![stall(&[])]), "m", None)
         .plugin(switch.clone())
+        .idle_grace(Duration::ZERO)
         .build()
         .await
         .unwrap();

@@ -57,10 +57,10 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::HostMsg;
 use super::slot::Slot;
-use crate::census::{Alive, Census};
+use crate::census::{ActorKind, Alive, Census};
 use crate::crash::panic_message;
 use crate::first_poll::{FirstPoll, first_poll};
-use crate::plugin::{Downstream, Recovery, RequestErrorPayload, Verdict};
+use crate::plugin::{Downstream, Plugin, Recovery, RequestErrorPayload, Verdict};
 
 /// A message to a plugin actor.
 pub(crate) enum PluginMsg {
@@ -143,6 +143,7 @@ impl std::error::Error for RecoveryCrash {}
 /// One incarnation of a plugin's actor.
 pub(crate) struct PluginActor {
     pub(crate) slot: Arc<Slot>,
+    pub(crate) plugin: Arc<dyn Plugin>,
     pub(crate) census: Census,
 }
 
@@ -217,7 +218,7 @@ impl Actor for PluginActor {
         _myself: ActorRef<Self::Msg>,
         (): (),
     ) -> Result<Self::State, ActorProcessingErr> {
-        Ok(PluginState { _alive: self.census.enter() })
+        Ok(PluginState { _alive: self.census.enter(ActorKind::Plugin) })
     }
 
     async fn handle(
@@ -243,7 +244,7 @@ impl Actor for PluginActor {
                 };
                 // Counted by the slot's tracker from before the first poll.
                 let token = self.slot.tracker.token();
-                let plugin = Arc::clone(&self.slot.plugin);
+                let plugin = Arc::clone(&self.plugin);
                 match first_poll(|| plugin.recover(recovery)) {
                     FirstPoll::Ready(verdict) => {
                         let disposed = self.slot.disposed.is_cancelled();
@@ -268,10 +269,9 @@ impl Actor for PluginActor {
         _myself: ActorRef<Self::Msg>,
         _state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        // Stopping (not crashing) is disposal: abort every wait, then let every recovery settle.
-        self.slot.disposed.cancel();
-        self.slot.tracker.close();
-        self.slot.tracker.wait().await;
+        // Stopping (not crashing) is disposal: abort every wait, let every recovery settle, then
+        // the plugin's own dispose.
+        self.slot.dispose().await;
         Ok(())
     }
 }

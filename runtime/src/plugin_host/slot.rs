@@ -11,7 +11,9 @@
 //! crashed with the offer in its mailbox — does the hop ask the host, which answers once the
 //! restart is done.
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use futures::FutureExt;
 
 use ractor::{ActorRef, ActorStatus, MessagingErr};
 use tokio::sync::oneshot;
@@ -33,8 +35,8 @@ pub(crate) struct Slot {
     pub(crate) index: usize,
     /// The plugin's name.
     pub(crate) name: String,
-    /// The plugin.
-    pub(crate) plugin: Arc<dyn Plugin>,
+    /// The plugin, until it is disposed (then the chain keeps no reference to it).
+    plugin: Mutex<Option<Arc<dyn Plugin>>>,
     /// Cancelled when the plugin leaves the chain (disposed, or too many crashes).
     pub(crate) disposed: CancellationToken,
     /// Its in-flight recoveries, across incarnations.
@@ -55,12 +57,35 @@ impl Slot {
         Self {
             index,
             name: plugin.name().to_owned(),
-            plugin,
+            plugin: Mutex::new(Some(plugin)),
             disposed: CancellationToken::new(),
             tracker: TaskTracker::new(),
             current: Current(RwLock::new(None)),
             host,
             jitter,
+        }
+    }
+
+    /// The plugin, unless it was disposed.
+    pub(crate) fn plugin(&self) -> Option<Arc<dyn Plugin>> {
+        self.plugin.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Disposes the plugin: out of the chain at once (its waits abort, its recoveries answer
+    /// `Stop`), then — once every recovery of every incarnation settled — its own
+    /// [`Plugin::dispose`], exactly once, after which the slot forgets it.
+    pub(crate) async fn dispose(&self) {
+        self.disposed.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        let plugin = self.plugin.lock().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(plugin) = plugin {
+            let name = self.name.clone();
+            let disposed = std::panic::AssertUnwindSafe(plugin.dispose()).catch_unwind().await;
+            if let Err(panic) = disposed {
+                let error = crate::crash::panic_message(panic.as_ref());
+                tracing::error!(plugin = %name, %error, "a plugin's dispose panicked");
+            }
         }
     }
 
@@ -154,7 +179,7 @@ impl PluginChain {
 
     /// The plugin named `name`, if it is still in the chain.
     pub fn plugin(&self, name: &str) -> Option<Arc<dyn Plugin>> {
-        self.slot(name).map(|s| Arc::clone(&s.plugin))
+        self.slot(name).and_then(|s| s.plugin())
     }
 
     /// The id of the live actor of the plugin named `name` (a restart changes it).

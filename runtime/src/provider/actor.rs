@@ -1,8 +1,9 @@
 //! [`ProviderActor`]: one actor per provider route; every request it serves runs in a task of its
 //! own.
 //!
-//! A step sends [`ProviderMsg::Call`] with the request, the sender its chunks stream into, the
-//! turn's cancellation token and a reply port. The handler starts the attempt and polls it once
+//! A step sends [`ProviderMsg::Call`] with the request, the sink its chunks stream into (each
+//! chunk reaches the step as a message), the step's cancellation token and where the outcome
+//! goes (the step, as a message). The handler starts the attempt and polls it once
 //! (`first_poll`): an adapter that answers without waiting (a scripted or cached reply) is
 //! answered right there; one that waits — any real request — continues as a tracked task, and
 //! the handler returns at once, so a thousand sessions streaming from one route never wait on
@@ -13,7 +14,7 @@
 //!
 //! # Why chunks bypass the actor
 //!
-//! The adapter writes chunks straight into the step's channel: routing each chunk through this
+//! The adapter's chunks go straight to the step's mailbox: routing each chunk through this
 //! actor's mailbox would serialize every stream of the route behind one queue and add a hop per
 //! chunk, for nothing — the actor has no state a chunk could change.
 //!
@@ -27,11 +28,10 @@ use std::sync::Arc;
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::census::{Alive, Census};
+use crate::census::{ActorKind, Alive, Census};
 use crate::crash::panic_message;
 use crate::failure::{self, Failure};
 use crate::first_poll::{FirstPoll, first_poll};
@@ -49,16 +49,19 @@ pub enum ProviderMsg {
     Call(ProviderCall),
 }
 
+/// Where an attempt's outcome goes (the step that asked, as a message).
+pub type OnOutcome = Box<dyn FnOnce(AttemptResult) + Send>;
+
 /// One attempt to run.
 pub struct ProviderCall {
     /// The request.
     pub request: Request,
     /// Where the adapter streams chunks.
     pub chunks: ChunkSink,
-    /// The turn's cancellation token: cancelled → the attempt ends `ABORTED`.
+    /// The step's cancellation token: cancelled → the attempt ends `ABORTED`.
     pub cancel: CancellationToken,
     /// Where the outcome goes.
-    pub reply: oneshot::Sender<AttemptResult>,
+    pub reply: OnOutcome,
 }
 
 impl std::fmt::Debug for ProviderCall {
@@ -117,8 +120,7 @@ async fn attempt(
 
 /// The failure of an adapter that panicked.
 fn adapter_panic(message: String) -> Failure {
-    let message = format!("adapter panicked: {message}");
-    Failure::new(failure::UNKNOWN, message).unwrap_or_else(|_| Failure::aborted())
+    Failure::internal(failure::UNKNOWN, format!("adapter panicked: {message}"))
 }
 
 impl Actor for ProviderActor {
@@ -134,7 +136,7 @@ impl Actor for ProviderActor {
         Ok(ProviderState {
             tracker: TaskTracker::new(),
             stopping: CancellationToken::new(),
-            _alive: self.census.enter(),
+            _alive: self.census.enter(ActorKind::Provider),
         })
     }
 
@@ -153,7 +155,7 @@ impl Actor for ProviderActor {
                 let run = move || -> BoxFuture<'static, ()> {
                     Box::pin(async move {
                         let outcome = attempt(adapter, request, chunks, cancel, stopping).await;
-                        let _ = reply.send(outcome);
+                        reply(outcome);
                     })
                 };
                 match first_poll(run) {
@@ -193,7 +195,7 @@ impl Actor for ProviderActor {
 mod tests {
     use super::*;
     use std::time::Duration;
-    use tokio::sync::mpsc;
+    use tokio::sync::{mpsc, oneshot};
 
     /// An adapter driven by a closure over the request.
     struct Scripted<F>(F);
@@ -222,7 +224,7 @@ mod tests {
             attempt,
             provider: "mock".into(),
             model: "m".into(),
-            messages: vec![],
+            messages: Default::default(),
             tools: vec![],
         }
     }
@@ -255,16 +257,22 @@ mod tests {
         cancel: CancellationToken,
     }
 
+    fn deliver(reply: oneshot::Sender<AttemptResult>) -> OnOutcome {
+        Box::new(move |outcome| {
+            let _ = reply.send(outcome);
+        })
+    }
+
     fn call(actor: &ActorRef<ProviderMsg>, attempt: u32) -> Pending {
-        let (tx, chunks) = mpsc::unbounded_channel();
+        let (sink, chunks) = ChunkSink::channel();
         let (reply, outcome) = oneshot::channel();
         let cancel = CancellationToken::new();
         actor
             .send_message(ProviderMsg::Call(ProviderCall {
                 request: request(attempt),
-                chunks: tx,
+                chunks: sink,
                 cancel: cancel.clone(),
-                reply,
+                reply: deliver(reply),
             }))
             .unwrap();
         Pending { chunks, outcome, cancel }
@@ -364,16 +372,16 @@ mod tests {
         let census = Census::new();
         let (actor, handle) =
             Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
-        let (tx, mut chunks) = mpsc::unbounded_channel();
+        let (sink, mut chunks) = ChunkSink::channel();
         let (reply, outcome) = oneshot::channel();
         let cancel = CancellationToken::new();
         cancel.cancel();
         actor
             .send_message(ProviderMsg::Call(ProviderCall {
                 request: request(2),
-                chunks: tx,
+                chunks: sink,
                 cancel,
-                reply,
+                reply: deliver(reply),
             }))
             .unwrap();
         assert_eq!(outcome.await.unwrap().unwrap_err().code(), "ABORTED");

@@ -215,7 +215,7 @@ pub fn build(
             _ => {}
         }
     }
-    report.messages = History::from_events(events).messages();
+    report.messages = History::from_events(events).messages().to_vec();
     report
 }
 

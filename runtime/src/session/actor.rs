@@ -1,14 +1,42 @@
 //! [`SessionActor`]: the actor of an awake session.
 //!
-//! It owns the session's log while awake (it opens it on waking and closes it on hibernating),
-//! queues prompts, runs one turn at a time (a task it holds through a [`TurnLink`], see `turn`),
-//! writes the ended turn's closing events and `agent/idle` when nothing runs and nothing is
-//! queued (a turn's outcome resolves after them, or as the next queued turn starts), and then
-//! hibernates: it closes its log and stops, once the directory confirms no client message is
-//! still on its way (see `directory`).
+//! It opens the session's log on waking — a [`SessionLogActor`](crate::session_log) linked
+//! under it — queues prompts, runs one turn at a time (a [`TurnActor`] linked under it), writes
+//! each ended turn's closing events, and, when nothing runs and nothing is queued, stays awake
+//! for the runtime's idle grace period before it hibernates: it closes its log and stops, once
+//! the directory confirms no client message is still on its way (see `directory`).
 //!
-//! Every decision it makes is in `agent_loop` (whether a retry applies) or trivially local (the
-//! queue is FIFO); this file is wiring.
+//! ```text
+//! SessionActor
+//! ├── SessionLogActor (linked): the only writer of the session's log
+//! └── TurnActor (linked, while a turn runs)
+//!     └── StepActor (linked, while a step runs)
+//! ```
+//!
+//! Every decision it makes is in `agent_loop` (whether a retry applies), `turn::after_step`
+//! (via the turn) or the log's `close_turn` (which closing events a turn needs); this file is
+//! wiring.
+//!
+//! # How a turn ends
+//!
+//! A turn reports its end by stopping with its report in its state; the session reads it from
+//! the termination event ractor sends it (see `turn`). A turn that fails, or ends without a
+//! report, crashed: its turn ends `error` naming the crash. Either way the session asks the log
+//! to close the turn — `step/end` for a step left open, `turn/end`, and `agent/idle` in the same
+//! batch when nothing is queued (one write per ended turn). The turn's outcome resolves once that
+//! is durable; when a prompt is queued, the closing events are written alone and the outcome
+//! resolves as the next turn starts.
+//!
+//! # How a turn is cancelled
+//!
+//! `Session::cancel` (and `close`, and runtime shutdown) records the cause in the turn's scope
+//! and stops the turn actor: the stop cascades to its step through the link, their `post_stop`s
+//! cancel the tokens every outside wait races, and the turn reports `aborted` with that cause.
+//! If this actor itself ends abnormally (it failed, or was killed), ractor kills its children —
+//! the turn, its step, the log — and the tokens fire as their states are dropped: no wait of the
+//! turn outlives its session. The log then still shows the turn open; the session's lease wakes
+//! the session again at once, and the reopened log closes the turn `interrupted`, as after any
+//! crash.
 //!
 //! # Why `pre_start` never fails
 //!
@@ -16,50 +44,38 @@
 //! messages may already wait in its mailbox. If opening the log failed in `pre_start`, those
 //! messages would be dropped silently. Instead the state records the open error and every
 //! message is answered with it; the actor then hibernates, so the next call tries again.
-//!
-//! # Why the handlers are boxed
-//!
-//! ractor boxes an actor's processing loop once, for the actor's whole life, and that box is as
-//! large as the largest handler future (starting a turn, closing a crashed one, hibernating:
-//! ≈ 3.9 KiB in a release build). An awake session spends nearly all its life waiting for a
-//! message while its turn runs, so `handle` boxes its body: those bytes are allocated per
-//! message, while it is handled, instead of for as long as the session is awake (the loop's box
-//! is then ≈ 0.8 KiB, what any actor's is).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::sync::oneshot;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::directory::Lease;
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
 use super::{Prompt, SessionError};
-use crate::agent_loop::{self, RUNTIME_ERROR};
+use crate::agent_loop;
 use crate::cancel::CancelScope;
-use crate::census::Alive;
+use crate::census::{ActorKind, Alive};
 use crate::event::{
-    AgentIdle, CancelCause, ConfigChanged, Envelope, Event, StepRef, TurnEnd, TurnEndReason,
-    TurnStart, UserMessage,
+    AgentIdle, CancelCause, ConfigChanged, Envelope, Event, TurnEndReason, TurnStart, UserMessage,
 };
-use crate::failure::Failure;
 use crate::history::HistoryProjection;
 use crate::runtime::Shared;
 use crate::session_log::{OpenOptions, SessionLog};
-use crate::turn::{self, TurnArgs, TurnLink};
+use crate::turn::{TurnActor, TurnArgs, TurnCtx, TurnState, runtime_failure};
 use crate::turn_handle::{Started, TurnOutcome, TurnSink};
 
 /// A message to a session actor.
 pub(crate) enum SessionMsg {
     /// From a [`Session`](super::Session) handle, through the directory (counted).
     Client(ClientMsg),
-    /// The running turn ended; `closing` (a cancelled step's `step/end`, the `turn/end`) is for
-    /// this actor to write (see `turn`).
-    TurnEnded { turn: u32, reason: TurnEndReason, closing: Vec<Event> },
-    /// The running turn's task panicked before writing its `turn/end`.
-    TurnCrashed { turn: u32, error: String },
-    /// The log closed or failed, and not by this actor's hibernation.
-    LogClosed,
+    /// The idle grace period armed as generation `.0` elapsed.
+    GraceOver(u64),
+    /// The runtime shuts down: cancel the running turn (`disposed`), drop the queue, hibernate.
+    Shutdown,
 }
 
 /// A client's request.
@@ -98,7 +114,7 @@ struct Queued {
 
 struct Running {
     turn: u32,
-    link: TurnLink,
+    actor: ActorRef<()>,
     scope: CancelScope,
     sink: TurnSink,
     route: String,
@@ -116,19 +132,35 @@ pub(crate) struct SessionState {
     handled: u64,
     /// A turn ended and `agent/idle` is not written yet.
     idle_due: bool,
-    /// The ended turn's closing events, not written yet.
-    unwritten: Vec<Event>,
-    /// The ended turn's outcome, held until `agent/idle` is durable (or the next turn starts).
+    /// The ended turn's outcome, held until the next queued turn starts.
     ended: Option<(TurnSink, TurnOutcome)>,
+    /// Callers of `Session::close`, answered once the session hibernated (or stays awake for a
+    /// message that arrived meanwhile).
     closers: Vec<oneshot::Sender<()>>,
-    closing: bool,
+    /// The runtime shuts down: no turn starts, the session hibernates as soon as it is idle.
+    shutting_down: bool,
+    /// This actor is closing its log and stopping.
+    hibernating: bool,
+    /// The idle grace timer, when armed (dropping it disarms it).
+    grace: Option<DropGuard>,
+    /// Which arming of the grace timer is current.
+    generation: u64,
     /// Forgets this actor's directory entry if it ends without hibernating; counts it live.
-    _lease: Lease,
+    lease: Lease,
     _alive: Alive,
 }
 
+struct SessionInit {
+    next_turn: u32,
+    last: Option<(u32, TurnEndReason)>,
+    last_route: Option<String>,
+}
+
 impl SessionActor {
-    async fn open(&self) -> Result<(SessionLog, SessionInit), SessionError> {
+    async fn open(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+    ) -> Result<(SessionLog, SessionInit), SessionError> {
         let open_error =
             |source| SessionError::Open { session: self.id.to_string(), source: Arc::new(source) };
         // One read of the log: the session's projections and validators are folded with the
@@ -138,11 +170,13 @@ impl SessionActor {
         for validator in &self.shared.validators {
             options = options.validator(validator());
         }
-        let (log, _report) = SessionLog::open_with(
+        let (log, _report) = SessionLog::open_linked(
             Arc::clone(&self.shared.store),
             Arc::clone(&self.shared.clock),
             &self.id,
             options,
+            myself.get_cell(),
+            self.shared.census.clone(),
         )
         .await
         .map_err(open_error)?;
@@ -164,7 +198,7 @@ impl SessionActor {
         }
     }
 
-    /// Starts the next queued turn; false when it could not start.
+    /// Starts a queued turn; false when it could not start.
     async fn start(
         &self,
         myself: &ActorRef<SessionMsg>,
@@ -186,6 +220,8 @@ impl SessionActor {
             batch.push(Event::UserMessage(UserMessage { text }));
         }
         batch.push(Event::TurnStart(TurnStart { turn }));
+        // A caller already reading the turn's events gets them all live, from the first.
+        let live = if sink.streams() { log.subscribe().await.ok() } else { None };
         let from_seq = match log.append(batch).await {
             Ok(written) => written.first().map_or(0, |e| e.seq),
             Err(error) => {
@@ -195,62 +231,153 @@ impl SessionActor {
                 return false;
             }
         };
+        // The previous turn's outcome resolves now that the session moved on.
+        resolve_ended(state);
+        state.idle_due = false;
+        state.grace = None;
         state.next_turn += 1;
+        state.lease.turn_open(true);
         let store = Arc::clone(&self.shared.store);
-        sink.started(Started { turn, from_seq, log: log.clone(), store });
-        let scope = self.shared.scope.child();
-        let args = TurnArgs {
+        sink.started(Started { turn, from_seq, log: log.clone(), store, live });
+        let scope = CancelScope::new();
+        let ctx = Arc::new(TurnCtx {
             shared: Arc::clone(&self.shared),
-            session: myself.clone(),
+            route: self.shared.routes.get(&route).cloned(),
             log,
             session_id: Arc::clone(&self.id),
             turn,
-            route: route.clone(),
-            scope: scope.clone(),
-        };
-        let link = turn::spawn(args);
-        state.running = Some(Running { turn, link, scope, sink, route });
+            route_name: route.clone(),
+        });
+        let args = TurnArgs { ctx, scope: scope.clone() };
+        match Actor::spawn_linked(None, TurnActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => {
+                state.running = Some(Running { turn, actor, scope, sink, route });
+            }
+            Err(error) => {
+                let failure = runtime_failure(format!("turn {turn} could not start: {error}"));
+                Box::pin(self.close_turn(
+                    state,
+                    turn,
+                    TurnEndReason::Error { failure },
+                    sink,
+                    route,
+                ))
+                .await;
+            }
+        }
         true
     }
 
-    /// After every message: start queued work, or write `agent/idle` and hibernate.
+    /// Turn `turn` ended with `reason`: the log closes it (with `agent/idle` when nothing is
+    /// queued) and its outcome resolves (now, or as the next queued turn starts).
+    async fn close_turn(
+        &self,
+        state: &mut SessionState,
+        turn: u32,
+        reason: TurnEndReason,
+        sink: TurnSink,
+        route: String,
+    ) {
+        let idle = state.queue.is_empty() || state.shutting_down;
+        if let Ok(log) = &state.log {
+            if let Err(error) = log.close_turn(turn, reason.clone(), idle).await {
+                tracing::warn!(session.id = %self.id, turn, %error, "could not write the turn's closing events");
+            }
+        }
+        state.lease.turn_open(false);
+        state.idle_due = !idle;
+        state.last_route = Some(route);
+        state.last = Some((turn, reason.clone()));
+        resolve_ended(state);
+        let outcome = TurnOutcome { turn, reason };
+        if idle {
+            // `agent/idle` is durable: whoever awaits the outcome now finds the log idle.
+            sink.finish(Ok(outcome));
+        } else {
+            state.ended = Some((sink, outcome));
+        }
+    }
+
+    /// The running turn's actor terminated (`report`: how the turn ended, if it said) or failed.
+    async fn turn_gone(&self, state: &mut SessionState, ended: Result<TurnEndReason, String>) {
+        let Some(Running { turn, sink, route, .. }) = state.running.take() else { return };
+        let reason = ended.unwrap_or_else(|error| {
+            tracing::error!(session.id = %self.id, turn, %error, "a turn crashed");
+            TurnEndReason::Error {
+                failure: runtime_failure(format!("turn {turn} crashed: {error}")),
+            }
+        });
+        self.close_turn(state, turn, reason, sink, route).await;
+    }
+
+    /// After every message: start queued work, or settle idle (grace period, then hibernation).
     async fn settle(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
-        if state.running.is_some() || state.closing {
-            resolve_ended(state);
+        if state.running.is_some() || state.hibernating {
             return;
         }
-        // The runtime is shutting down (its root scope is cancelled): stop, whatever is queued.
-        let stopping = self.shared.scope.is_cancelled();
-        if stopping {
+        if state.shutting_down {
             drop_queue(state, CancelCause::Disposed);
         }
         while let Some(next) = next_queued(state) {
-            // The next turn starts: no `agent/idle` comes between them.
-            let closing = std::mem::take(&mut state.unwritten);
-            self.write(state, closing, "the ended turn's closing events").await;
-            resolve_ended(state);
             if self.start(myself, state, next).await {
                 return;
             }
         }
-        let mut closing = std::mem::take(&mut state.unwritten);
         if state.idle_due {
-            closing.push(Event::AgentIdle(AgentIdle {}));
+            // The last turn's closing events went out alone (a turn was queued behind it, and it
+            // did not start): the session is idle now.
+            state.idle_due = false;
+            if let Ok(log) = &state.log {
+                if let Err(error) = log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
+                    tracing::warn!(session.id = %self.id, %error, "could not write agent/idle");
+                }
+            }
+            resolve_ended(state);
         }
-        self.write(state, closing, "the ended turn's closing events and agent/idle").await;
-        state.idle_due = false;
-        // `agent/idle` is durable: whoever awaits the outcome now finds the log idle.
-        resolve_ended(state);
-        let hibernate = stopping
-            || self.shared.directory.try_hibernate(&self.id, myself.get_id(), state.handled);
-        if !hibernate {
-            // A client message is on its way: handle it first.
+        let grace = self.shared.idle_grace;
+        // A log that could not open is retried by the next call, not kept awake.
+        let now = state.shutting_down
+            || !state.closers.is_empty()
+            || grace.is_zero()
+            || state.log.is_err();
+        if now {
+            self.hibernate(myself, state).await;
+        } else if state.grace.is_none() {
+            self.arm_grace(myself, state, grace);
+        }
+    }
+
+    /// Arms the idle grace timer: a task of the runtime that tells this actor when `grace`
+    /// elapsed, unless disarmed first (a turn started, the actor ended).
+    fn arm_grace(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState, grace: Duration) {
+        state.generation += 1;
+        let generation = state.generation;
+        let disarmed = CancellationToken::new();
+        let session = myself.clone();
+        let token = disarmed.clone();
+        self.shared.census.spawn(async move {
+            tokio::select! {
+                () = token.cancelled() => {}
+                () = tokio::time::sleep(grace) => {
+                    let _ = session.send_message(SessionMsg::GraceOver(generation));
+                }
+            }
+        });
+        state.grace = Some(disarmed.drop_guard());
+    }
+
+    /// Hibernates if no client message is on its way: closes the log and stops. Otherwise stays
+    /// awake to handle it (and the callers of `close` are answered now).
+    async fn hibernate(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
+        if !self.shared.directory.try_hibernate(&self.id, myself.get_id(), state.handled) {
             for closer in state.closers.drain(..) {
                 let _ = closer.send(());
             }
+            state.grace = None;
             return;
         }
-        state.closing = true;
+        state.hibernating = true;
+        state.grace = None;
         if let Ok(log) = &state.log {
             log.clone().close().await;
         }
@@ -260,12 +387,16 @@ impl SessionActor {
         myself.stop(None);
     }
 
-    /// Appends `events` (if any) to the log; a failure is logged (the log says what happened).
-    async fn write(&self, state: &SessionState, events: Vec<Event>, what: &str) {
-        if let (false, Ok(log)) = (events.is_empty(), &state.log) {
-            if let Err(error) = log.append(events).await {
-                tracing::warn!(session.id = %self.id, %error, "could not write {what}");
+    /// Stops the running turn with `cause` (its stop cascades to its step; it reports `aborted`).
+    fn cancel(state: &mut SessionState, cause: CancelCause) -> bool {
+        drop_queue(state, cause.clone());
+        match &state.running {
+            Some(running) => {
+                running.scope.record(cause);
+                running.actor.stop(None);
+                true
             }
+            None => false,
         }
     }
 
@@ -299,18 +430,10 @@ impl SessionActor {
                 }
             }
             ClientMsg::Cancel(cause, reply) => {
-                let running = state.running.is_some();
-                if let Some(running) = &state.running {
-                    running.scope.cancel(cause.clone());
-                }
-                drop_queue(state, cause);
-                let _ = reply.send(running);
+                let _ = reply.send(Self::cancel(state, cause));
             }
             ClientMsg::Close(reply) => {
-                if let Some(running) = &state.running {
-                    running.scope.cancel(CancelCause::Parent);
-                }
-                drop_queue(state, CancelCause::Parent);
+                Self::cancel(state, CancelCause::Parent);
                 state.closers.push(reply);
             }
             ClientMsg::Events(reply) => {
@@ -333,67 +456,72 @@ impl SessionActor {
         }
     }
 
-    /// The running turn ended (or its actor crashed and the session closed it). Its outcome
-    /// resolves in [`Self::settle`], once `agent/idle` is durable or the next turn starts.
-    fn ended(&self, state: &mut SessionState, turn: u32, reason: TurnEndReason) {
-        if let Some(Running { link, sink, route, .. }) = state.running.take() {
-            link.disarm();
-            state.last_route = Some(route);
-            resolve_ended(state);
-            state.ended = Some((sink, TurnOutcome { turn, reason: reason.clone() }));
-        }
-        state.last = Some((turn, reason));
-        state.idle_due = true;
-    }
-}
-
-impl SessionActor {
-    /// One message (boxed by `handle`, see the module docs).
+    /// One message (boxed by `handle`: only while it is handled is its state held).
     async fn message(
         &self,
-        myself: ActorRef<SessionMsg>,
+        myself: &ActorRef<SessionMsg>,
         message: SessionMsg,
         state: &mut SessionState,
     ) {
         match message {
             SessionMsg::Client(message) => self.client(state, message).await,
-            SessionMsg::TurnEnded { turn, reason, closing } => {
-                if state.running.as_ref().is_some_and(|r| r.turn == turn) {
-                    state.unwritten = closing;
-                    self.ended(state, turn, reason);
+            SessionMsg::GraceOver(generation) => {
+                if generation != state.generation || state.grace.is_none() {
+                    return;
                 }
-            }
-            SessionMsg::TurnCrashed { turn, error } => {
-                if state.running.as_ref().is_some_and(|r| r.turn == turn) {
-                    self.crashed(state, turn, error).await;
+                if state.running.is_none() && state.queue.is_empty() {
+                    state.grace = None;
+                    self.hibernate(myself, state).await;
                 }
+                return;
             }
-            // Checked after every message (`handle`).
-            SessionMsg::LogClosed => {}
+            SessionMsg::Shutdown => {
+                state.shutting_down = true;
+                Self::cancel(state, CancelCause::Disposed);
+            }
         }
-        self.settle(&myself, state).await;
+        self.settle(myself, state).await;
     }
 
-    /// The running turn's task panicked before writing its `turn/end`: close the turn for it.
-    async fn crashed(&self, state: &mut SessionState, turn: u32, error: String) {
-        let failure = runtime_failure(format!("turn {turn} crashed: {error}"));
-        let reason = TurnEndReason::Error { failure };
-        if let Ok(log) = &state.log {
-            let mut closing = Vec::new();
-            if let Some(step) = log.open_turn().await.ok().and_then(|open| open.step) {
-                closing.push(Event::StepEnd(StepRef { turn, step }));
+    /// A supervision event (boxed by `handle_supervisor_evt`). `Err`: this actor must fail.
+    async fn supervision(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        event: SupervisionEvent,
+        state: &mut SessionState,
+    ) -> Result<(), String> {
+        let is_turn = |cell: &ActorCell| {
+            state.running.as_ref().is_some_and(|r| r.actor.get_id() == cell.get_id())
+        };
+        let is_log = |cell: &ActorCell| {
+            state.log.as_ref().is_ok_and(|log| log.cell().get_id() == cell.get_id())
+        };
+        match event {
+            SupervisionEvent::ActorTerminated(cell, final_state, _) if is_turn(&cell) => {
+                let report =
+                    final_state.and_then(|mut s| s.take::<TurnState>().ok()).and_then(|s| s.report);
+                let ended = report
+                    .map(|r| r.reason)
+                    .ok_or_else(|| "it stopped without reporting how it ended".to_owned());
+                self.turn_gone(state, ended).await;
             }
-            closing.push(Event::TurnEnd(TurnEnd { turn, reason: reason.clone() }));
-            let _ = log.append(closing).await;
+            SupervisionEvent::ActorFailed(cell, error) if is_turn(&cell) => {
+                self.turn_gone(state, Err(error.to_string())).await;
+            }
+            SupervisionEvent::ActorTerminated(cell, _, _)
+            | SupervisionEvent::ActorFailed(cell, _)
+                if is_log(&cell) && !state.hibernating =>
+            {
+                // The log went away under it (a validator or projection panicked): nothing this
+                // session does can be recorded any more. Fail; the lease wakes a fresh session,
+                // whose reopened log closes an open turn `interrupted`.
+                return Err(format!("session {}: its log closed under it", self.id));
+            }
+            _ => return Ok(()),
         }
-        self.ended(state, turn, reason);
+        self.settle(myself, state).await;
+        Ok(())
     }
-}
-
-struct SessionInit {
-    next_turn: u32,
-    last: Option<(u32, TurnEndReason)>,
-    last_route: Option<String>,
 }
 
 /// Resolves the outcome of the turn that ended, if it is still held.
@@ -419,11 +547,6 @@ fn next_queued(state: &mut SessionState) -> Option<Queued> {
     next
 }
 
-/// A failure of the runtime's own machinery.
-pub(crate) fn runtime_failure(message: String) -> Failure {
-    Failure::new(RUNTIME_ERROR, message).unwrap_or_else(|_| Failure::aborted())
-}
-
 impl Actor for SessionActor {
     type Msg = SessionMsg;
     type State = SessionState;
@@ -434,15 +557,11 @@ impl Actor for SessionActor {
         myself: ActorRef<Self::Msg>,
         (): (),
     ) -> Result<Self::State, ActorProcessingErr> {
-        let alive = self.shared.census.enter();
-        let lease = self.shared.directory.lease(Arc::clone(&self.id), myself.get_id());
-        let (log, init) = match self.open().await {
-            Ok((log, init)) => {
-                log.on_close(move || {
-                    let _ = myself.send_message(SessionMsg::LogClosed);
-                });
-                (Ok(log), init)
-            }
+        let alive = self.shared.census.enter(ActorKind::Session);
+        let lease =
+            self.shared.directory.lease(&self.shared, Arc::clone(&self.id), myself.get_id());
+        let (log, init) = match Box::pin(self.open(&myself)).await {
+            Ok((log, init)) => (Ok(log), init),
             Err(error) => {
                 tracing::warn!(session.id = %self.id, %error, "session could not open");
                 (Err(error), SessionInit { next_turn: 1, last: None, last_route: None })
@@ -457,11 +576,13 @@ impl Actor for SessionActor {
             running: None,
             handled: 0,
             idle_due: false,
-            unwritten: Vec::new(),
             ended: None,
             closers: Vec::new(),
-            _lease: lease,
-            closing: false,
+            shutting_down: false,
+            hibernating: false,
+            grace: None,
+            generation: 0,
+            lease,
             _alive: alive,
         })
     }
@@ -472,17 +593,16 @@ impl Actor for SessionActor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        Box::pin(self.message(myself, message, state)).await;
-        match &state.log {
-            Ok(log) if !log.is_open() && !state.closing => {
-                // The log went away under it (an operation panicked and failed it, or someone
-                // closed it): nothing this actor does can be recorded. Fail; the next message wakes a fresh actor that reopens (and
-                // repairs) the log. Its running turn, if any, is cancelled and aborted with the
-                // state (`TurnLink`).
-                tracing::error!(session.id = %self.id, "the session's log closed under it: the session actor fails");
-                Err(format!("session {}: its log closed", self.id).into())
-            }
-            _ => Ok(()),
-        }
+        Box::pin(self.message(&myself, message, state)).await;
+        Ok(())
+    }
+
+    async fn handle_supervisor_evt(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        event: SupervisionEvent,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        Box::pin(self.supervision(&myself, event, state)).await.map_err(Into::into)
     }
 }

@@ -28,6 +28,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ractor::{ActorId, ActorRef, ActorRuntime, MessagingErr};
+use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
@@ -56,20 +57,41 @@ pub(crate) struct Directory {
 
 /// A session actor's hold on its directory entry, kept in its state: however the actor ends
 /// (hibernating, failing, killed), dropping the state drops the lease, which forgets the entry
-/// if it is still this actor's and counts the actor out of the live ones.
+/// if it is still this actor's and counts the actor out of the live ones. If the actor ended
+/// abnormally while a turn of its session was open, the lease wakes the session again at once,
+/// so that the reopened log closes that turn (`interrupted`) without waiting for the next call.
 pub(crate) struct Lease {
-    directory: Arc<Directory>,
+    shared: Arc<Shared>,
     id: Arc<str>,
     actor: ActorId,
+    turn_open: bool,
     _live: TaskTrackerToken,
+}
+
+impl Lease {
+    /// Whether a turn of the session is open in its log (written by the session actor).
+    pub(crate) fn turn_open(&mut self, open: bool) {
+        self.turn_open = open;
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let mut inner = self.directory.lock();
-        if inner.sessions.get(&self.id).is_some_and(|e| e.actor.get_id() == self.actor) {
-            // Not hibernated (that removes the entry first): the actor failed or was killed.
-            inner.sessions.remove(&self.id);
+        let directory = &self.shared.directory;
+        let abnormal = {
+            let mut inner = directory.lock();
+            let ours = inner.sessions.get(&self.id).is_some_and(|e| e.actor.get_id() == self.actor);
+            if ours {
+                // Not hibernated (that removes the entry first): the actor failed or was killed.
+                inner.sessions.remove(&self.id);
+            }
+            ours && !inner.closed
+        };
+        if abnormal && self.turn_open && tokio::runtime::Handle::try_current().is_ok() {
+            let (reply, _) = oneshot::channel();
+            if let Err(error) = directory.send(&self.shared, &self.id, ClientMsg::Open(reply)) {
+                tracing::warn!(session.id = %self.id, %error, "could not wake the session to close its interrupted turn");
+            }
         }
     }
 }
@@ -145,8 +167,8 @@ impl Directory {
     }
 
     /// The lease a session actor keeps in its state (see [`Lease`]).
-    pub(crate) fn lease(self: &Arc<Self>, id: Arc<str>, actor: ActorId) -> Lease {
-        Lease { directory: Arc::clone(self), id, actor, _live: self.live.token() }
+    pub(crate) fn lease(&self, shared: &Arc<Shared>, id: Arc<str>, actor: ActorId) -> Lease {
+        Lease { shared: Arc::clone(shared), id, actor, turn_open: false, _live: self.live.token() }
     }
 
     /// Resolves once every session actor's state is gone (call after [`Directory::close`]).
@@ -160,6 +182,12 @@ impl Directory {
         let mut inner = self.lock();
         inner.closed = true;
         inner.sessions.drain().map(|(_, e)| e.actor).collect()
+    }
+
+    /// Kills the session's actor (see `Session::kill`); false when it is not awake.
+    pub(crate) fn kill(&self, id: &str) -> bool {
+        let actor = self.lock().sessions.get(id).map(|entry| entry.actor.clone());
+        actor.map(|actor| actor.kill()).is_some()
     }
 
     /// Whether the session is awake.

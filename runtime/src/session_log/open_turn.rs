@@ -87,18 +87,30 @@ impl OpenTurn {
         }
     }
 
+    /// The events that close turn `turn` with `reason`, in order: `step/end` for its open step,
+    /// then `turn/end`. Nothing when `turn` is not the open turn (it already ended, or never
+    /// started): a turn is closed exactly once, by whoever comes first.
+    pub fn closing(&self, turn: u32, reason: TurnEndReason) -> Vec<Event> {
+        if self.turn != Some(turn) {
+            return Vec::new();
+        }
+        let mut events = Vec::with_capacity(2);
+        if let Some(step) = self.step {
+            events.push(Event::StepEnd(StepRef { turn, step }));
+        }
+        events.push(Event::TurnEnd(TurnEnd { turn, reason }));
+        events
+    }
+
     /// The events a reopen appends to close what a crash left open, in order: `step/end` for an
     /// open step, `turn/end {kind:"interrupted"}` for an open turn, then `agent/idle`. When no
     /// turn is open but the last `turn/end` was not followed by `agent/idle`, only `agent/idle`.
     /// Nothing for a closed log.
     pub fn repair(&self) -> Vec<Event> {
-        let mut events = Vec::new();
-        if let Some(turn) = self.turn {
-            if let Some(step) = self.step {
-                events.push(Event::StepEnd(StepRef { turn, step }));
-            }
-            events.push(Event::TurnEnd(TurnEnd { turn, reason: TurnEndReason::Interrupted }));
-        }
+        let mut events = match self.turn {
+            Some(turn) => self.closing(turn, TurnEndReason::Interrupted),
+            None => Vec::new(),
+        };
         if self.turn.is_some() || self.idle_due {
             events.push(Event::AgentIdle(AgentIdle {}));
         }
@@ -297,6 +309,29 @@ mod tests {
             }
             assert!(!repaired.is_open(), "{kinds:?}");
             assert_eq!(repaired.repair(), vec![], "{kinds:?}");
+        }
+    }
+
+    #[test]
+    fn a_turn_is_closed_once_with_its_open_step() {
+        let aborted = TurnEndReason::Aborted { cause: CancelCause::User };
+        let table: Vec<(Vec<Event>, u32, Vec<Event>)> = vec![
+            // The open turn, with and without an open step.
+            (vec![turn(1)], 1, vec![end(1, aborted.clone())]),
+            (vec![turn(1), step(1, 2)], 1, vec![step_end(1, 2), end(1, aborted.clone())]),
+            (vec![turn(1), step(1, 1), step_end(1, 1)], 1, vec![end(1, aborted.clone())]),
+            // Already closed, or not the open turn: nothing (closed exactly once).
+            (vec![turn(1), end(1, TurnEndReason::Completed)], 1, vec![]),
+            (vec![turn(2), step(2, 1)], 1, vec![]),
+            (vec![], 1, vec![]),
+        ];
+        for (log, which, expected) in table {
+            let kinds: Vec<&str> = log.iter().map(Event::kind).collect();
+            assert_eq!(
+                fold(&log).closing(which, aborted.clone()),
+                expected,
+                "{kinds:?} turn {which}"
+            );
         }
     }
 

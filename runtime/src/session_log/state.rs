@@ -3,11 +3,12 @@
 //! The state is small on purpose: the session id, the store and clock handles, the next `seq`
 //! and last `time`, the projections, the validators and the subscribers. It never holds the
 //! events themselves; what needs the history (installing a validator or a projection late,
-//! [`LogState::events`]) reads it back from the store.
+//! [`LogState::events`], a subscription from an earlier `seq`) reads it back from the store.
 //!
 //! # Why the append steps are in this order
 //!
-//! stamp → check every validator → write and await the store's ack → commit validators → fold
+//! stamp → check every validator → refuse a late write for an ended turn (`turn_guard`) → write
+//! and await the store's ack → commit validators → fold
 //! projections → notify subscribers → reply. Everything before the ack only reads; a rejection
 //! or a store error returns before anything changed, so a failed append leaves no trace in the
 //! state (the next append takes the same `seq`). Everything after the ack cannot fail, so what
@@ -19,12 +20,14 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use crate::clock::Clock;
-use crate::event::{Envelope, Event};
+use crate::event::{AgentIdle, Envelope, Event, TurnEndReason};
 use crate::store::{SessionStore, StoreError};
 use crate::validator::Validator;
 
+use super::open_turn::{OpenTurn, OpenTurnProjection};
 use super::registry::{ErasedProjection, Registry};
 use super::sequencer::Sequencer;
+use super::turn_guard;
 use super::{AppendError, LogError, OpenOptions};
 
 /// The state of one session's log.
@@ -68,11 +71,6 @@ impl LogState {
         Ok(Self { session, store, clock, sequencer, registry, validators, subscribers: Vec::new() })
     }
 
-    /// The session id.
-    pub(crate) fn session(&self) -> &Arc<str> {
-        &self.session
-    }
-
     /// How many events the log holds.
     pub(crate) fn len(&self) -> u64 {
         self.sequencer.next_seq()
@@ -101,7 +99,33 @@ impl LogState {
                 return Err(AppendError::Rejected(rejection));
             }
         }
+        // After the validators: a live invariant names the rule more precisely; the guard holds
+        // when none is installed.
+        let guarded = self
+            .registry
+            .view::<OpenTurn, _>(OpenTurnProjection::KEY, |open| turn_guard::check(open, &batch));
+        if let Ok(Err(rejection)) = guarded {
+            span.in_scope(|| tracing::info!(%rejection, "append refused: its turn has ended"));
+            return Err(AppendError::Rejected(rejection));
+        }
         self.commit(batch).instrument(span).await.map_err(AppendError::Store)
+    }
+
+    /// Closes turn `turn` (see [`SessionLog::close_turn`](super::SessionLog::close_turn)).
+    pub(crate) async fn close_turn(
+        &mut self,
+        turn: u32,
+        reason: TurnEndReason,
+        idle: bool,
+    ) -> Result<Vec<Envelope>, AppendError> {
+        let closing = self
+            .registry
+            .view::<OpenTurn, _>(OpenTurnProjection::KEY, |open| open.closing(turn, reason));
+        let mut events = closing.unwrap_or_default();
+        if idle {
+            events.push(Event::AgentIdle(AgentIdle {}));
+        }
+        self.append(events).await
     }
 
     /// Appends a batch without asking the validators: the repair on reopen, written before any
@@ -145,6 +169,21 @@ impl LogState {
     fn notify(&mut self, batch: &[Envelope]) {
         // A subscriber whose receiver is gone is dropped; the others get every event in order.
         self.subscribers.retain(|tx| batch.iter().all(|e| tx.send(e.clone()).is_ok()));
+    }
+
+    /// The events committed from `seq` on, and a receiver of every later one.
+    pub(crate) async fn subscribe_from(
+        &mut self,
+        seq: u64,
+    ) -> Result<(Vec<Envelope>, mpsc::UnboundedReceiver<Envelope>), LogError> {
+        let next = self.sequencer.next_seq();
+        let committed = if seq >= next {
+            Vec::new()
+        } else {
+            let log = history(&*self.store, &self.session, next).await?;
+            log.into_iter().filter(|e| e.seq >= seq).collect()
+        };
+        Ok((committed, self.subscribe()))
     }
 
     /// A receiver of every event committed from now on.
@@ -191,9 +230,6 @@ impl LogState {
     }
 
     /// The whole log, read back from the store; it must be exactly what this log wrote.
-    ///
-    /// `&mut`: the state is `Send` but not `Sync` (validators and projections need not be), so
-    /// only an exclusive borrow can be held across the store's await in another task.
     pub(crate) async fn events(&mut self) -> Result<Vec<Envelope>, LogError> {
         history(&*self.store, &self.session, self.sequencer.next_seq()).await
     }

@@ -117,6 +117,7 @@ impl Rig {
             .store(Arc::new(store))
             .route("mock", Arc::new(FailOnRequest), "m", None)
             .plugin(Arc::clone(&plugin) as Arc<dyn Plugin>)
+            .idle_grace(Duration::ZERO)
             .build()
             .await
             .unwrap();
@@ -250,6 +251,48 @@ impl ractor::Actor for Bare {
     ) -> Result<(), ractor::ActorProcessingErr> {
         Ok(())
     }
+}
+
+/// Bytes live per bare actor tree of a parked turn — a session actor with a log actor and a turn
+/// actor linked under it, a step actor linked under the turn, each having handled one message —
+/// and one task sleeping for the retry's wait while racing a cancellation token: what the shape
+/// of a parked turn costs with no rein code in it.
+pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
+    let token = tokio_util::sync::CancellationToken::new();
+    let mut trees = Vec::with_capacity(n);
+    let mut sleepers = Vec::with_capacity(n);
+    let before = live(alloc);
+    for _ in 0..n {
+        let (session, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
+        let (log, _) =
+            ractor::Actor::spawn_linked(None, Bare, (), session.get_cell()).await.unwrap();
+        let (turn, _) =
+            ractor::Actor::spawn_linked(None, Bare, (), session.get_cell()).await.unwrap();
+        let (step, _) = ractor::Actor::spawn_linked(None, Bare, (), turn.get_cell()).await.unwrap();
+        for actor in [&session, &log, &turn, &step] {
+            actor.send_message(()).unwrap();
+        }
+        let wait = token.child_token();
+        sleepers.push(tokio::spawn(async move {
+            tokio::select! {
+                () = wait.cancelled() => {}
+                () = tokio::time::sleep(Duration::from_secs(3600)) => {}
+            }
+        }));
+        trees.push(session);
+    }
+    for _ in 0..256 {
+        tokio::task::yield_now().await;
+    }
+    let bytes = live(alloc) - before;
+    token.cancel();
+    for session in &trees {
+        session.stop(None);
+    }
+    for sleeper in sleepers {
+        sleeper.await.unwrap();
+    }
+    bytes as f64 / n as f64
 }
 
 /// Bytes live per bare ractor actor, linked under a parent, that handled one message.

@@ -1,0 +1,103 @@
+//! [`SessionLogActor`]: one per open session log, the only writer of that log.
+//!
+//! Wiring only. `pre_start` loads the log and repairs what a crash left open (`reopen`); each
+//! message is then one [`LogState`] operation and its reply. The mailbox serializes them, so the
+//! `seq`s the state hands out are contiguous and every batch is judged against a committed
+//! predecessor, without a lock.
+//!
+//! # Why an append holds the mailbox until the store acknowledged
+//!
+//! "Durable before effect": an append's reply is the store's ack at its durability, and the next
+//! batch of the session must be checked against it. So the handler awaits the store; appends of
+//! one session are serialized by design, while different sessions' log actors append
+//! concurrently — which is what lets a group-committing store batch them.
+//!
+//! # Why a failure here fails only this log
+//!
+//! A validator or a projection that panics makes the handler panic: ractor fails this actor,
+//! every caller waiting on it (and every message still queued) gets `Closed` when its reply port
+//! is dropped, and its supervisor — the session — is told through its link. The panic never
+//! reaches the caller, so a plugin whose `llm/retry` append hit it is not counted as crashed.
+
+use ractor::{Actor, ActorProcessingErr, ActorRef};
+use tokio::sync::oneshot;
+
+use crate::census::{ActorKind, Alive, Census};
+use crate::clock::Clock;
+use crate::event::{Envelope, Event};
+use crate::store::{BoxFuture, SessionStore};
+
+use super::reopen::reopen;
+use super::state::LogState;
+use super::{AppendError, OpenOptions, OpenReport};
+
+use std::sync::Arc;
+
+/// An operation on the log's state, carrying its own reply port.
+pub(crate) type Op = Box<dyn for<'a> FnOnce(&'a mut LogState) -> BoxFuture<'a, ()> + Send>;
+
+/// A message to a session-log actor.
+pub(crate) enum LogMsg {
+    /// Append a batch; answered after the store's ack.
+    Append(Vec<Event>, oneshot::Sender<Result<Vec<Envelope>, AppendError>>),
+    /// Any other operation (reads, subscriptions, registrations).
+    Run(Op),
+}
+
+/// What a log actor opens.
+pub(crate) struct OpenArgs {
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) session: Arc<str>,
+    pub(crate) options: OpenOptions,
+    /// Where the open's report goes.
+    pub(crate) report: oneshot::Sender<OpenReport>,
+    /// The runtime's census, when the log belongs to one.
+    pub(crate) census: Option<Census>,
+}
+
+/// The actor; its state is the open log.
+pub(crate) struct SessionLogActor;
+
+/// The actor's state: the log, and its census mark.
+pub(crate) struct Open {
+    log: LogState,
+    _alive: Option<Alive>,
+}
+
+impl Actor for SessionLogActor {
+    type Msg = LogMsg;
+    type State = Open;
+    type Arguments = OpenArgs;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<LogMsg>,
+        args: OpenArgs,
+    ) -> Result<Open, ActorProcessingErr> {
+        let OpenArgs { store, clock, session, options, report, census } = args;
+        let (log, opened) = reopen(store, clock, &session, options).await?;
+        let _ = report.send(opened);
+        Ok(Open { log, _alive: census.map(|c| c.enter(ActorKind::SessionLog)) })
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<LogMsg>,
+        message: LogMsg,
+        state: &mut Open,
+    ) -> Result<(), ActorProcessingErr> {
+        // A caller that stopped waiting dropped its port; the operation is done either way.
+        match message {
+            LogMsg::Append(events, reply) => {
+                // Boxed: ractor keeps the processing loop's future for the actor's whole life,
+                // sized for its largest handler; boxed, an append's state is held only while
+                // it runs.
+                let appended = Box::pin(state.log.append(events)).await;
+                let _ = reply.send(appended);
+            }
+            LogMsg::Run(op) => op(&mut state.log).await,
+        }
+        Ok(())
+    }
+}
