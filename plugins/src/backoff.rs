@@ -25,13 +25,15 @@ use rein_runtime::retry_policy::Backoff;
 /// The delay before retry `retry` (from 1; 0 is read as 1), in milliseconds, for a curve from
 /// `initial` to `max` with jitter ratio `jitter` and the sample `r`.
 ///
-/// Preconditions (guaranteed by a [`Backoff`]): `0 < initial ≤ max`, both finite, and
-/// `jitter ∈ [0, 1]`. A sample outside `[0, 1]` is clamped into it.
+/// Preconditions: `initial` and `max` finite and `≥ 0`, `jitter ∈ [0, 1]` (a [`Backoff`]
+/// guarantees more: `0 < initial ≤ max`). An `initial` of 0 waits 0 for every retry; an `initial`
+/// above `max` waits `max`. A sample outside `[0, 1]` is clamped into it.
 pub fn delay(retry: u64, initial: f64, max: f64, jitter: f64, r: f64) -> f64 {
     let exponent = retry.saturating_sub(1).min(1024);
     // `exponent ≤ 1024`, so the conversion is exact.
     let growth = 2f64.powi(i32::try_from(exponent).unwrap_or(1024));
-    let base = (initial * growth).min(max);
+    // `0 · ∞` is NaN: an initial delay of 0 stays 0 however far the curve runs.
+    let base = if initial == 0.0 { 0.0 } else { (initial * growth).min(max) };
     let r = r.clamp(0.0, 1.0);
     (base * (1.0 - jitter + 2.0 * jitter * r)).min(max)
 }
@@ -76,6 +78,13 @@ mod tests {
             ((1025, 1.0, 4.0, 0.0, 0.0), 4.0),
             ((u64::MAX, 1.0, 4.0, 0.5, 0.0), 2.0),
             ((u64::MAX, 0.5, MAX_DELAY_MS, 0.0, 0.0), MAX_DELAY_MS),
+            // Curves auto-retry's settings allow (0..=600000 each, no order between them): an
+            // initial delay of 0 waits 0, also where 2^n is infinite; above max waits max.
+            ((1, 0.0, 1000.0, 0.5, 1.0), 0.0),
+            ((u64::MAX, 0.0, 1000.0, 0.0, 0.0), 0.0),
+            ((1, 0.0, 0.0, 1.0, 1.0), 0.0),
+            ((1, 5000.0, 3000.0, 0.0, 0.5), 3000.0),
+            ((2, 5000.0, 3000.0, 0.5, 0.0), 1500.0),
             // Samples outside [0, 1] are clamped.
             ((1, 100.0, 1000.0, 0.5, -3.0), 50.0),
             ((1, 100.0, 1000.0, 0.5, 7.0), 150.0),

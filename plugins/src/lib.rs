@@ -7,6 +7,13 @@
 //!   jitter sample.
 //! - [`llm_retry`]: the official executor `llm-retry` (SPEC §5): its strict configuration
 //!   ([`llm_retry::config`]) and its normal/always decisions ([`llm_retry::decision`]).
+//! - [`settings`]: plugin settings and the two ways they arrive — a configuration file read
+//!   leniently (each fallback a warning), a run-time patch read strictly behind a revision fence
+//!   ([`settings::Revisioned`]).
+//! - [`auto_retry`]: the downstream takeover `auto-retry`: its settings, its code catalogue and
+//!   its decision.
+//! - [`compaction`]: `compaction`, the context-overflow recovery: its settings, the cut rule
+//!   that shrinks the model-visible history, and its decision.
 //! - [`scripted`]: the answer list and strict configuration of `scripted`, the waterfall's test
 //!   double (its thin [`ScriptedPlugin`](scripted::ScriptedPlugin) shell is in the same file).
 //!
@@ -18,10 +25,13 @@
 //! - [`register_all`]: every plugin of the crate in a scenario/CLI
 //!   [`PluginRegistry`], under its name.
 
+pub mod auto_retry;
 pub mod backoff;
+pub mod compaction;
 pub mod llm_retry;
 pub mod schedule;
 pub mod scripted;
+pub mod settings;
 
 use rein_runtime::scenario::PluginRegistry;
 

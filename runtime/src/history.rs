@@ -82,6 +82,8 @@ pub struct History {
     /// Where the assistant message of the latest (turn, step) is in `messages` — the message its
     /// tool calls join, also when results of earlier calls of that step came in between.
     open: Option<(u32, u32, usize)>,
+    /// The turn of the latest `context/compacted` and how many that turn wrote.
+    compacted: Option<(u32, u32)>,
 }
 
 impl History {
@@ -98,6 +100,15 @@ impl History {
     /// Whether nothing model-visible remains.
     pub fn is_empty(&self) -> bool {
         self.visible.is_empty()
+    }
+
+    /// How many `context/compacted` events name `turn` (a compaction plugin's per-turn budget,
+    /// read from the log so it survives a restart).
+    pub fn compactions_in_turn(&self, turn: u32) -> u32 {
+        match self.compacted {
+            Some((t, count)) if t == turn => count,
+            _ => 0,
+        }
     }
 
     /// The messages a request carries: users, assistants (with the calls that followed them in
@@ -181,6 +192,8 @@ impl History {
                 for entry in &self.visible {
                     Self::push_message(&mut self.messages, &mut self.open, &entry.visible);
                 }
+                let count = self.compactions_in_turn(c.turn).saturating_add(1);
+                self.compacted = Some((c.turn, count));
                 return;
             }
             _ => return,
@@ -402,6 +415,26 @@ mod tests {
         for (name, events, expected) in cases {
             let history = History::from_events(&log(events));
             assert_eq!(history.messages(), expected, "{name}");
+        }
+    }
+
+    #[test]
+    fn compactions_are_counted_per_turn() {
+        let compacted = |turn: u32| {
+            Event::ContextCompacted(ContextCompacted { turn, step: 1, removed: vec![], kept: 0 })
+        };
+        let history = |events: Vec<Event>| History::from_events(&log(events));
+        let cases: Vec<(Vec<Event>, [u32; 3])> = vec![
+            (vec![], [0, 0, 0]),
+            (vec![user("a"), compacted(1)], [1, 0, 0]),
+            (vec![compacted(1), compacted(1)], [2, 0, 0]),
+            (vec![compacted(1), compacted(2)], [0, 1, 0]),
+            (vec![compacted(1), compacted(2), compacted(2), user("b")], [0, 2, 0]),
+        ];
+        for (events, counts) in cases {
+            let h = history(events);
+            let got = [1, 2, 3].map(|turn| h.compactions_in_turn(turn));
+            assert_eq!(got, counts);
         }
     }
 
