@@ -59,11 +59,20 @@ impl TurnPanel {
     /// The one-line summary: `Retried 3 time(s) this turn · finally failed with RATE_LIMIT`,
     /// `Retried 1 time(s) this turn · recovered`, `Not retried · failed with AUTH`…
     pub fn summary(&self) -> String {
-        let head = match self.retries {
+        format!("{} · {}", self.head(), self.tail())
+    }
+
+    /// The summary's first half: `Retried 3 time(s) this turn`, or `Not retried`.
+    pub fn head(&self) -> String {
+        match self.retries {
             0 => "Not retried".to_owned(),
             n => format!("Retried {n} time(s) this turn"),
-        };
-        format!("{head} · {}", self.ending.describe(self.retries > 0))
+        }
+    }
+
+    /// The summary's second half: how the turn ended (`finally failed with RATE_LIMIT`).
+    pub fn tail(&self) -> String {
+        self.ending.describe(self.retries > 0)
     }
 
     /// The attempts, in order.
