@@ -24,11 +24,15 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Run scenario files: one session driven deterministically on virtual time (SPEC §10).
     Scenario(cli::scenario::ScenarioArgs),
-    /// Show the turn-tail panels of session logs: each turn that retried or failed, every
-    /// attempt and the provider's messages verbatim.
+    /// Show the turn-tail panels of session logs (each turn that retried or failed).
+    ///
+    /// Each panel sums the turn up on one line; --expand adds every attempt with its origin,
+    /// budget, wait, code, HTTP status and request id, and the provider's message verbatim.
     Show(cli::show::ShowArgs),
-    /// Write a self-contained HTML report of session logs: the conversation, with a collapsed
-    /// panel at the tail of each turn that retried or failed.
+    /// Write a self-contained HTML report of session logs.
+    ///
+    /// The conversation of each log, with a collapsed panel at the tail of each turn that retried
+    /// or failed.
     Report(cli::report::ReportArgs),
 }
 
