@@ -3,7 +3,13 @@
 //! - [`demo`]: `rein demo` — the embedded demo scenario (the README's main job).
 //! - [`check`]: `rein check LOG…` — the offline invariant checker.
 //! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
+//! - [`show`]: `rein show LOG…` — turn-tail panels in the terminal.
+//! - [`report`]: `rein report LOG… -o FILE` — a self-contained HTML report.
+//! - [`logs`]: reading the logs `show` and `report` look at.
 
 pub(crate) mod check;
 pub(crate) mod demo;
+pub(crate) mod logs;
+pub(crate) mod report;
 pub(crate) mod scenario;
+pub(crate) mod show;

@@ -2,9 +2,11 @@
 //! waterfall of supervised retry plugins. This crate re-exports the family.
 //!
 //! - [`scenario`]: scenario runs with the shipped plugins and the invariant checker.
+//! - [`html`]: HTML views of session logs: turn-tail panels and the `rein report` page.
 
 pub use rein_invariant as invariant;
 pub use rein_plugins as plugins;
 pub use rein_runtime as runtime;
 
+pub mod html;
 pub mod scenario;

@@ -24,6 +24,16 @@ enum Command {
     Check(cli::check::CheckArgs),
     /// Run scenario files: one session driven deterministically on virtual time (SPEC §10).
     Scenario(cli::scenario::ScenarioArgs),
+    /// Show the turn-tail panels of session logs (each turn that retried or failed).
+    ///
+    /// Each panel sums the turn up on one line; --expand adds every attempt with its origin,
+    /// budget, wait, code, HTTP status and request id, and the provider's message verbatim.
+    Show(cli::show::ShowArgs),
+    /// Write a self-contained HTML report of session logs.
+    ///
+    /// The conversation of each log, with a collapsed panel at the tail of each turn that retried
+    /// or failed.
+    Report(cli::report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,5 +41,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => cli::demo::run(&args),
         Command::Check(args) => cli::check::run(&args),
         Command::Scenario(args) => cli::scenario::run(&args),
+        Command::Show(args) => cli::show::run(&args),
+        Command::Report(args) => cli::report::run(&args),
     }
 }

@@ -79,6 +79,9 @@ pub enum Event {
     /// A tool's result (model-visible).
     #[serde(rename = "tool/result")]
     ToolResult(ToolResult),
+    /// A recovery moved the step to another provider route; the retry on it follows.
+    #[serde(rename = "route/switched")]
+    RouteSwitched(RouteSwitched),
     /// Compaction dropped part of the model-visible history.
     #[serde(rename = "context/compacted")]
     ContextCompacted(ContextCompacted),
@@ -101,7 +104,7 @@ pub enum Event {
 
 impl Event {
     /// Every `family/name` tag, in the order of SPEC §3.
-    pub const KINDS: [&'static str; 18] = [
+    pub const KINDS: [&'static str; 19] = [
         "session/start",
         "user/message",
         "turn/start",
@@ -114,6 +117,7 @@ impl Event {
         "assistant/message",
         "tool/call",
         "tool/result",
+        "route/switched",
         "context/compacted",
         "step/end",
         "turn/end",
@@ -137,6 +141,7 @@ impl Event {
             Event::AssistantMessage(_) => "assistant/message",
             Event::ToolCall(_) => "tool/call",
             Event::ToolResult(_) => "tool/result",
+            Event::RouteSwitched(_) => "route/switched",
             Event::ContextCompacted(_) => "context/compacted",
             Event::StepEnd(_) => "step/end",
             Event::TurnEnd(_) => "turn/end",
@@ -355,6 +360,26 @@ pub struct ToolResult {
     pub output: String,
     /// Whether the tool failed.
     pub is_error: bool,
+}
+
+/// `route/switched`: written by the recovery that moves a step to another route, before the retry
+/// on route `to`; never model-visible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteSwitched {
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The route of the step's latest attempt.
+    pub from: String,
+    /// The route the retry goes to.
+    pub to: String,
+    /// The code of the failure that caused the switch.
+    pub code: String,
+    /// Why now: `eager`, `delay` or `exhausted` (a string, so a log with another word still
+    /// parses and its checker can name it).
+    pub reason: String,
 }
 
 /// `context/compacted`.
@@ -595,6 +620,17 @@ mod tests {
                     is_error: false,
                 }),
                 r#"{"seq":0,"time":5,"type":"tool/result","data":{"turn":1,"step":1,"id":"c1","output":"hi","isError":false}}"#,
+            ),
+            (
+                Event::RouteSwitched(RouteSwitched {
+                    turn: 1,
+                    step: 1,
+                    from: "mock".into(),
+                    to: "backup".into(),
+                    code: "RATE_LIMIT".into(),
+                    reason: "exhausted".into(),
+                }),
+                r#"{"seq":0,"time":5,"type":"route/switched","data":{"turn":1,"step":1,"from":"mock","to":"backup","code":"RATE_LIMIT","reason":"exhausted"}}"#,
             ),
             (
                 Event::ContextCompacted(ContextCompacted {

@@ -15,6 +15,9 @@
 //! - [`validator`]: the `Validator` trait (checks run before an append commits).
 //! - [`provider`]: the request/completion types and the `Adapter` trait.
 //! - [`history`]: the model-visible history fold (what a request is built from).
+//! - [`transcript`]: the conversation of a log, turn by turn, as a person reads it.
+//! - [`panel`]: turn-tail panels — each turn that retried or failed, every attempt with its
+//!   origin, wait and the provider's failure verbatim.
 //! - [`plugin`]: the one trait plugins implement, `Verdict`, the recovery payload, `Downstream`.
 //! - [`waterfall`]: the chain-walk rules (order, `Next`/`Stop`/`Retry`, crash = `Next`, end of
 //!   chain = `Stop`, cancellation beats everything) and the driver that walks the chain.
@@ -135,6 +138,7 @@ pub mod fault;
 mod first_poll;
 pub mod history;
 pub mod json_number;
+pub mod panel;
 pub mod plugin;
 pub mod plugin_host;
 pub mod projection;
@@ -149,6 +153,7 @@ pub mod session_log;
 mod step;
 pub mod store;
 pub mod tool;
+pub mod transcript;
 mod turn;
 pub mod turn_handle;
 pub mod validator;

@@ -134,8 +134,8 @@ mod tests {
     use super::*;
     use crate::event::{
         AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
-        LlmRetryStarted, PluginCrashed, RequestError, RequestStart, SessionStart, StepRef,
-        ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnStart, UserMessage,
+        LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched, SessionStart,
+        StepRef, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnStart, UserMessage,
     };
     use crate::failure::Failure;
 
@@ -235,6 +235,17 @@ mod tests {
                     id: "c".into(),
                     output: "o".into(),
                     is_error: false,
+                }),
+                false,
+            ),
+            (
+                Event::RouteSwitched(RouteSwitched {
+                    turn: 1,
+                    step: 1,
+                    from: "mock".into(),
+                    to: "backup".into(),
+                    code: "RATE_LIMIT".into(),
+                    reason: "exhausted".into(),
                 }),
                 false,
             ),

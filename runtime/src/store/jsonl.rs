@@ -12,6 +12,8 @@
 //!
 //! - `parse`: the pure decision (events, torn, or corrupt) over a file's bytes.
 //! - `log_file`: the blocking I/O on one session's file.
+//! - [`read_log`]: the same reading for tools that only look at a log file (`rein show`,
+//!   `rein report`): it never writes, so a torn last line is reported but not cut.
 //!
 //! # Why `spawn_blocking` and not a dedicated writer thread
 //!
@@ -42,8 +44,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use self::log_file::{LogFile, WriteMode, io_error};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    BoxFuture, Durability, Loaded, SessionStore, StoreError, check_continues, check_session_id,
-    line,
+    BoxFuture, Durability, Loaded, SessionStore, StoreError, TornTail, check_continues,
+    check_session_id, line,
 };
 use crate::event::Envelope;
 
@@ -264,6 +266,22 @@ impl Cache {
     }
 }
 
+/// Reads the JSONL log at `path` with the rules of a load, changing nothing (no cut, no file
+/// opened for writing): for tools that show a log. A torn last line is reported in
+/// [`Loaded::torn`] (`kept_in` is `None`: nothing was moved) and its event is left out; any other
+/// defect is [`StoreError::Corrupt`] naming `path` and the 1-based line; a file that cannot be
+/// read is [`StoreError::Io`] naming `path`. Blocking.
+pub fn read_log(path: &Path) -> Result<Loaded, StoreError> {
+    let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+    let parsed = parse::parse_log(&bytes, path)?;
+    let torn = parsed.torn.map(|torn| TornTail {
+        line: torn.line,
+        bytes: bytes.len() as u64 - torn.start,
+        kept_in: None,
+    });
+    Ok(Loaded { events: parsed.events, torn })
+}
+
 /// Runs blocking store work on tokio's blocking pool.
 async fn blocking<T: Send + 'static>(
     dir: &Path,
@@ -324,6 +342,27 @@ mod tests {
 
     fn idle(seq: u64) -> Envelope {
         Envelope { seq, time: seq * 10, event: Event::AgentIdle(AgentIdle {}) }
+    }
+
+    #[test]
+    fn read_log_reports_a_torn_tail_names_a_corrupt_line_and_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let line = |seq| serde_json::to_string(&idle(seq)).unwrap();
+        let torn = format!("{}\n{}\n{{\"seq\":2", line(0), line(1));
+        std::fs::write(&path, &torn).unwrap();
+        let read = read_log(&path).unwrap();
+        assert_eq!(read.events, [idle(0), idle(1)]);
+        assert_eq!(read.torn, Some(TornTail { line: 3, bytes: 8, kept_in: None }));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), torn, "nothing was cut");
+
+        std::fs::write(&path, format!("{}\nnot json\n", line(0))).unwrap();
+        let err = read_log(&path).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}:2: corrupt log line: ", path.display())), "{err}");
+
+        let missing = dir.path().join("missing.jsonl");
+        let err = read_log(&missing).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}: ", missing.display())), "{err}");
     }
 
     #[tokio::test]

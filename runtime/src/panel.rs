@@ -1,0 +1,571 @@
+//! Turn-tail panels: for each turn that retried or failed, the failure detail its session log
+//! holds and a transcript drops — every attempt, who started it, how long it waited and what the
+//! provider said, verbatim.
+//!
+//! [`panels`] folds a log into one [`TurnPanel`] per such turn: a one-line
+//! [`TurnPanel::summary`] (`Retried 3 time(s) this turn · finally failed with RATE_LIMIT`) and
+//! its [`Line`]s in log order. Renderers (the terminal text of `rein show`, the HTML of
+//! `rein report`) only format what a panel holds; the rules live here.
+//!
+//! - A turn gets a panel when one of its attempts failed (`request/error`), when it retried in
+//!   any way (an attempt after the first of its step), when a recovery left a trace
+//!   (`llm/retry`, `route/switched`, `context/compacted`, `plugin/crashed`), or when it ended with
+//!   an error. Other turns get none.
+//! - Every attempt of the turn is a line, with its [`Origin`]: `harness` for the first attempt
+//!   of a step (nothing retried it); the plugin of the `llm/retry` whose `llm/retry-started`
+//!   came before it; `fallback` after a `route/switched`; `compaction` after a
+//!   `context/compacted`; `unrecorded` when a plugin retried without writing anything.
+//! - "Retried N time(s)" counts the attempts that are not the first of their step.
+//! - A retry scheduled but never started (its wait was cut short) is a line of its own, as are
+//!   route switches, compactions, plugin crashes and settings changes during the turn, and the
+//!   turn's final failure when it is not the failure of its last failed attempt.
+//!
+//! # Why the fold never fails
+//!
+//! Panels are for looking at logs, broken ones included. An event that does not fit (an error
+//! for an attempt that never started, a turn that never ends, numbers that disagree) is shown as
+//! far as it can be placed or skipped; `rein check` is what says what is wrong with a log.
+
+use crate::event::{
+    CancelCause, ConfigChanged, ContextCompacted, Envelope, Event, LlmRetry, PluginCrashed,
+    RequestError, RequestStart, RouteSwitched, TurnEndReason,
+};
+use crate::failure::Failure;
+use crate::json_number;
+
+/// The panels of every turn of `log` that retried or failed, in turn order.
+pub fn panels(log: &[Envelope]) -> Vec<TurnPanel> {
+    let mut fold = Fold::default();
+    for envelope in log {
+        fold.apply(envelope);
+    }
+    fold.finish()
+}
+
+/// The panel at the tail of one turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnPanel {
+    /// The turn.
+    pub turn: u32,
+    /// Attempts that were not the first of their step.
+    pub retries: u32,
+    /// How the turn ended.
+    pub ending: Ending,
+    /// What happened, in log order.
+    pub lines: Vec<Line>,
+}
+
+impl TurnPanel {
+    /// The one-line summary: `Retried 3 time(s) this turn · finally failed with RATE_LIMIT`,
+    /// `Retried 1 time(s) this turn · recovered`, `Not retried · failed with AUTH`…
+    pub fn summary(&self) -> String {
+        format!("{} · {}", self.head(), self.tail())
+    }
+
+    /// The summary's first half: `Retried 3 time(s) this turn`, or `Not retried`.
+    pub fn head(&self) -> String {
+        match self.retries {
+            0 => "Not retried".to_owned(),
+            n => format!("Retried {n} time(s) this turn"),
+        }
+    }
+
+    /// The summary's second half: how the turn ended (`finally failed with RATE_LIMIT`).
+    pub fn tail(&self) -> String {
+        self.ending.describe(self.retries > 0)
+    }
+
+    /// The attempts, in order.
+    pub fn attempts(&self) -> impl Iterator<Item = &Attempt> {
+        self.lines.iter().filter_map(|line| match line {
+            Line::Attempt(attempt) => Some(attempt),
+            _ => None,
+        })
+    }
+}
+
+/// How a turn with a panel ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Ending {
+    /// It completed: whatever failed was recovered.
+    Recovered,
+    /// It ended with this failure.
+    Failed(Failure),
+    /// It was cancelled.
+    Cancelled(CancelCause),
+    /// It reached the per-turn step limit.
+    MaxSteps,
+    /// A crash left it open; the reopened log closed it.
+    Interrupted,
+    /// The log ends before the turn does.
+    Running,
+}
+
+impl Ending {
+    /// The ending as the summary's tail says it (`finally failed with X` after retries).
+    pub fn describe(&self, retried: bool) -> String {
+        match self {
+            Ending::Recovered => "recovered".to_owned(),
+            Ending::Failed(failure) if retried => format!("finally failed with {}", failure.code()),
+            Ending::Failed(failure) => format!("failed with {}", failure.code()),
+            Ending::Cancelled(CancelCause::User) => "cancelled".to_owned(),
+            Ending::Cancelled(CancelCause::Parent) => "cancelled with its session".to_owned(),
+            Ending::Cancelled(CancelCause::Disposed) => "cancelled: disposed".to_owned(),
+            Ending::Cancelled(CancelCause::Hook { reason }) => {
+                format!("cancelled by a hook: {reason}")
+            }
+            Ending::MaxSteps => "stopped at the step limit".to_owned(),
+            Ending::Interrupted => "interrupted: the process stopped during the turn".to_owned(),
+            Ending::Running => "still running".to_owned(),
+        }
+    }
+
+    /// A stable one-word name (`recovered`, `failed`, `cancelled`, `max-steps`, `interrupted`,
+    /// `running`), for styling.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Ending::Recovered => "recovered",
+            Ending::Failed(_) => "failed",
+            Ending::Cancelled(_) => "cancelled",
+            Ending::MaxSteps => "max-steps",
+            Ending::Interrupted => "interrupted",
+            Ending::Running => "running",
+        }
+    }
+
+    fn of(reason: &TurnEndReason) -> Self {
+        match reason {
+            TurnEndReason::Completed => Ending::Recovered,
+            TurnEndReason::Error { failure } => Ending::Failed(failure.clone()),
+            TurnEndReason::Aborted { cause } => Ending::Cancelled(cause.clone()),
+            TurnEndReason::MaxSteps => Ending::MaxSteps,
+            TurnEndReason::Interrupted => Ending::Interrupted,
+        }
+    }
+}
+
+/// One line of a panel.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Line {
+    /// A provider attempt.
+    Attempt(Attempt),
+    /// A retry that was scheduled (`llm/retry`) but never started: its wait was cut short (the
+    /// turn was cancelled, the plugin disposed or switched off) or its start was refused.
+    NotStarted(ScheduledRetry),
+    /// A recovery moved the step to another route.
+    RouteSwitched(RouteSwitched),
+    /// Compaction shrank the model-visible history.
+    Compacted(ContextCompacted),
+    /// A plugin crashed while answering.
+    PluginCrashed(PluginCrashed),
+    /// A plugin's settings changed while the turn ran.
+    ConfigChanged(ConfigChanged),
+    /// The turn's final failure, when it is not the failure of its last failed attempt (a tool
+    /// error, a request that could not be built).
+    TurnFailed(Failure),
+}
+
+/// One provider attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The attempt number within the step, from 1.
+    pub attempt: u32,
+    /// The provider route that served it.
+    pub provider: String,
+    /// The model asked (empty when the log has no `request/start` for it).
+    pub model: String,
+    /// When it started (the log's clock).
+    pub time: u64,
+    /// What led to it.
+    pub origin: Origin,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The raw text it streamed (`assistant/chunk`), in full.
+    pub streamed: String,
+}
+
+impl Attempt {
+    /// The failure, when it failed.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.outcome {
+            Outcome::Failed(failure) => Some(failure),
+            _ => None,
+        }
+    }
+}
+
+/// What led to an attempt.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// The first attempt of its step: nothing retried it.
+    Harness,
+    /// A retry scheduled by a plugin (`llm/retry`) and started (`llm/retry-started`).
+    Retry(ScheduledRetry),
+    /// A route switch (`route/switched`) moved the step to this attempt's route.
+    RouteSwitch {
+        /// The route of the attempt before.
+        from: String,
+        /// The route of this attempt.
+        to: String,
+    },
+    /// Compaction shrank the history (`context/compacted`) and retried.
+    Compaction,
+    /// A plugin retried without writing any event (a downstream retry that always mode accepted,
+    /// the `scripted` test plugin).
+    Unrecorded,
+}
+
+impl Origin {
+    /// Who started the attempt: `harness`, the retrying plugin's name, `fallback`, `compaction`
+    /// or `unrecorded`.
+    pub fn label(&self) -> &str {
+        match self {
+            Origin::Harness => "harness",
+            Origin::Retry(retry) => &retry.plugin,
+            Origin::RouteSwitch { .. } => "fallback",
+            Origin::Compaction => "compaction",
+            Origin::Unrecorded => "unrecorded",
+        }
+    }
+
+    /// The scheduled retry behind the attempt, if one was recorded.
+    pub fn retry(&self) -> Option<&ScheduledRetry> {
+        match self {
+            Origin::Retry(retry) => Some(retry),
+            _ => None,
+        }
+    }
+}
+
+/// A retry as its `llm/retry` recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScheduledRetry {
+    /// The plugin that scheduled it.
+    pub plugin: String,
+    /// `normal` or `always`.
+    pub mode: String,
+    /// The chain's id.
+    pub retry_id: String,
+    /// The retry number in its chain, from 1.
+    pub retry: u64,
+    /// The chain's budget; `None` is unbounded (always mode).
+    pub max_retries: Option<u64>,
+    /// The wait before the attempt.
+    pub delay_ms: f64,
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The provider route it retries.
+    pub provider: String,
+    /// The code of the failure it retries.
+    pub code: String,
+    /// When it was scheduled (the log's clock).
+    pub time: u64,
+}
+
+impl ScheduledRetry {
+    /// `attempt N/M`: the retry's number in its chain over the chain's budget, `∞` when
+    /// unbounded.
+    pub fn budget(&self) -> String {
+        match self.max_retries {
+            Some(max) => format!("attempt {}/{max}", self.retry),
+            None => format!("attempt {}/∞", self.retry),
+        }
+    }
+
+    /// The wait, as `500 ms` (fractions kept: `1.5 ms`).
+    pub fn wait(&self) -> String {
+        format_ms(self.delay_ms)
+    }
+
+    fn of(retry: &LlmRetry, time: u64) -> Self {
+        Self {
+            plugin: retry.plugin.clone(),
+            mode: retry.mode.clone(),
+            retry_id: retry.retry_id.clone(),
+            retry: retry.retry,
+            max_retries: if retry.mode == "always" { None } else { retry.max_retries },
+            delay_ms: retry.delay_ms,
+            turn: retry.turn,
+            step: retry.step,
+            provider: retry.provider.clone(),
+            code: retry.failure.code().to_owned(),
+            time,
+        }
+    }
+}
+
+/// How an attempt ended.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// The provider answered (`assistant/message`).
+    Answered,
+    /// It failed (`request/error`), with the provider's failure verbatim.
+    Failed(Failure),
+    /// The turn was cancelled while it ran.
+    Cancelled,
+    /// A crash stopped it.
+    Interrupted,
+    /// The turn ended for another reason before it answered.
+    Unanswered,
+    /// The log ends while it runs.
+    Running,
+}
+
+impl Outcome {
+    /// A stable one-word name (`answered`, `failed`, `cancelled`, `interrupted`, `unanswered`,
+    /// `running`), for styling.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Outcome::Answered => "answered",
+            Outcome::Failed(_) => "failed",
+            Outcome::Cancelled => "cancelled",
+            Outcome::Interrupted => "interrupted",
+            Outcome::Unanswered => "unanswered",
+            Outcome::Running => "running",
+        }
+    }
+}
+
+/// Milliseconds as a person writes them: `500 ms`, `1.5 ms`.
+pub fn format_ms(ms: f64) -> String {
+    format!("{} ms", json_number::format(ms))
+}
+
+/// The fold behind [`panels`].
+#[derive(Debug, Default)]
+struct Fold {
+    done: Vec<TurnPanel>,
+    open: Option<OpenTurn>,
+}
+
+/// The turn being folded.
+#[derive(Debug)]
+struct OpenTurn {
+    turn: u32,
+    lines: Vec<Line>,
+    retries: u32,
+    failed: bool,
+    /// Attempts started in the open step.
+    attempts_in_step: u32,
+    /// An `llm/retry` not (yet) started.
+    scheduled: Option<ScheduledRetry>,
+    /// What will have led to the step's next attempt.
+    lead: Option<Origin>,
+    /// The index in `lines` of the step's latest attempt.
+    current: Option<usize>,
+}
+
+impl Fold {
+    fn apply(&mut self, envelope: &Envelope) {
+        if let Event::TurnStart(start) = &envelope.event {
+            if let Some(open) = self.open.take() {
+                self.close(open, Ending::Running);
+            }
+            self.open = Some(OpenTurn::new(start.turn));
+            return;
+        }
+        let Some(open) = self.open.as_mut() else { return };
+        let time = envelope.time;
+        match &envelope.event {
+            Event::TurnEnd(end) if end.turn == open.turn => {
+                if let Some(open) = self.open.take() {
+                    self.close(open, Ending::of(&end.reason));
+                }
+            }
+            Event::StepStart(s) if s.turn == open.turn => {
+                open.end_step();
+                open.attempts_in_step = 0;
+                open.current = None;
+            }
+            Event::StepEnd(s) if s.turn == open.turn => open.end_step(),
+            Event::RequestStart(r) if r.turn == open.turn => open.start_attempt(r, time),
+            Event::AssistantChunk(c) if c.turn == open.turn => {
+                if let Some(attempt) = open.attempt_mut(c.step, c.attempt) {
+                    attempt.streamed.push_str(&c.text);
+                }
+            }
+            Event::RequestError(e) if e.turn == open.turn => open.fail_attempt(e, time),
+            Event::LlmRetry(r) if r.turn == open.turn => {
+                open.abandon_scheduled();
+                open.scheduled = Some(ScheduledRetry::of(r, time));
+            }
+            Event::LlmRetryStarted(s) if s.turn == open.turn => {
+                let matches = open
+                    .scheduled
+                    .as_ref()
+                    .is_some_and(|r| r.retry_id == s.retry_id && r.retry == s.retry);
+                if matches {
+                    open.lead = open.scheduled.take().map(Origin::Retry);
+                }
+            }
+            Event::AssistantMessage(m) if m.turn == open.turn => {
+                if let Some(index) = open.current {
+                    if let Line::Attempt(attempt) = &mut open.lines[index] {
+                        if attempt.step == m.step && attempt.outcome == Outcome::Running {
+                            attempt.outcome = Outcome::Answered;
+                        }
+                    }
+                }
+            }
+            Event::RouteSwitched(r) if r.turn == open.turn => {
+                open.lines.push(Line::RouteSwitched(r.clone()));
+                let switch = Origin::RouteSwitch { from: r.from.clone(), to: r.to.clone() };
+                open.lead.get_or_insert(switch);
+            }
+            Event::ContextCompacted(c) if c.turn == open.turn => {
+                open.lines.push(Line::Compacted(c.clone()));
+                open.lead.get_or_insert(Origin::Compaction);
+            }
+            Event::PluginCrashed(p) => open.lines.push(Line::PluginCrashed(p.clone())),
+            Event::ConfigChanged(c) => open.lines.push(Line::ConfigChanged(c.clone())),
+            _ => {}
+        }
+    }
+
+    fn finish(mut self) -> Vec<TurnPanel> {
+        if let Some(open) = self.open.take() {
+            self.close(open, Ending::Running);
+        }
+        self.done
+    }
+
+    fn close(&mut self, mut open: OpenTurn, ending: Ending) {
+        open.abandon_scheduled();
+        let unfinished = match ending {
+            Ending::Cancelled(_) => Outcome::Cancelled,
+            Ending::Interrupted => Outcome::Interrupted,
+            Ending::Running => Outcome::Running,
+            _ => Outcome::Unanswered,
+        };
+        for line in &mut open.lines {
+            if let Line::Attempt(attempt) = line {
+                if attempt.outcome == Outcome::Running {
+                    attempt.outcome = unfinished.clone();
+                }
+            }
+        }
+        if let Ending::Failed(failure) = &ending {
+            let last = open.lines.iter().rev().find_map(|line| match line {
+                Line::Attempt(attempt) => attempt.failure(),
+                _ => None,
+            });
+            if last != Some(failure) {
+                open.lines.push(Line::TurnFailed(failure.clone()));
+            }
+        }
+        let traced = open.lines.iter().any(|line| {
+            matches!(
+                line,
+                Line::NotStarted(_)
+                    | Line::RouteSwitched(_)
+                    | Line::Compacted(_)
+                    | Line::PluginCrashed(_)
+            )
+        });
+        let failed = matches!(ending, Ending::Failed(_));
+        if open.failed || open.retries > 0 || traced || failed {
+            self.done.push(TurnPanel {
+                turn: open.turn,
+                retries: open.retries,
+                ending,
+                lines: open.lines,
+            });
+        }
+    }
+}
+
+impl OpenTurn {
+    fn new(turn: u32) -> Self {
+        Self {
+            turn,
+            lines: Vec::new(),
+            retries: 0,
+            failed: false,
+            attempts_in_step: 0,
+            scheduled: None,
+            lead: None,
+            current: None,
+        }
+    }
+
+    /// A step ended (or a new one began): what was scheduled in it will not start.
+    fn end_step(&mut self) {
+        self.abandon_scheduled();
+        self.lead = None;
+    }
+
+    fn abandon_scheduled(&mut self) {
+        if let Some(retry) = self.scheduled.take() {
+            self.lines.push(Line::NotStarted(retry));
+        }
+    }
+
+    fn start_attempt(&mut self, request: &RequestStart, time: u64) {
+        self.abandon_scheduled();
+        let lead = self.lead.take();
+        let origin = match lead {
+            _ if self.attempts_in_step == 0 => Origin::Harness,
+            Some(origin) => origin,
+            None => Origin::Unrecorded,
+        };
+        if origin != Origin::Harness {
+            self.retries += 1;
+        }
+        self.attempts_in_step += 1;
+        self.lines.push(Line::Attempt(Attempt {
+            turn: request.turn,
+            step: request.step,
+            attempt: request.attempt,
+            provider: request.provider.clone(),
+            model: request.model.clone(),
+            time,
+            origin,
+            outcome: Outcome::Running,
+            streamed: String::new(),
+        }));
+        self.current = Some(self.lines.len() - 1);
+    }
+
+    fn fail_attempt(&mut self, error: &RequestError, time: u64) {
+        self.failed = true;
+        let failure = Outcome::Failed(error.failure.clone());
+        if let Some(attempt) = self.attempt_mut(error.step, error.attempt) {
+            attempt.outcome = failure;
+            return;
+        }
+        // An error for an attempt the log never started: shown with what the error says.
+        self.lines.push(Line::Attempt(Attempt {
+            turn: error.turn,
+            step: error.step,
+            attempt: error.attempt,
+            provider: error.provider.clone(),
+            model: String::new(),
+            time,
+            origin: Origin::Unrecorded,
+            outcome: failure,
+            streamed: String::new(),
+        }));
+    }
+
+    /// The latest attempt numbered (`step`, `attempt`) that has not ended yet.
+    fn attempt_mut(&mut self, step: u32, number: u32) -> Option<&mut Attempt> {
+        self.lines.iter_mut().rev().find_map(|line| match line {
+            Line::Attempt(a)
+                if a.step == step && a.attempt == number && a.outcome == Outcome::Running =>
+            {
+                Some(a)
+            }
+            _ => None,
+        })
+    }
+}
