@@ -19,7 +19,7 @@
 //!
 //! The message is the body's `error.message` verbatim (or a plain-string `error`, or a
 //! top-level `message`, which some compatible servers send instead), else
-//! "<provider> API error (HTTP n)".
+//! "`<provider> API error (HTTP n)`".
 //!
 //! Wording is matched on a normalized body (lower case, `_` and `-` as spaces), so an error
 //! code such as `insufficient_quota` or `context_length_exceeded` counts as well as prose.
@@ -380,6 +380,33 @@ mod tests {
         assert_eq!(stream_error("X", &json!({"message": "m"})).message(), "m");
         assert_eq!(stream_error("X", &json!("s")).message(), "s");
         assert_eq!(stream_error("X", &json!({})).message(), "X stream error");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_status_headers_and_body_give_a_valid_failure(
+            status in 100u16..=999,
+            body in ".{0,200}",
+            after in "[ -~]{0,12}",
+            id in "[ -~]{0,12}",
+            json_message in proptest::option::of(".{0,40}"),
+        ) {
+            let mut headers = HeaderMap::new();
+            headers.insert("retry-after", HeaderValue::from_str(&after).unwrap());
+            headers.insert("x-request-id", HeaderValue::from_str(&id).unwrap());
+            let body = match json_message {
+                Some(message) => json!({"error": {"message": message}}).to_string(),
+                None => body,
+            };
+            let f = http_failure("P", status, &headers, &body, SystemTime::now());
+            // Valid by construction, and it survives the log's round trip.
+            let back: Failure = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
+            proptest::prop_assert_eq!(&back, &f);
+            proptest::prop_assert_eq!(f.status(), (status <= 599).then_some(status));
+            proptest::prop_assert!(!f.code().is_empty() && !f.message().is_empty());
+            let e = stream_error("P", &serde_json::from_str(&body).unwrap_or(Value::String(body.clone())));
+            proptest::prop_assert!(!e.code().is_empty() && !e.message().is_empty());
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! a 429 with a `Retry-After` (`providerRetryAfterMs`), a 5xx, a connection dropped mid-answer
 //! (`TRANSPORT`), or a stall that lasts until the turn is cancelled or the dead-air watchdog
 //! ends it (`TIMEOUT`, the same default as the real adapter's). Deterministic for a seed
-//! ([`plan`]), and every wait is a `tokio::time` sleep, so it runs on paused time in tests and
+//! (see `plan`), and every wait is a `tokio::time` sleep, so it runs on paused time in tests and
 //! scenarios.
 
 use std::fmt;
