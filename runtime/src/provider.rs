@@ -61,6 +61,28 @@ pub struct ToolSpec {
     pub name: String,
     /// What it does.
     pub description: String,
+    /// The JSON schema of its arguments, as offered to the model (default `{"type":"object"}`:
+    /// any object).
+    #[serde(default = "ToolSpec::any_object")]
+    pub parameters: serde_json::Value,
+}
+
+impl ToolSpec {
+    /// A tool whose arguments are any JSON object.
+    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
+        Self { name: name.into(), description: description.into(), parameters: Self::any_object() }
+    }
+
+    /// The same tool with `parameters` as the JSON schema of its arguments.
+    pub fn with_parameters(mut self, parameters: serde_json::Value) -> Self {
+        self.parameters = parameters;
+        self
+    }
+
+    /// The schema `{"type":"object"}`: any object.
+    pub fn any_object() -> serde_json::Value {
+        serde_json::json!({"type": "object"})
+    }
 }
 
 /// One provider attempt's input. Two attempts of the same step have equal requests except for

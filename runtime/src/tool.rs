@@ -104,7 +104,7 @@ mod tests {
 
     impl Tool for Named {
         fn spec(&self) -> ToolSpec {
-            ToolSpec { name: self.0.into(), description: self.1.into() }
+            ToolSpec::new(self.0, self.1)
         }
         fn call(
             &self,

@@ -36,7 +36,7 @@ struct Slow;
 
 impl Tool for Slow {
     fn spec(&self) -> ToolSpec {
-        ToolSpec { name: "slow".into(), description: "waits".into() }
+        ToolSpec::new("slow", "waits")
     }
     fn call(
         &self,

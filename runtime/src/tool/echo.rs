@@ -33,10 +33,13 @@ fn echo(arguments: &Value) -> Result<String, String> {
 
 impl Tool for EchoTool {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: Self::NAME.to_owned(),
-            description: "Returns its `text` argument unchanged.".to_owned(),
-        }
+        ToolSpec::new(Self::NAME, "Returns its `text` argument unchanged.").with_parameters(
+            serde_json::json!({
+                "type": "object",
+                "properties": {"text": {"type": "string", "description": "The text to return."}},
+                "required": ["text"],
+            }),
+        )
     }
 
     fn call(

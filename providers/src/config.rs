@@ -1,0 +1,407 @@
+//! An OpenAI-compatible route's configuration: [`Preset`]s, [`OpenAiConfig`] built in code or
+//! read from the environment, and [`ConfigError`] (which names the field or variable).
+//!
+//! Reading the environment is a pure function of a lookup ([`OpenAiConfig::from_lookup`]), so
+//! it is table-tested without touching the process environment. An unset API key is not an
+//! error here: the adapter answers every call `MISSING_CREDENTIAL` (a typed failure no plugin
+//! retries), and a caller that wants another provider instead asks
+//! [`OpenAiConfig::has_api_key`] first.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::secret::ApiKey;
+
+/// A known OpenAI-compatible service: its names, defaults and environment variables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preset {
+    /// The OpenTelemetry `gen_ai.provider.name` (`deepseek`, `openai`).
+    pub name: &'static str,
+    /// How messages name it (`DeepSeek`).
+    pub label: &'static str,
+    /// The public base URL (the path before `/chat/completions`).
+    pub base_url: &'static str,
+    /// The default model.
+    pub model: &'static str,
+    /// The prefix of its variables: `<PREFIX>_API_KEY`, `<PREFIX>_BASE_URL`, `<PREFIX>_MODEL`.
+    pub env_prefix: &'static str,
+}
+
+impl Preset {
+    /// DeepSeek's public API (`DEEPSEEK_API_KEY`, `DEEPSEEK_BASE_URL`, `DEEPSEEK_MODEL`).
+    pub const DEEPSEEK: Preset = Preset {
+        name: "deepseek",
+        label: "DeepSeek",
+        base_url: "https://api.deepseek.com",
+        model: "deepseek-chat",
+        env_prefix: "DEEPSEEK",
+    };
+
+    /// The generic preset: OpenAI's API, or any compatible server through `OPENAI_BASE_URL`
+    /// (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`).
+    pub const OPENAI: Preset = Preset {
+        name: "openai",
+        label: "OpenAI",
+        base_url: "https://api.openai.com/v1",
+        model: "gpt-4o-mini",
+        env_prefix: "OPENAI",
+    };
+
+    /// The name of one of its variables (`suffix` is `API_KEY`, `BASE_URL` or `MODEL`).
+    pub fn var(&self, suffix: &str) -> String {
+        format!("{}_{suffix}", self.env_prefix)
+    }
+}
+
+/// Why a configuration is invalid: the field (or environment variable) and the reason. Never
+/// holds the API key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A field's value is invalid.
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// The field path or environment variable.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be built.
+    #[error("http client: {0}")]
+    Client(String),
+}
+
+impl ConfigError {
+    fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError::Invalid { field: field.into(), reason: reason.into() }
+    }
+}
+
+/// The default dead-air watchdog: the longest silence (no byte, not even a keep-alive comment)
+/// a request survives.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The default time allowed to open a connection (TCP and TLS).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The configuration of one OpenAI-compatible route. Its `Debug` redacts the key.
+#[derive(Clone, PartialEq)]
+pub struct OpenAiConfig {
+    name: String,
+    label: String,
+    base_url: String,
+    model: String,
+    api_key: Option<ApiKey>,
+    idle_timeout: Duration,
+    connect_timeout: Duration,
+    system_prompt: Option<String>,
+    key_var: Option<String>,
+}
+
+impl fmt::Debug for OpenAiConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiConfig")
+            .field("name", &self.name)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| crate::secret::REDACTED))
+            .field("idle_timeout", &self.idle_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("system_prompt", &self.system_prompt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OpenAiConfig {
+    /// A preset's defaults, with no API key.
+    pub fn preset(preset: Preset) -> Self {
+        Self {
+            name: preset.name.to_owned(),
+            label: preset.label.to_owned(),
+            base_url: preset.base_url.to_owned(),
+            model: preset.model.to_owned(),
+            api_key: None,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            system_prompt: None,
+            key_var: Some(preset.var("API_KEY")),
+        }
+    }
+
+    /// DeepSeek's defaults ([`Preset::DEEPSEEK`]), with no API key.
+    pub fn deepseek() -> Self {
+        Self::preset(Preset::DEEPSEEK)
+    }
+
+    /// OpenAI's defaults ([`Preset::OPENAI`]), with no API key.
+    pub fn openai() -> Self {
+        Self::preset(Preset::OPENAI)
+    }
+
+    /// Any OpenAI-compatible server: `name` is its `gen_ai.provider.name`, `label` how messages
+    /// name it; `base_url` is the path before `/chat/completions`.
+    pub fn custom(
+        name: impl Into<String>,
+        label: impl Into<String>,
+        base_url: &str,
+        model: impl Into<String>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = Self::preset(Preset::OPENAI);
+        config.name = name.into();
+        config.label = label.into();
+        config.base_url = parse_base_url(base_url, "base_url")?;
+        config.model = model.into();
+        config.key_var = None;
+        Ok(config)
+    }
+
+    /// A preset read from the process environment (see [`OpenAiConfig::from_lookup`]).
+    pub fn from_env(preset: Preset) -> Result<Self, ConfigError> {
+        Self::from_lookup(preset, |name| std::env::var(name).ok())
+    }
+
+    /// A preset whose key, base URL and model come from `lookup` (an environment): an unset or
+    /// empty variable keeps the preset's default (no key for the key). An invalid value is an
+    /// error naming the variable; the key's value is never quoted.
+    pub fn from_lookup(
+        preset: Preset,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
+        let mut config = Self::preset(preset);
+        let var = |suffix: &str| {
+            let name = preset.var(suffix);
+            let value = lookup(&name).filter(|v| !v.trim().is_empty());
+            (name, value)
+        };
+        if let (name, Some(key)) = var("API_KEY") {
+            let key = ApiKey::new(key).ok_or_else(|| ConfigError::invalid(&name, "is empty"))?;
+            key.check().map_err(|reason| ConfigError::invalid(&name, reason))?;
+            config.api_key = Some(key);
+        }
+        if let (name, Some(url)) = var("BASE_URL") {
+            config.base_url = parse_base_url(url.trim(), &name)?;
+        }
+        if let (_, Some(model)) = var("MODEL") {
+            config.model = model.trim().to_owned();
+        }
+        Ok(config)
+    }
+
+    /// The same configuration with `key` (an empty key unsets it).
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Result<Self, ConfigError> {
+        self.api_key = match ApiKey::new(key) {
+            Some(key) => {
+                key.check().map_err(|reason| ConfigError::invalid("api_key", reason))?;
+                Some(key)
+            }
+            None => None,
+        };
+        Ok(self)
+    }
+
+    /// The same configuration with another base URL (`http` or `https`).
+    pub fn with_base_url(mut self, url: &str) -> Result<Self, ConfigError> {
+        self.base_url = parse_base_url(url, "base_url")?;
+        Ok(self)
+    }
+
+    /// The same configuration with another model.
+    pub fn with_model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// The same configuration with another dead-air watchdog ([`DEFAULT_IDLE_TIMEOUT`]).
+    pub fn with_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// The same configuration with another connect timeout ([`DEFAULT_CONNECT_TIMEOUT`]).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The same configuration with a system prompt sent before the history of every request.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// The `gen_ai.provider.name` (`deepseek`).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// How messages name the provider (`DeepSeek`).
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The model a route on this provider should request.
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// The base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The endpoint: the base URL followed by `/chat/completions`.
+    pub fn endpoint(&self) -> String {
+        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    }
+
+    /// Whether a key is configured.
+    pub fn has_api_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
+    /// The variable the key is read from, if the configuration came from a preset.
+    pub fn key_var(&self) -> Option<&str> {
+        self.key_var.as_deref()
+    }
+
+    pub(crate) fn api_key(&self) -> Option<&ApiKey> {
+        self.api_key.as_ref()
+    }
+
+    /// The dead-air watchdog.
+    pub fn idle_timeout(&self) -> Duration {
+        self.idle_timeout
+    }
+
+    /// The connect timeout.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// The system prompt, if any.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.system_prompt.as_deref()
+    }
+}
+
+/// `url` checked as an `http(s)` base URL, or an error naming `field`.
+fn parse_base_url(url: &str, field: &str) -> Result<String, ConfigError> {
+    let parsed = reqwest::Url::parse(url)
+        .map_err(|e| ConfigError::invalid(field, format!("not a URL ({e}): {url:?}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(ConfigError::invalid(field, format!("must be an http(s) URL, got {url:?}")));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(ConfigError::invalid(
+            field,
+            format!("must have no query or fragment: {url:?}"),
+        ));
+    }
+    Ok(url.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    /// Environment variables as (name, value) pairs.
+    type Vars<'a> = &'a [(&'a str, &'a str)];
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: HashMap<String, String> =
+            vars.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |name| vars.get(name).cloned()
+    }
+
+    #[test]
+    fn presets_read_their_own_variables_and_keep_defaults_for_unset_ones() {
+        let cases: [(Preset, Vars, &str, &str, bool); 6] = [
+            (
+                Preset::DEEPSEEK,
+                &[],
+                "https://api.deepseek.com/chat/completions",
+                "deepseek-chat",
+                false,
+            ),
+            (
+                Preset::DEEPSEEK,
+                &[("DEEPSEEK_API_KEY", "sk-1"), ("DEEPSEEK_MODEL", "deepseek-reasoner")],
+                "https://api.deepseek.com/chat/completions",
+                "deepseek-reasoner",
+                true,
+            ),
+            (
+                Preset::DEEPSEEK,
+                &[("DEEPSEEK_BASE_URL", "http://127.0.0.1:9/v1/"), ("OPENAI_API_KEY", "sk-2")],
+                "http://127.0.0.1:9/v1/chat/completions",
+                "deepseek-chat",
+                false,
+            ),
+            (
+                Preset::OPENAI,
+                &[("OPENAI_API_KEY", "sk-2")],
+                "https://api.openai.com/v1/chat/completions",
+                "gpt-4o-mini",
+                true,
+            ),
+            (
+                Preset::OPENAI,
+                &[("OPENAI_BASE_URL", "http://localhost:8000/v1"), ("OPENAI_MODEL", "qwen")],
+                "http://localhost:8000/v1/chat/completions",
+                "qwen",
+                false,
+            ),
+            (
+                Preset::OPENAI,
+                &[("OPENAI_API_KEY", "  "), ("OPENAI_MODEL", "")],
+                "https://api.openai.com/v1/chat/completions",
+                "gpt-4o-mini",
+                false,
+            ),
+        ];
+        for (preset, vars, endpoint, model, keyed) in cases {
+            let config = OpenAiConfig::from_lookup(preset, env(vars)).unwrap();
+            assert_eq!(
+                (config.endpoint().as_str(), config.model(), config.has_api_key()),
+                (endpoint, model, keyed),
+                "{vars:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_values_name_the_variable_and_never_quote_the_key() {
+        let cases: [(&[(&str, &str)], &str); 4] = [
+            (&[("DEEPSEEK_BASE_URL", "api.deepseek.com")], "DEEPSEEK_BASE_URL: not a URL"),
+            (&[("DEEPSEEK_BASE_URL", "ftp://x")], "DEEPSEEK_BASE_URL: must be an http(s) URL"),
+            (&[("DEEPSEEK_BASE_URL", "http://x/?a=1")], "DEEPSEEK_BASE_URL: must have no query"),
+            (&[("DEEPSEEK_API_KEY", "sk secret")], "DEEPSEEK_API_KEY: must be printable ASCII"),
+        ];
+        for (vars, expected) in cases {
+            let err = OpenAiConfig::from_lookup(Preset::DEEPSEEK, env(vars)).unwrap_err();
+            let text = err.to_string();
+            assert!(text.starts_with(expected), "{text}");
+            assert!(!text.contains("secret"), "{text}");
+        }
+    }
+
+    #[test]
+    fn debug_redacts_the_key() {
+        let config = OpenAiConfig::deepseek().with_api_key("sk-very-secret").unwrap();
+        let debug = format!("{config:?}");
+        assert!(!debug.contains("sk-very-secret"), "{debug}");
+        assert!(debug.contains("[redacted]"), "{debug}");
+    }
+
+    #[test]
+    fn code_built_configurations_validate_too() {
+        assert!(OpenAiConfig::deepseek().with_base_url("nope").is_err());
+        assert!(OpenAiConfig::deepseek().with_api_key("a b").is_err());
+        assert!(!OpenAiConfig::deepseek().with_api_key("").unwrap().has_api_key());
+        let custom = OpenAiConfig::custom("vllm", "vLLM", "http://127.0.0.1:8000/v1", "m").unwrap();
+        assert_eq!((custom.name(), custom.label(), custom.key_var()), ("vllm", "vLLM", None));
+        assert_eq!(OpenAiConfig::openai().key_var(), Some("OPENAI_API_KEY"));
+    }
+}

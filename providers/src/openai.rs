@@ -1,0 +1,336 @@
+//! [`OpenAiCompatible`]: the adapter for any OpenAI-compatible `/chat/completions`, streaming
+//! (DeepSeek is the first preset). Only wiring: the body, the stream, the assembly and the
+//! classification are the pure modules of this crate.
+//!
+//! One call is one attempt: `POST {base}/chat/completions` with `stream: true`, then the SSE
+//! stream is read until `[DONE]`, each content delta going to the chunk sink as it arrives.
+//! Failures (see "Providers" in `docs/runtime-semantics.md`):
+//! - no key → `MISSING_CREDENTIAL`, without a request;
+//! - a refused or reset connection → `TRANSPORT`; the connect timeout → `TIMEOUT`;
+//! - an HTTP error → [`classify::http_failure`];
+//! - after a 2xx: silence longer than the watchdog (before the headers too) → `TIMEOUT`; a read
+//!   that fails → `TRANSPORT`; a clean end without `[DONE]` → `STREAM_CLOSED`; an in-stream
+//!   error, a malformed chunk, an empty answer → what [`Assembler`] says.
+//!
+//! Cancellation is dropping the future: that drops the response and its body, and the HTTP
+//! client closes a connection whose body was not read to the end. There is no total timeout.
+//! The key goes out only as a sensitive `Authorization` header, and every failure's message is
+//! scrubbed of it before it leaves.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use futures::StreamExt;
+use rein_runtime::failure::{self, Failure};
+use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
+use rein_runtime::store::BoxFuture;
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
+use tracing::Instrument;
+
+use crate::assembly::{Assembled, Assembler};
+use crate::classify::{self, typed};
+use crate::config::{ConfigError, OpenAiConfig, Preset};
+use crate::request_body;
+use crate::response_headers;
+use crate::secret::ApiKey;
+use crate::sse::{self, Frame, SseError};
+use crate::telemetry;
+
+/// The most of an error body read to classify it.
+const ERROR_BODY_LIMIT: usize = 64 * 1024;
+
+/// An OpenAI-compatible streaming adapter. Cheap to clone (one shared HTTP client, so
+/// connections are pooled across calls); its `Debug` redacts the key.
+#[derive(Clone)]
+pub struct OpenAiCompatible {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: OpenAiConfig,
+    endpoint: String,
+    client: reqwest::Client,
+}
+
+impl fmt::Debug for OpenAiCompatible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OpenAiCompatible").field("config", &self.inner.config).finish()
+    }
+}
+
+impl OpenAiCompatible {
+    /// An adapter for `config` (builds its HTTP client: rustls, the configured connect timeout,
+    /// no total timeout).
+    pub fn new(config: OpenAiConfig) -> Result<Self, ConfigError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout())
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| ConfigError::Client(classify::error_chain(&e)))?;
+        let endpoint = config.endpoint();
+        Ok(Self { inner: Arc::new(Inner { config, endpoint, client }) })
+    }
+
+    /// An adapter for `preset`, configured from the process environment
+    /// ([`OpenAiConfig::from_env`]).
+    pub fn from_env(preset: Preset) -> Result<Self, ConfigError> {
+        Self::new(OpenAiConfig::from_env(preset)?)
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &OpenAiConfig {
+        &self.inner.config
+    }
+}
+
+impl Adapter for OpenAiCompatible {
+    fn call(
+        &self,
+        request: Request,
+        chunks: ChunkSink,
+    ) -> BoxFuture<'static, Result<Completion, Failure>> {
+        let inner = Arc::clone(&self.inner);
+        let span = telemetry::attempt_span(inner.config.name(), &request);
+        let record = span.clone();
+        Box::pin(
+            async move {
+                let outcome = inner.attempt(&request, &chunks).await;
+                let outcome = outcome.map_err(|f| inner.scrub(f));
+                telemetry::record(&record, &outcome);
+                outcome.map(|answer| answer.completion)
+            }
+            .instrument(span),
+        )
+    }
+}
+
+impl Inner {
+    fn label(&self) -> &str {
+        self.config.label()
+    }
+
+    async fn attempt(&self, request: &Request, chunks: &ChunkSink) -> Result<Assembled, Failure> {
+        let key = self.config.api_key().ok_or_else(|| self.missing_key())?;
+        let mut auth = HeaderValue::from_str(&key.bearer()).map_err(|_| {
+            typed(
+                failure::INVALID_CREDENTIAL,
+                format!("the {} API key cannot be sent in a header", self.label()),
+            )
+        })?;
+        auth.set_sensitive(true);
+        let body = request_body::build(request, self.config.system_prompt());
+        let idle = self.config.idle_timeout();
+        let send = self
+            .client
+            .post(&self.endpoint)
+            .header(AUTHORIZATION, auth)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .body(body)
+            .send();
+        let response = match tokio::time::timeout(idle, send).await {
+            Err(_) => return Err(classify::dead_air(self.label(), idle)),
+            Ok(Err(error)) => return Err(self.request_error(&error)),
+            Ok(Ok(response)) => response,
+        };
+        let status = response.status().as_u16();
+        telemetry::record_status(&tracing::Span::current(), status);
+        let headers = response.headers().clone();
+        if !response.status().is_success() {
+            let body = read_text(response, idle, ERROR_BODY_LIMIT).await;
+            return Err(classify::http_failure(
+                self.label(),
+                status,
+                &headers,
+                &body,
+                SystemTime::now(),
+            ));
+        }
+        let answer = if is_event_stream(&headers) {
+            self.stream(response, chunks, idle).await
+        } else {
+            Err(self.not_a_stream(response, &headers, idle).await)
+        };
+        answer.map_err(|failure| match response_headers::request_id(&headers) {
+            Some(id) => failure.clone().with_request_id(id).unwrap_or(failure),
+            None => failure,
+        })
+    }
+
+    /// Reads the event stream to `[DONE]`, streaming content deltas into `chunks`.
+    async fn stream(
+        &self,
+        response: reqwest::Response,
+        chunks: &ChunkSink,
+        idle: Duration,
+    ) -> Result<Assembled, Failure> {
+        let label = self.label();
+        let mut frames = pin!(sse::frames(response.bytes_stream(), idle));
+        let mut assembler = Assembler::new(label);
+        while let Some(frame) = frames.next().await {
+            match frame {
+                Ok(Frame::Data(data)) => {
+                    if let Some(delta) = assembler.feed(&data)? {
+                        // A closed sink means nobody listens any more; the runtime cancels us.
+                        let _ = chunks.send(delta);
+                    }
+                }
+                Ok(Frame::Done) => return assembler.finish(),
+                Err(SseError::Idle(silence)) => return Err(classify::dead_air(label, silence)),
+                Err(SseError::Transport(detail)) => {
+                    return Err(classify::transport(label, &detail));
+                }
+                Err(SseError::Malformed(detail)) => {
+                    return Err(classify::malformed(label, &detail));
+                }
+            }
+        }
+        Err(classify::stream_closed(label))
+    }
+
+    /// A 2xx answer that is not an event stream: an error object if it holds one, else
+    /// malformed.
+    async fn not_a_stream(
+        &self,
+        response: reqwest::Response,
+        headers: &HeaderMap,
+        idle: Duration,
+    ) -> Failure {
+        let body = read_text(response, idle, ERROR_BODY_LIMIT).await;
+        let error = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.get("error").cloned())
+            .filter(|e| !e.is_null());
+        match error {
+            Some(error) => classify::stream_error(self.label(), &error),
+            None => {
+                let kind = headers
+                    .get(CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("(none)")
+                    .to_owned();
+                let detail = format!("a 2xx answer of content type {kind}, not an event stream");
+                classify::malformed(self.label(), &detail)
+            }
+        }
+    }
+
+    /// The failure of a request that got no response: `TIMEOUT` for the connect timeout,
+    /// `TRANSPORT` otherwise.
+    fn request_error(&self, error: &reqwest::Error) -> Failure {
+        let detail = classify::error_chain(error);
+        if error.is_timeout() {
+            let limit = self.config.connect_timeout().as_secs_f64();
+            let message =
+                format!("{} connection timed out after {limit} s: {detail}", self.label());
+            typed(failure::TIMEOUT, message)
+        } else {
+            classify::transport(self.label(), &detail)
+        }
+    }
+
+    fn missing_key(&self) -> Failure {
+        let source = match self.config.key_var() {
+            Some(var) => format!(" (set {var})"),
+            None => String::new(),
+        };
+        typed(failure::MISSING_CREDENTIAL, format!("no {} API key{source}", self.label()))
+    }
+
+    /// `failure` with the key scrubbed from its message (a server may echo it).
+    fn scrub(&self, failure: Failure) -> Failure {
+        let Some(key) = self.config.api_key() else { return failure };
+        scrub(failure, key)
+    }
+}
+
+/// `failure` with `key` replaced in its message, every other field kept.
+fn scrub(failure: Failure, key: &ApiKey) -> Failure {
+    let Cow::Owned(message) = key.redact(failure.message()) else { return failure };
+    let mut clean = typed(failure.code(), message);
+    if let Some(status) = failure.status() {
+        clean = clean.clone().with_status(status).unwrap_or(clean);
+    }
+    if let Some(ms) = failure.provider_retry_after_ms() {
+        clean = clean.clone().with_retry_after_ms(ms).unwrap_or(clean);
+    }
+    if let Some(id) = failure.request_id() {
+        clean = clean.clone().with_request_id(id).unwrap_or(clean);
+    }
+    clean
+}
+
+/// Whether the response says it is an event stream (no content type counts as one).
+fn is_event_stream(headers: &HeaderMap) -> bool {
+    match headers.get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) {
+        Some(kind) => kind.trim_start().to_ascii_lowercase().starts_with("text/event-stream"),
+        None => true,
+    }
+}
+
+/// Up to `limit` bytes of a body as text (lossy), each read watched by `idle`; what was read
+/// before an error or a silence.
+async fn read_text(response: reqwest::Response, idle: Duration, limit: usize) -> String {
+    let mut body = Vec::new();
+    let mut bytes = pin!(response.bytes_stream());
+    while body.len() < limit {
+        match tokio::time::timeout(idle, bytes.next()).await {
+            Ok(Some(Ok(chunk))) => body.extend_from_slice(&chunk),
+            Ok(Some(Err(_)) | None) | Err(_) => break,
+        }
+    }
+    body.truncate(limit);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scrubbing_keeps_every_field_but_the_key() {
+        let key = ApiKey::new("sk-live-1").unwrap();
+        let failure = Failure::new("AUTH", "Incorrect API key provided: sk-live-1")
+            .and_then(|f| f.with_status(401))
+            .and_then(|f| f.with_retry_after_ms(5.0))
+            .and_then(|f| f.with_request_id("r"))
+            .unwrap();
+        let clean = scrub(failure.clone(), &key);
+        assert_eq!(clean.message(), "Incorrect API key provided: [redacted]");
+        assert_eq!(
+            (clean.code(), clean.status(), clean.provider_retry_after_ms(), clean.request_id()),
+            ("AUTH", Some(401), Some(5.0), Some("r"))
+        );
+        let untouched = Failure::new("AUTH", "no key here").unwrap();
+        assert_eq!(scrub(untouched.clone(), &key), untouched);
+    }
+
+    #[test]
+    fn content_types() {
+        let cases = [
+            (Some("text/event-stream"), true),
+            (Some("text/event-stream; charset=utf-8"), true),
+            (Some("Text/Event-Stream"), true),
+            (Some("application/json"), false),
+            (None, true),
+        ];
+        for (kind, stream) in cases {
+            let mut headers = HeaderMap::new();
+            if let Some(kind) = kind {
+                headers.insert(CONTENT_TYPE, HeaderValue::from_static(kind));
+            }
+            assert_eq!(is_event_stream(&headers), stream, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let config = OpenAiConfig::deepseek().with_api_key("sk-hidden").unwrap();
+        let adapter = OpenAiCompatible::new(config).unwrap();
+        let debug = format!("{adapter:?}");
+        assert!(!debug.contains("sk-hidden") && debug.contains("[redacted]"), "{debug}");
+    }
+}

@@ -1,0 +1,110 @@
+//! [`ApiKey`]: a provider credential that cannot leak by accident.
+//!
+//! The key is only ever read to build the `Authorization` header (marked sensitive, so the HTTP
+//! client redacts it too). Its `Debug` and `Display` print `[redacted]`, it has no `Serialize`,
+//! and [`ApiKey::redact`] scrubs it from text a server sent back (an error body that echoes the
+//! credential must not carry it into a failure, a log or a report).
+
+use std::borrow::Cow;
+use std::fmt;
+
+/// What a redacted key reads as.
+pub const REDACTED: &str = "[redacted]";
+
+/// A provider API key. Never printed: see the module docs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// A key; `None` when `key` is empty or only whitespace (an unset key). Surrounding
+    /// whitespace (a pasted newline) is trimmed.
+    pub fn new(key: impl Into<String>) -> Option<Self> {
+        let key = key.into();
+        let trimmed = key.trim();
+        if trimmed.is_empty() { None } else { Some(Self(trimmed.to_owned())) }
+    }
+
+    /// Whether the key can travel in an HTTP header: visible ASCII only. The reason never
+    /// quotes the key.
+    pub fn check(&self) -> Result<(), &'static str> {
+        if self.0.bytes().all(|b| b.is_ascii_graphic()) {
+            Ok(())
+        } else {
+            Err("must be printable ASCII without spaces")
+        }
+    }
+
+    /// The `Authorization` header value.
+    pub(crate) fn bearer(&self) -> String {
+        format!("Bearer {}", self.0)
+    }
+
+    /// `text` with every occurrence of the key replaced by [`REDACTED`].
+    pub fn redact<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if text.contains(&self.0) {
+            Cow::Owned(text.replace(&self.0, REDACTED))
+        } else {
+            text.into()
+        }
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_never_prints() {
+        let key = ApiKey::new("sk-secret-123").unwrap();
+        assert_eq!(
+            format!("{key:?} {key} {:?}", Some(&key)),
+            "[redacted] [redacted] Some([redacted])"
+        );
+        assert_eq!(key.bearer(), "Bearer sk-secret-123");
+    }
+
+    #[test]
+    fn empty_keys_are_unset_and_pasted_whitespace_is_trimmed() {
+        let cases = [("", None), ("   ", None), ("\n", None), (" sk-1\n", Some("Bearer sk-1"))];
+        for (raw, bearer) in cases {
+            assert_eq!(ApiKey::new(raw).map(|k| k.bearer()).as_deref(), bearer, "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn keys_that_cannot_be_a_header_are_refused_without_quoting_them() {
+        for (raw, ok) in [("sk-abc", true), ("sk abc", false), ("sk-é", false), ("sk\u{7f}", false)]
+        {
+            let result = ApiKey::new(raw).unwrap().check();
+            assert_eq!(result.is_ok(), ok, "{raw:?}");
+            if let Err(reason) = result {
+                assert!(!reason.contains(raw));
+            }
+        }
+    }
+
+    #[test]
+    fn redaction_scrubs_every_occurrence() {
+        let key = ApiKey::new("sk-9").unwrap();
+        let cases = [
+            ("Incorrect API key provided: sk-9.", "Incorrect API key provided: [redacted]."),
+            ("sk-9 and sk-9", "[redacted] and [redacted]"),
+            ("nothing here", "nothing here"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(key.redact(text), expected);
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! What one simulated attempt does, decided before it starts: a pure function of the
+//! configuration and the request.
+//!
+//! Two seeded RNGs (ChaCha8): one keyed by (seed, session, turn, step) writes the answer, so
+//! every attempt of a step streams the same words however many faults came first; one keyed by
+//! (seed, session, turn, step, attempt) draws the fault and the latencies. Nothing depends on
+//! the order in which sessions run, so a seed replays exactly.
+//!
+//! HTTP faults are built by the real classification ([`classify::http_failure`]) from the status,
+//! headers and body a server would send, so they carry what the adapter's failures carry.
+
+use std::time::{Duration, SystemTime};
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rein_runtime::event::Usage;
+use rein_runtime::failure::{self, Failure};
+use rein_runtime::provider::{Message, Request};
+use reqwest::header::{HeaderMap, HeaderValue};
+
+use super::SimulatedConfig;
+use super::answer;
+use crate::classify;
+
+/// How the simulated provider names itself in messages.
+pub(crate) const LABEL: &str = "Simulated";
+
+/// One attempt's script.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Plan {
+    /// The chunks, each after its delay.
+    pub(crate) chunks: Vec<(Duration, String)>,
+    /// What happens after the last chunk.
+    pub(crate) outcome: Outcome,
+}
+
+/// How an attempt ends.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Outcome {
+    /// The answer is complete.
+    Reply(Usage),
+    /// The attempt fails after this delay.
+    Fail(Duration, Failure),
+    /// Nothing more arrives (until the watchdog, if any, or a cancellation).
+    Stall,
+}
+
+/// The plan of `request`'s attempt under `config`.
+pub(crate) fn plan(config: &SimulatedConfig, request: &Request) -> Plan {
+    let step_key = key(config.seed, request, None);
+    let text = answer::answer(last_prompt(&request.messages), &mut rng(step_key));
+    let words = answer::words(&text);
+    let mut rng = rng(key(config.seed, request, Some(request.attempt)));
+
+    let first = Duration::from_millis(rng.random_range(config.first_chunk_latency_ms.clone()));
+    let mut delays = vec![first];
+    delays.extend(
+        (1..words.len())
+            .map(|_| Duration::from_millis(rng.random_range(config.chunk_latency_ms.clone()))),
+    );
+    let streamed = |n: usize| -> Vec<(Duration, String)> {
+        delays.iter().copied().zip(words.iter().cloned()).take(n).collect()
+    };
+
+    let draw: f64 = rng.random();
+    let mut band = config.rate_limit_rate;
+    if draw < band {
+        let wait = rng.random_range(config.retry_after_ms.clone());
+        return Plan { chunks: vec![], outcome: Outcome::Fail(first, rate_limit(config, wait)) };
+    }
+    band += config.server_error_rate;
+    if draw < band {
+        let status = [500, 502, 503][rng.random_range(0..3)];
+        return Plan { chunks: vec![], outcome: Outcome::Fail(first, server_error(status)) };
+    }
+    band += config.drop_rate;
+    if draw < band {
+        let cut = rng.random_range(1..words.len().max(2));
+        let gap = delays.get(cut).copied().unwrap_or(first);
+        let reset = classify::transport(LABEL, "connection reset by peer (simulated)");
+        return Plan { chunks: streamed(cut), outcome: Outcome::Fail(gap, reset) };
+    }
+    band += config.stall_rate;
+    if draw < band {
+        let cut = rng.random_range(0..=words.len() / 2);
+        return Plan { chunks: streamed(cut), outcome: Outcome::Stall };
+    }
+    let usage = Usage {
+        input_tokens: request
+            .messages
+            .iter()
+            .map(|m| text_of(m).split_whitespace().count() as u64)
+            .sum(),
+        output_tokens: words.len() as u64,
+    };
+    Plan { chunks: streamed(words.len()), outcome: Outcome::Reply(usage) }
+}
+
+/// The failure of a stall that the watchdog ends.
+pub(crate) fn stalled(silence: Duration) -> Failure {
+    classify::dead_air(LABEL, silence)
+}
+
+fn rate_limit(config: &SimulatedConfig, wait_ms: u64) -> Failure {
+    let mut headers = HeaderMap::new();
+    headers.insert("retry-after-ms", HeaderValue::from(wait_ms));
+    let body = serde_json::json!({"error": {
+        "message": format!("Rate limit reached for {} (simulated): retry after {wait_ms} ms", config.model),
+        "type": "rate_limit_error",
+    }});
+    classify::http_failure(LABEL, 429, &headers, &body.to_string(), SystemTime::UNIX_EPOCH)
+}
+
+fn server_error(status: u16) -> Failure {
+    let message = match status {
+        502 => "Bad gateway (simulated)",
+        503 => "The server is overloaded, please try again later (simulated)",
+        _ => "The server had an error while processing your request (simulated)",
+    };
+    let body = serde_json::json!({"error": {"message": message, "type": "server_error"}});
+    let failure = classify::http_failure(
+        LABEL,
+        status,
+        &HeaderMap::new(),
+        &body.to_string(),
+        SystemTime::UNIX_EPOCH,
+    );
+    debug_assert_eq!(failure.code(), failure::SERVER);
+    failure
+}
+
+/// The text of the last user message (what the answer is about).
+fn last_prompt(messages: &[Message]) -> &str {
+    messages
+        .iter()
+        .rev()
+        .find_map(|m| match m {
+            Message::User { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .unwrap_or("")
+}
+
+fn text_of(message: &Message) -> &str {
+    match message {
+        Message::User { text } | Message::Assistant { text, .. } => text,
+        Message::Tool { output, .. } => output,
+    }
+}
+
+/// A stable 64-bit key (FNV-1a) of the seed and the attempt's place; `attempt` is left out for
+/// the answer's key.
+fn key(seed: u64, request: &Request, attempt: Option<u32>) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for byte in bytes {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    eat(&seed.to_le_bytes());
+    eat(request.session.as_bytes());
+    eat(&[0xff]);
+    eat(&request.turn.to_le_bytes());
+    eat(&request.step.to_le_bytes());
+    if let Some(attempt) = attempt {
+        eat(&attempt.to_le_bytes());
+    }
+    hash
+}
+
+fn rng(key: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(session: &str, turn: u32, attempt: u32) -> Request {
+        Request {
+            session: session.into(),
+            turn,
+            step: 1,
+            attempt,
+            provider: "simulated".into(),
+            model: "simulated-1".into(),
+            messages: vec![Message::User { text: "tell me about retries".into() }].into(),
+            tools: vec![],
+        }
+    }
+
+    fn kind(plan: &Plan) -> &'static str {
+        match &plan.outcome {
+            Outcome::Reply(_) => "reply",
+            Outcome::Stall => "stall",
+            Outcome::Fail(_, f) => match f.code() {
+                "RATE_LIMIT" => "rate-limit",
+                "SERVER" => "server",
+                "TRANSPORT" => "drop",
+                other => panic!("unexpected {other}"),
+            },
+        }
+    }
+
+    #[test]
+    fn a_seed_replays_exactly_and_attempts_differ() {
+        let config = SimulatedConfig::default();
+        for attempt in 1..20 {
+            let r = request("s", 1, attempt);
+            assert_eq!(plan(&config, &r), plan(&config, &r));
+        }
+        let kinds: Vec<&str> = (1..40).map(|a| kind(&plan(&config, &request("s", 1, a)))).collect();
+        assert!(kinds.contains(&"reply") && kinds.iter().any(|k| *k != "reply"), "{kinds:?}");
+        let other = SimulatedConfig { seed: 99, ..SimulatedConfig::default() };
+        let differs = (1..40)
+            .any(|a| plan(&config, &request("s", 1, a)) != plan(&other, &request("s", 1, a)));
+        assert!(differs, "another seed, other plans");
+    }
+
+    #[test]
+    fn every_attempt_of_a_step_streams_the_same_answer() {
+        let config = SimulatedConfig::faultless(3);
+        let text = |attempt| -> String {
+            plan(&config, &request("s", 1, attempt)).chunks.into_iter().map(|(_, c)| c).collect()
+        };
+        assert_eq!(text(1), text(2));
+        assert!(text(1).contains("“tell me about retries”"), "{}", text(1));
+        let other_turn: String =
+            plan(&config, &request("s", 2, 1)).chunks.into_iter().map(|(_, c)| c).collect();
+        assert!(!other_turn.is_empty());
+    }
+
+    #[test]
+    fn rates_are_respected() {
+        let config = SimulatedConfig {
+            rate_limit_rate: 0.2,
+            server_error_rate: 0.1,
+            drop_rate: 0.1,
+            stall_rate: 0.05,
+            ..SimulatedConfig::default()
+        };
+        let n = 4000;
+        let mut counts = std::collections::BTreeMap::new();
+        for i in 0..n {
+            *counts.entry(kind(&plan(&config, &request(&format!("s{i}"), 1, 1)))).or_insert(0) += 1;
+        }
+        let share = |k: &str| f64::from(counts.get(k).copied().unwrap_or(0)) / f64::from(n);
+        for (k, rate) in
+            [("rate-limit", 0.2), ("server", 0.1), ("drop", 0.1), ("stall", 0.05), ("reply", 0.55)]
+        {
+            assert!((share(k) - rate).abs() < 0.03, "{k}: {} vs {rate} ({counts:?})", share(k));
+        }
+    }
+
+    #[test]
+    fn faults_look_like_the_real_adapters() {
+        let config = SimulatedConfig { rate_limit_rate: 1.0, ..SimulatedConfig::default() };
+        let Outcome::Fail(_, failure) = plan(&config, &request("s", 1, 1)).outcome else {
+            panic!("a rate limit")
+        };
+        assert_eq!((failure.code(), failure.status()), ("RATE_LIMIT", Some(429)));
+        let after = failure.provider_retry_after_ms().unwrap();
+        assert!(config.retry_after_ms.contains(&(after as u64)), "{after}");
+
+        let config = SimulatedConfig { rate_limit_rate: 0.0, server_error_rate: 1.0, ..config };
+        let Outcome::Fail(_, failure) = plan(&config, &request("s", 1, 1)).outcome else {
+            panic!("a server error")
+        };
+        assert_eq!(failure.code(), "SERVER");
+        assert!(matches!(failure.status(), Some(500 | 502 | 503)));
+
+        let config = SimulatedConfig { server_error_rate: 0.0, drop_rate: 1.0, ..config };
+        let dropped = plan(&config, &request("s", 1, 1));
+        assert!(!dropped.chunks.is_empty(), "a drop happens mid-stream");
+        assert!(matches!(&dropped.outcome, Outcome::Fail(_, f) if f.code() == "TRANSPORT"));
+    }
+
+    #[test]
+    fn latencies_stay_in_their_ranges() {
+        let config = SimulatedConfig::faultless(5);
+        let config = SimulatedConfig {
+            first_chunk_latency_ms: 100..=200,
+            chunk_latency_ms: 10..=20,
+            ..config
+        };
+        let chunks = plan(&config, &request("s", 1, 1)).chunks;
+        assert!((100..=200).contains(&(chunks[0].0.as_millis() as u64)));
+        assert!(chunks[1..].iter().all(|(d, _)| (10..=20).contains(&(d.as_millis() as u64))));
+    }
+}
