@@ -12,7 +12,7 @@
 //! 3. [`decision::on_failure`] decides; in always mode it asks downstream first and
 //!    [`decision::after_downstream`] decides on the answer;
 //! 4. `Delegate` → `Next`; an accepted downstream `Retry` → `Retry`, nothing written; `Schedule` →
-//!    [`schedule::run`] (SPEC §5.5): a fresh UUID v4 `retryId` for retry 1 (else the chain's),
+//!    [`schedule::run`] (SPEC §5.5): a new UUID v4 `retryId` for retry 1 (else the chain's),
 //!    `llm/retry` appended before the wait, the wait raced against the turn's cancellation and
 //!    the plugin's disposal, `llm/retry-started`, `Retry`.
 //!
@@ -40,6 +40,7 @@ use rein_runtime::event::LlmRetry as LlmRetryEvent;
 use rein_runtime::plugin::{
     ConfigError, DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict,
 };
+use rein_runtime::random::Jitter;
 use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
 use rein_runtime::store::BoxFuture;
 use serde_json::Value;
@@ -180,7 +181,7 @@ async fn recover(recovery: Recovery) -> Verdict {
             let span = tracing::Span::current();
             span.record("retry.delay_ms", scheduled.delay_ms);
             span.record("retry.number", scheduled.retry);
-            let event = retry_event(&payload, policy, policy_key, scheduled);
+            let event = retry_event(&payload, policy, policy_key, scheduled, jitter.as_ref());
             let aborts = Aborts { cancel: &payload.cancel, disposed: &disposed };
             let outcome = schedule::run(&payload.log, aborts, event).await;
             match &outcome {
@@ -196,15 +197,17 @@ async fn recover(recovery: Recovery) -> Verdict {
 }
 
 /// The `llm/retry` event of a scheduled retry (SPEC §5.5): `maxRetries` only in normal mode, a
-/// fresh UUID v4 `retryId` when the retry opens its chain.
+/// new UUID v4 `retryId` from the runtime's randomness when the retry opens its chain (seeded in
+/// a scenario, so two runs write the same ids).
 fn retry_event(
     payload: &RequestErrorPayload,
     policy: &RetryPolicy,
     policy_key: String,
     scheduled: Schedule,
+    randomness: &dyn Jitter,
 ) -> LlmRetryEvent {
     let retry_id = match scheduled.chain {
-        Chain::New => uuid::Uuid::new_v4().to_string(),
+        Chain::New => randomness.retry_id(),
         Chain::Continue(id) => id,
     };
     LlmRetryEvent {
