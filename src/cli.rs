@@ -3,7 +3,13 @@
 //! - [`demo`]: `rein demo` — the embedded demo scenario (the README's main job).
 //! - [`check`]: `rein check LOG…` — the offline invariant checker.
 //! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
+//!
+//! Shared by them:
+//! - [`summary`]: the summary of a scenario run a person reads (`demo`, `scenario run`).
+//! - [`output_file`]: files written whole (temporary file + rename), never through a link.
 
 pub(crate) mod check;
 pub(crate) mod demo;
+pub(crate) mod output_file;
 pub(crate) mod scenario;
+pub(crate) mod summary;

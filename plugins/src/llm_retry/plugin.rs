@@ -250,17 +250,21 @@ mod tests {
         }
     }
 
-    /// A session log with turn 1 and step 1 open, and a counter of attempts.
+    /// A session log with turn 1 and step 1 open, a counter of attempts, and the randomness
+    /// every offer shares (as a runtime's plugins share one source).
     struct Step {
         store: MemoryStore,
         log: SessionLog,
         attempt: u32,
+        jitter: Arc<Samples>,
     }
 
     /// Offers a failed attempt (turn 1, step 1) to a fresh `llm-retry` — everything it knows
-    /// comes from the log — with the end of the chain downstream and no jitter samples.
+    /// comes from the log — with the end of the chain downstream and `jitter` as the runtime's
+    /// randomness.
     async fn offer(
         log: &SessionLog,
+        jitter: Arc<Samples>,
         provider: &str,
         attempt: u32,
         failure: Failure,
@@ -281,7 +285,7 @@ mod tests {
             payload: Arc::new(payload),
             downstream: DownstreamHandle::end(),
             disposed: CancellationToken::new(),
-            jitter: Arc::new(Samples::new([], 0).unwrap()),
+            jitter,
         };
         Arc::new(LlmRetry::default()).recover(recovery).await
     }
@@ -297,7 +301,7 @@ mod tests {
             ])
             .await
             .unwrap();
-            Self { store, log, attempt: 0 }
+            Self { store, log, attempt: 0, jitter: Arc::new(Samples::new([], 0).unwrap()) }
         }
 
         /// Writes a failed attempt on `provider` and offers it to `llm-retry` under `policy`.
@@ -324,7 +328,7 @@ mod tests {
                 ])
                 .await
                 .unwrap();
-            offer(&self.log, provider, attempt, failure, policy).await
+            offer(&self.log, self.jitter.clone(), provider, attempt, failure, policy).await
         }
 
         /// The retries written, as (provider, policy key, retry, retryId).
@@ -382,6 +386,9 @@ mod tests {
         assert_ne!(ids[0], ids[2], "another policy, another retryId");
         assert_ne!(ids[1], ids[2]);
         assert_eq!(ids[2], ids[3], "a chain keeps its retryId");
+        let seeded = Samples::new([], 0).unwrap();
+        let drawn: Vec<String> = (0..3).map(|_| seeded.retry_id()).collect();
+        assert_eq!(ids[..3], drawn, "new chains draw their ids from the runtime's randomness");
         step.check().await;
     }
 
@@ -400,7 +407,10 @@ mod tests {
         step.log.clone().close().await;
         // The session is closing: its chains cannot be read, nothing could be made durable.
         let failure = Failure::new("SERVER", "late").unwrap();
-        assert_eq!(offer(&step.log, "a", 2, failure, Some(normal(5))).await, Verdict::Stop);
+        assert_eq!(
+            offer(&step.log, step.jitter.clone(), "a", 2, failure, Some(normal(5))).await,
+            Verdict::Stop
+        );
     }
 
     #[test]
