@@ -25,6 +25,7 @@ enum Command {
     #[command(after_help = cli::check::CHECK_HELP)]
     Check(cli::check::CheckArgs),
     /// Run scenario files: one session driven deterministically on virtual time.
+    #[command(after_help = "Output and exit status: rein scenario run --help")]
     Scenario(cli::scenario::ScenarioArgs),
 }
 

@@ -568,3 +568,22 @@ async fn a_sqlite_store_in_a_read_only_directory_is_checked_and_nothing_is_writt
     assert_eq!(names(&after), ["logs.db"], "no -wal, no -shm, nothing new");
     assert!(after == before, "the database is byte for byte as it was");
 }
+
+#[test]
+fn every_subcommand_help_states_its_output_and_exit_status() {
+    for command in [&["check"][..], &["demo"], &["scenario", "run"]] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let run = rein(&args);
+        assert_eq!(run.code, 0, "{command:?}");
+        for needle in
+            ["Output:", "stdout", "stderr", "Exit status:", "\n  0  ", "\n  1  ", "\n  2  "]
+        {
+            assert!(
+                run.stdout.contains(needle),
+                "{command:?} --help lacks {needle:?}:\n{}",
+                run.stdout
+            );
+        }
+    }
+}

@@ -9,7 +9,7 @@
 //!
 //! # Why a fresh directory per run, and no links
 //!
-//! A fixed path in the shared temporary directory (`/tmp/rein-demo`) belongs to whoever made it
+//! A fixed path in the shared temporary directory (such as `/tmp/rein-demo`) belongs to whoever made it
 //! first: a second user on the machine could not write there, and anyone could plant a symbolic
 //! link there that redirects the log onto a file of the user running the demo. So each run makes
 //! a new owner-only directory with an unpredictable name (created exclusively: never one that
