@@ -213,16 +213,23 @@ impl<'a> LogCheck<'a> {
         }
     }
 
-    /// The last line has no newline: a crash's trace, ignored. `start` is its first bytes (none
-    /// when it is over the line limit).
-    fn torn(&mut self, number: u64, bytes: u64, start: &[u8]) {
+    /// The last line has no newline: a crash's trace, ignored. `start` is its bytes (`None` when
+    /// it is over the line limit).
+    fn torn(&mut self, number: u64, bytes: u64, start: Option<&[u8]>) {
         self.torn = true;
         if self.first == FirstLine::None {
-            self.first = if start.first() == Some(&b'{') {
-                FirstLine::Plausible
-            } else {
-                FirstLine::Foreign
+            let (first, problem) = match start {
+                Some(start) if start.first() == Some(&b'{') => (FirstLine::Plausible, ""),
+                Some(_) => (
+                    FirstLine::Foreign,
+                    "its only line has no newline and does not start a JSON object",
+                ),
+                None => {
+                    (FirstLine::Foreign, "its only line has no newline and is over the line limit")
+                }
             };
+            self.first = first;
+            self.first_problem = Some(problem.to_owned());
         }
         self.checked
             .warnings
@@ -247,11 +254,10 @@ impl<'a> LogCheck<'a> {
         let last = self.lines;
         self.checked.events = self.checker.events();
         if self.checked.events == 0 && self.first == FirstLine::Foreign {
-            let why = match (self.lines, self.first_problem.take()) {
-                (0, _) | (_, None) => "its only line has no newline and does not start a JSON \
-                                       object"
-                    .to_owned(),
-                (n, Some(problem)) => format!(
+            let problem = self.first_problem.take().unwrap_or_default();
+            let why = match self.lines {
+                0 => problem,
+                n => format!(
                     "none of its {} is an event, and line 1 is not a session/start ({problem})",
                     if n == 1 { "1 line".to_owned() } else { format!("{n} lines") }
                 ),
@@ -278,15 +284,18 @@ impl<'a> LogCheck<'a> {
     }
 }
 
-/// Whether a line's `type` is `session/start` (whatever else is wrong with it).
+/// Whether a line is a JSON object whose `type` is `session/start` (whatever else is wrong with
+/// it).
 fn claims_session_start(bytes: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Head<'a> {
         #[serde(rename = "type", borrow)]
         kind: Option<Cow<'a, str>>,
     }
-    serde_json::from_slice::<Head<'_>>(bytes)
-        .is_ok_and(|head| head.kind.as_deref() == Some("session/start"))
+    // A struct also deserializes from a JSON array; only an object is an event.
+    bytes.trim_ascii_start().first() == Some(&b'{')
+        && serde_json::from_slice::<Head<'_>>(bytes)
+            .is_ok_and(|head| head.kind.as_deref() == Some("session/start"))
 }
 
 /// Checks a JSONL log, streaming it line by line (at most one line of at most the line limit in
@@ -308,11 +317,11 @@ fn check_jsonl(path: &Path, name: &str, finished: bool) -> Checked {
             Ok(LineRead::End) => break,
             Ok(LineRead::Line) => check.line(number, &buffer),
             Ok(LineRead::Torn) => {
-                check.torn(number, buffer.len() as u64, &buffer);
+                check.torn(number, buffer.len() as u64, Some(&buffer));
                 break;
             }
             Ok(LineRead::TooLong { bytes, complete: false }) => {
-                check.torn(number, bytes, &[]);
+                check.torn(number, bytes, None);
                 break;
             }
             Ok(LineRead::TooLong { bytes, complete: true }) => {

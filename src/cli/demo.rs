@@ -63,6 +63,7 @@ pub(crate) struct DemoArgs {
 
 /// Runs `rein demo`.
 pub(crate) fn run(args: &DemoArgs) -> ExitCode {
+    let fresh = args.dir.is_none();
     let dir = match prepare(args.dir.as_deref()) {
         Ok(dir) => dir,
         Err(e) => {
@@ -77,7 +78,12 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         args.json,
         Some((&log, Access::Private)),
     );
-    if status == ExitCode::SUCCESS {
+    if status != ExitCode::SUCCESS {
+        if fresh {
+            // Only removes it if empty: a run that failed leaves no trace of itself.
+            let _ = std::fs::remove_dir(&dir);
+        }
+    } else {
         let line =
             format!("session log: {} (check it: rein check {})", log.display(), log.display());
         if args.json {
