@@ -5,11 +5,17 @@
 //! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
 //! - [`show`]: `rein show LOG…` — turn-tail panels in the terminal.
 //! - [`report`]: `rein report LOG… -o FILE` — a self-contained HTML report.
+//!
+//! Shared by them:
 //! - [`logs`]: reading the logs `show` and `report` look at.
+//! - [`summary`]: the summary of a scenario run a person reads (`demo`, `scenario run`).
+//! - [`output_file`]: files written whole (temporary file + rename), never through a link.
 
 pub(crate) mod check;
 pub(crate) mod demo;
 pub(crate) mod logs;
+pub(crate) mod output_file;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod show;
+pub(crate) mod summary;

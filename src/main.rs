@@ -19,10 +19,13 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the embedded demo scenario (retries, a tool call, a manual retry) and write its log.
+    #[command(after_help = cli::demo::DEMO_HELP)]
     Demo(cli::demo::DemoArgs),
-    /// Check session logs against every rule of the session-log contract (SPEC §8).
+    /// Check session logs against every rule of the session-log contract.
+    #[command(after_help = cli::check::CHECK_HELP)]
     Check(cli::check::CheckArgs),
-    /// Run scenario files: one session driven deterministically on virtual time (SPEC §10).
+    /// Run scenario files: one session driven deterministically on virtual time.
+    #[command(after_help = "Output and exit status: rein scenario run --help")]
     Scenario(cli::scenario::ScenarioArgs),
     /// Show the turn-tail panels of session logs (each turn that retried or failed).
     ///

@@ -113,10 +113,7 @@ fn an_unreadable_log_exits_2_and_the_others_are_still_checked() {
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains(&format!("error: {}: cannot be read", missing.display())));
     assert!(run.stderr.contains(&format!("error: {}: cannot be read", dir.path().display())));
-    assert_eq!(
-        run.stdout,
-        format!("ok: 1 log(s), {} events; 2 log(s) could not be read\n", valid().len())
-    );
+    assert_eq!(run.stdout, "0 violation(s) in 1 log(s); 2 log(s) could not be checked\n");
     assert!(!missing.exists(), "checking never creates a log");
 }
 
@@ -133,7 +130,7 @@ fn a_torn_last_line_is_a_warning_and_the_file_is_untouched() {
     assert_eq!(
         run.stderr,
         format!(
-            "warning: {}: torn last line {} (25 bytes), ignored\n",
+            "warning: {}:{}: torn last line (25 bytes), ignored\n",
             log.display(),
             events.len() + 1
         )
@@ -205,12 +202,135 @@ fn an_open_turn_is_a_warning_unless_the_log_is_finished() {
 
     let run = rein(&["check", "--finished", arg(&log)]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    // An end-of-log rule is reported at the log's last line.
     assert!(
-        run.stdout.starts_with(&format!("{}: turn/start seq 2: turn 1 never ends", log.display())),
+        run.stdout.starts_with(&format!(
+            "{}:{}: turn/start seq 2: turn 1 never ends",
+            log.display(),
+            events.len()
+        )),
         "{}",
         run.stdout
     );
     assert!(run.stdout.contains("[turn-left-open]"));
+}
+
+#[test]
+fn every_violation_line_starts_with_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines: Vec<String> = jsonl(&violating()).lines().map(str::to_owned).collect();
+    lines[4] = "garbage".to_owned();
+    lines.truncate(lines.len() - 3); // ends inside a turn
+    let log = write(dir.path(), "many.jsonl", &(lines.join("\n") + "\n"));
+    let run = rein(&["check", "--finished", arg(&log)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let violations: Vec<&str> = run.stdout.lines().collect();
+    let (summary, violations) = violations.split_last().unwrap();
+    assert!(violations.len() >= 4, "{}", run.stdout);
+    for violation in violations {
+        let rest = violation.strip_prefix(&format!("{}:", log.display())).unwrap();
+        let (number, _) = rest.split_once(": ").unwrap();
+        let number: usize = number.parse().unwrap();
+        assert!((1..=lines.len()).contains(&number), "{violation}");
+    }
+    assert!(summary.ends_with("violation(s) in 1 log(s)"), "{summary}");
+}
+
+#[test]
+fn an_empty_log_is_a_warning_unless_the_log_is_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = write(dir.path(), "empty.jsonl", "");
+    let run = rein(&["check", arg(&empty)]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "ok: 1 log(s), 0 events\n"));
+    assert!(run.stderr.contains(&format!("warning: {}:0: no events", empty.display())));
+
+    let run = rein(&["check", "--finished", arg(&empty)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stdout,
+        format!(
+            "{}:0: session/start seq 0: missing: the log is empty, and a finished log starts with \
+             session/start [session-start-first]\n1 violation(s) in 1 log(s)\n",
+            empty.display()
+        )
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_session_log_exits_2_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let readme = write(dir.path(), "README.md", "# rein\n\nAn agent runtime.\n");
+    let json = write(dir.path(), "array.json", "[{\"seq\": 0}]\n");
+    let binary = dir.path().join("image.png");
+    std::fs::write(&binary, b"\x89PNG\r\x1a\x00\x00\x00\rIHDR").unwrap();
+    let ok = write(dir.path(), "ok.jsonl", &jsonl(&valid()));
+    let run = rein(&["check", arg(&readme), arg(&json), arg(&binary), arg(&ok)]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    let errors: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(
+        errors,
+        [
+            format!(
+                "error: {}: not a session log: none of its 3 lines is an event, and line 1 is not \
+                 a session/start (corrupt line, not JSON: expected value at line 1 column 1 \
+                 [corrupt-line])",
+                readme.display()
+            ),
+            format!(
+                "error: {}: not a session log: none of its 1 line is an event, and line 1 is not a \
+                 session/start (not an event: invalid type: sequence, expected struct Envelope \
+                 [event-schema])",
+                json.display()
+            ),
+            format!(
+                "error: {}: not a session log: its only line has no newline and does not start a \
+                 JSON object",
+                binary.display()
+            ),
+        ]
+    );
+    assert_eq!(run.stdout, "0 violation(s) in 1 log(s); 3 log(s) could not be checked\n");
+
+    // A log whose first line is damaged is still a log: its other events are checked.
+    let mut lines: Vec<String> = jsonl(&valid()).lines().map(str::to_owned).collect();
+    lines[0] = "garbage".to_owned();
+    let damaged = write(dir.path(), "damaged.jsonl", &(lines.join("\n") + "\n"));
+    let run = rein(&["check", arg(&damaged)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with(&format!("{}:1: corrupt line", damaged.display())));
+}
+
+#[test]
+fn a_line_over_the_limit_is_an_error_naming_file_and_line() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("huge.jsonl");
+    let events = valid();
+    let head = jsonl(&events[..3]);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    file.write_all(head.as_bytes()).unwrap();
+    let limit = rein_runtime::store::line::MAX_LINE_BYTES;
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..limit / chunk.len() {
+        file.write_all(&chunk).unwrap();
+    }
+    file.write_all(b"x\n").unwrap();
+    file.write_all(jsonl(&events[3..]).as_bytes()).unwrap();
+    file.flush().unwrap();
+    drop(file);
+
+    let run = rein(&["check", arg(&path)]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert_eq!(
+        run.stderr,
+        format!(
+            "error: {}:4: line 4 is {} bytes, over the line limit of {limit} bytes (64 MiB): the \
+             log cannot be checked past it\n",
+            path.display(),
+            limit + 1
+        )
+    );
+    assert_eq!(run.stdout, "0 violation(s) in 0 log(s); 1 log(s) could not be checked\n");
 }
 
 #[test]
@@ -221,11 +341,6 @@ fn several_logs_are_summed_up() {
     let run = rein(&["check", arg(&a), arg(&b)]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert_eq!(run.stdout, format!("ok: 2 log(s), {} events\n", valid().len() + 2));
-
-    let empty = write(dir.path(), "empty.jsonl", "");
-    let run = rein(&["check", arg(&empty)]);
-    assert_eq!((run.code, run.stdout.as_str()), (0, "ok: 1 log(s), 0 events\n"));
-    assert!(run.stderr.contains("no events"), "{}", run.stderr);
 }
 
 #[test]
@@ -396,7 +511,79 @@ async fn logs_written_by_the_jsonl_store_are_checked_and_a_crash_tail_is_only_re
     let run = rein(&["check", arg(&path)]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
-        run.stderr.contains(&format!("torn last line {} (13 bytes), ignored", valid().len() + 1))
+        run.stderr.contains(&format!(":{}: torn last line (13 bytes), ignored", valid().len() + 1))
     );
     assert_eq!(std::fs::read(&path).unwrap(), before, "the checker does not cut it; a reopen does");
+}
+
+/// The names of a directory's entries with their bytes, sorted.
+fn listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut entries: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().to_string_lossy().into_owned(), std::fs::read(e.path()).unwrap())
+        })
+        .collect();
+    entries.sort();
+    entries
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_sqlite_store_in_a_read_only_directory_is_checked_and_nothing_is_written() {
+    use rein_runtime::store::{Durability, SessionStore, sqlite::SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let original = dir.path().join("logs.db");
+    let store = SqliteStore::open(&original, Durability::Os).unwrap();
+    store.append("good", &valid()).await.unwrap();
+    store.append("bad", &violating()).await.unwrap();
+    drop(store);
+    assert_eq!(listing(dir.path()).len(), 1, "a closed store is one file (its WAL checkpointed)");
+
+    // A read-only copy: a read-only file in a read-only directory.
+    let copy = dir.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    let db = copy.join("logs.db");
+    std::fs::copy(&original, &db).unwrap();
+    set_mode(&db, 0o444);
+    set_mode(&copy, 0o555);
+    let before = listing(&copy);
+
+    let every = rein(&["check", "--sqlite", arg(&db)]);
+    let good = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
+    let after = listing(&copy);
+    set_mode(&copy, 0o755);
+
+    assert_eq!(every.code, 1, "{}{}", every.stdout, every.stderr);
+    assert!(every.stdout.ends_with("3 violation(s) in 2 log(s)\n"), "{}", every.stdout);
+    assert_eq!((good.code, good.stdout), (0, format!("ok: 1 log(s), {} events\n", valid().len())));
+    let names = |l: &[(String, Vec<u8>)]| l.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&after), ["logs.db"], "no -wal, no -shm, nothing new");
+    assert!(after == before, "the database is byte for byte as it was");
+}
+
+#[test]
+fn every_subcommand_help_states_its_output_and_exit_status() {
+    for command in [&["check"][..], &["demo"], &["scenario", "run"]] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let run = rein(&args);
+        assert_eq!(run.code, 0, "{command:?}");
+        for needle in
+            ["Output:", "stdout", "stderr", "Exit status:", "\n  0  ", "\n  1  ", "\n  2  "]
+        {
+            assert!(
+                run.stdout.contains(needle),
+                "{command:?} --help lacks {needle:?}:\n{}",
+                run.stdout
+            );
+        }
+    }
 }

@@ -121,6 +121,153 @@ fn log_writes_the_session_log_as_jsonl() {
     assert_eq!(std::fs::read(&again).unwrap(), text.as_bytes());
 }
 
+/// A scenario with two retry chains (two turns, each retried once), so two retry ids.
+fn two_chains(dir: &tempfile::TempDir) -> PathBuf {
+    scenario_file(
+        dir,
+        &json!({
+            "seed": 11,
+            "plugins": [{"use": "llm-retry", "config": {"maxTransientRetries": 2}}],
+            "providers": [{"id": "mock", "script": [
+                {"fail": {"code": "SERVER", "message": "busy", "status": 503, "latencyMs": 5}},
+                {"reply": {"text": "one"}},
+                {"fail": {"code": "RATE_LIMIT", "message": "slow", "status": 429}},
+                {"reply": {"text": "two"}}
+            ]}],
+            "turns": [{"prompt": "a", "provider": "mock"}, {"prompt": "b", "provider": "mock"}]
+        }),
+    )
+}
+
+#[test]
+fn two_runs_of_a_scenario_write_byte_identical_logs_and_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = two_chains(&dir);
+    let runs: Vec<(Vec<u8>, Vec<u8>)> = ["first.jsonl", "second.jsonl"]
+        .iter()
+        .map(|name| {
+            let log = dir.path().join(name);
+            let args = [
+                "scenario",
+                "run",
+                file.to_str().unwrap(),
+                "--json",
+                "--log",
+                log.to_str().unwrap(),
+            ];
+            let (_, out) = run_json(&args);
+            (out.stdout, std::fs::read(&log).unwrap())
+        })
+        .collect();
+    assert!(runs[0].0 == runs[1].0, "the same report, byte for byte");
+    assert!(runs[0].1 == runs[1].1, "the same log, byte for byte");
+
+    // Retry ids included: valid UUID v4s, one per chain.
+    let report: Report = serde_json::from_slice(&runs[0].0).unwrap();
+    let ids: Vec<&str> = report.retries.iter().map(|r| r.retry_id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert_ne!(ids[0], ids[1], "two chains, two ids");
+    for id in &ids {
+        let uuid = uuid::Uuid::parse_str(id).unwrap();
+        assert_eq!((uuid.get_version_num(), uuid.hyphenated().to_string()), (4, (*id).to_owned()));
+    }
+    // The same holds for the summary, and another seed draws other ids.
+    let summary = |file: &Path| rein(&["scenario", "run", file.to_str().unwrap()]).stdout;
+    assert_eq!(summary(&file), summary(&file));
+    let reseeded = std::fs::read_to_string(&file).unwrap().replace("\"seed\": 11", "\"seed\": 12");
+    std::fs::write(&file, reseeded).unwrap();
+    let (other, _) = run_json(&["scenario", "run", file.to_str().unwrap(), "--json"]);
+    assert_ne!(other.retries[0].retry_id, ids[0]);
+    assert_eq!(other.retries.len(), 2);
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[cfg(unix)]
+#[test]
+fn a_run_killed_while_writing_its_log_leaves_the_previous_log_intact() {
+    use std::os::unix::process::ExitStatusExt;
+    const SIGXFSZ: i32 = 25;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("session.jsonl");
+    let happy = example("happy-tool-call.json");
+    run_json(&[
+        "scenario",
+        "run",
+        happy.to_str().unwrap(),
+        "--json",
+        "--log",
+        log.to_str().unwrap(),
+    ]);
+    let previous = std::fs::read(&log).unwrap();
+    assert!(previous.len() < 16 * 1024, "{}", previous.len());
+
+    // A run whose log is far longer than the previous one: a reply of 256 KiB (the log holds it
+    // twice, as a chunk and as the message).
+    let big = dir.path().join("big.json");
+    let doc = json!({
+        "providers": [{"id": "mock", "script": [{"reply": {"text": "x".repeat(256 * 1024)}}]}],
+        "turns": [{"prompt": "hello", "provider": "mock"}]
+    });
+    std::fs::write(&big, doc.to_string()).unwrap();
+    let args = ["scenario", "run", big.to_str().unwrap(), "--json", "--log", log.to_str().unwrap()];
+
+    // The kernel kills the run while it writes the log: past 32 KiB (64 blocks of 512 bytes; 64
+    // KiB where the shell counts in KiB) of a file it writes, the process gets SIGXFSZ, whose
+    // default action ends it at once — like SIGKILL, no destructor or cleanup runs.
+    let killed = Command::new("sh")
+        .args(["-c", "ulimit -c 0; ulimit -f 64; exec \"$0\" \"$@\"", env!("CARGO_BIN_EXE_rein")])
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(killed.status.signal(), Some(SIGXFSZ), "killed while writing: {:?}", killed.status);
+    assert!(killed.stdout.is_empty(), "no report: the run never finished");
+    assert!(std::fs::read(&log).unwrap() == previous, "the previous log, byte for byte");
+    // What the kill left is a hidden temporary file beside it, nothing that reads as the log.
+    let left = names(dir.path());
+    assert_eq!(left[1..], ["big.json", "session.jsonl"], "{left:?}");
+    assert!(left[0].starts_with(".session.jsonl.") && left[0].ends_with(".tmp"), "{left:?}");
+
+    // The same run, not killed, replaces the log whole.
+    let (report, _) = run_json(&args);
+    let written = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(written.lines().count() as u64, report.events);
+    let check = rein(&["check", "--finished", log.to_str().unwrap()]);
+    assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_log_path_that_is_a_symbolic_link_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target.txt");
+    std::fs::write(&target, "keep me\n").unwrap();
+    let log = dir.path().join("session.jsonl");
+    std::os::unix::fs::symlink(&target, &log).unwrap();
+    let file = example("happy-tool-call.json");
+    let out = rein(&["scenario", "run", file.to_str().unwrap(), "--log", log.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        stderr(&out),
+        format!(
+            "error: cannot write the log: {}: is a symbolic link; rein does not write through \
+             links it did not create (name the real path)\n",
+            log.display()
+        )
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n");
+    assert_eq!(names(dir.path()), ["session.jsonl", "target.txt"]);
+}
+
 #[test]
 fn without_json_a_short_summary_is_printed() {
     let file = example("happy-tool-call.json");

@@ -1,7 +1,7 @@
 //! The scenario files of `tests/scenarios/`, one per `llm-retry` behaviour (SPEC §5), run through
 //! `rein scenario run FILE --json` as a process. Each test asserts the whole report (retry ids
-//! masked as `#1`, `#2`… in order of appearance, since they are fresh UUIDs) and its invariant
-//! verdict.
+//! masked as `#1`, `#2`… in order of appearance: they are UUID v4s drawn from the scenario's seed,
+//! equal on every run but unreadable in an expectation) and its invariant verdict.
 
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]

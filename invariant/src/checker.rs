@@ -73,8 +73,19 @@ impl Checker {
         self.state.open_turn.map(|t| t.turn)
     }
 
-    /// The violations of a log that is complete: a turn still open ([`Rule::TurnLeftOpen`]).
+    /// The violations of a log that is complete: a turn still open ([`Rule::TurnLeftOpen`]), or
+    /// no line at all ([`Rule::SessionStartFirst`]: a finished log has at least its
+    /// `session/start`, reported as missing at seq 0).
     pub fn finish(&self) -> Vec<Violation> {
+        let empty = self.state.events == 0 && self.state.last_seq.is_none() && !self.state.resync;
+        if empty {
+            return vec![Violation::at(
+                0,
+                "session/start",
+                Rule::SessionStartFirst,
+                "missing: the log is empty, and a finished log starts with session/start",
+            )];
+        }
         let Some(open) = self.state.open_turn else { return Vec::new() };
         let last = self.state.last_seq.unwrap_or(open.seq);
         vec![Violation::at(
@@ -145,6 +156,22 @@ mod tests {
             "turn/start seq 1: turn 1 never ends: the log stops at seq 1 without its turn/end [turn-left-open]"
         );
         checker.push_line(TURN_END_2).unwrap();
+        assert!(checker.finish().is_empty());
+    }
+
+    #[test]
+    fn a_finished_log_cannot_be_empty() {
+        let empty = Checker::new().finish();
+        assert_eq!(
+            empty.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["session/start seq 0: missing: the log is empty, and a finished log starts with \
+              session/start [session-start-first]"]
+        );
+        assert_eq!(check_finished_log(&[]), empty);
+        assert!(check_log(&[]).is_empty(), "a log still being written may be empty");
+        // Lines that were read but unreadable are reported on their own; no second report.
+        let mut checker = Checker::new();
+        assert!(checker.push_line("garbage").is_err());
         assert!(checker.finish().is_empty());
     }
 }

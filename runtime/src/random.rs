@@ -1,12 +1,23 @@
-//! Injectable randomness for jitter (SPEC §5.2, §10).
+//! Injectable randomness: jitter samples and retry ids.
 //!
-//! Plugins draw jitter samples in `[0, 1]` from a [`Jitter`] the runtime hands them, never from a
-//! global RNG, so a test or scenario fixes every delay:
+//! Plugins draw jitter samples in `[0, 1]` and the `retryId`s of new retry chains from a
+//! [`Jitter`] the runtime hands them, never from a global RNG, so a test or scenario fixes every
+//! delay and every id:
 //! - [`Samples`]: an explicit sequence consumed in order, then a seeded RNG continues — exactly a
-//!   scenario's `random` and `seed` (SPEC §10);
-//! - [`SeededJitter`]: a seeded RNG alone (a scenario without `random`; a seed from entropy in
-//!   production);
-//! - [`Constant`]: always the same sample (tests, or a deliberately jitter-free deployment).
+//!   scenario's `random` and `seed`; retry ids come from a second stream of the same seed;
+//! - [`SeededJitter`]: a seeded RNG alone (a scenario without `random`), with the same second
+//!   stream for retry ids; seeded from entropy in production;
+//! - [`Constant`]: always the same sample (tests, or a deliberately jitter-free deployment); its
+//!   retry ids are fresh UUID v4s from the operating system.
+//!
+//! # Why retry ids come from a separate stream
+//!
+//! Two runs of one scenario must write the same log, `retryId`s included, so the ids must come
+//! from the scenario's seed. But drawing them from the jitter stream would shift every sample a
+//! scenario's retries consume after the first new chain, and so every delay its expectations
+//! pin. So each seeded source keeps two ChaCha8 streams of the same seed: stream 0 for samples
+//! (exactly what it always was) and stream [`RETRY_ID_STREAM`] for ids. An id is 16 bytes of that
+//! stream with the version and variant bits set: a valid UUID v4, unique in practice.
 //!
 //! # Why one shared, locked source
 //!
@@ -27,10 +38,37 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// A source of jitter samples, shared by every plugin of a runtime.
+/// A source of jitter samples and retry ids, shared by every plugin of a runtime.
 pub trait Jitter: Send + Sync + 'static {
     /// The next sample, in `[0, 1]`.
     fn sample(&self) -> f64;
+
+    /// The `retryId` of a new retry chain: a UUID v4 in its lowercase hyphenated form. By
+    /// default a fresh one from the operating system's randomness; seeded sources draw it from
+    /// their id stream, so a seeded run repeats its ids.
+    fn retry_id(&self) -> String {
+        uuid::Uuid::new_v4().to_string()
+    }
+}
+
+/// The ChaCha8 stream of a seed that retry ids come from (jitter samples use stream 0).
+pub const RETRY_ID_STREAM: u64 = 1;
+
+/// The UUID v4 made of 16 random bytes (version and variant bits set), hyphenated, lowercase.
+pub fn uuid_v4(bytes: [u8; 16]) -> String {
+    uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
+}
+
+/// The id stream of `seed`.
+fn id_rng(seed: u64) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(RETRY_ID_STREAM);
+    rng
+}
+
+/// The next retry id from an id stream.
+fn next_id(rng: &Mutex<ChaCha8Rng>) -> String {
+    uuid_v4(lock(rng).random::<[u8; 16]>())
 }
 
 /// A sample outside `[0, 1]` in an explicit sequence.
@@ -47,21 +85,26 @@ pub enum SampleError {
     },
 }
 
-/// A seeded, portable RNG drawing uniform samples in `[0, 1)`.
+/// A seeded, portable RNG drawing uniform samples in `[0, 1)`, and retry ids from a second
+/// stream of the same seed.
 #[derive(Debug)]
 pub struct SeededJitter {
     rng: Mutex<ChaCha8Rng>,
+    ids: Mutex<ChaCha8Rng>,
 }
 
 impl SeededJitter {
-    /// The RNG for `seed`; equal seeds give equal sequences.
+    /// The RNG for `seed`; equal seeds give equal sequences (of samples and of ids).
     pub fn new(seed: u64) -> Self {
-        Self { rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)) }
+        Self { rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)), ids: Mutex::new(id_rng(seed)) }
     }
 
     /// A generator seeded from the operating system (production: not reproducible on purpose).
     pub fn from_entropy() -> Self {
-        Self { rng: Mutex::new(ChaCha8Rng::from_os_rng()) }
+        Self {
+            rng: Mutex::new(ChaCha8Rng::from_os_rng()),
+            ids: Mutex::new(ChaCha8Rng::from_os_rng()),
+        }
     }
 }
 
@@ -69,13 +112,19 @@ impl Jitter for SeededJitter {
     fn sample(&self) -> f64 {
         lock(&self.rng).random::<f64>()
     }
+
+    fn retry_id(&self) -> String {
+        next_id(&self.ids)
+    }
 }
 
 /// An explicit sample sequence consumed in order; when it is used up, a [`SeededJitter`] with
-/// the given seed continues (SPEC §10 `random` + `seed`).
+/// the given seed continues (a scenario's `random` + `seed`). Retry ids come from the seed's id
+/// stream, whatever the explicit samples.
 #[derive(Debug)]
 pub struct Samples {
     state: Mutex<SamplesState>,
+    ids: Mutex<ChaCha8Rng>,
 }
 
 #[derive(Debug)]
@@ -95,7 +144,7 @@ impl Samples {
             return Err(SampleError::OutOfRange { index, value });
         }
         let rng = ChaCha8Rng::seed_from_u64(seed);
-        Ok(Self { state: Mutex::new(SamplesState { pending, rng }) })
+        Ok(Self { state: Mutex::new(SamplesState { pending, rng }), ids: Mutex::new(id_rng(seed)) })
     }
 
     /// How many explicit samples are still to come before the RNG takes over.
@@ -111,6 +160,10 @@ impl Jitter for Samples {
             Some(sample) => sample,
             None => state.rng.random::<f64>(),
         }
+    }
+
+    fn retry_id(&self) -> String {
+        next_id(&self.ids)
     }
 }
 
@@ -178,6 +231,56 @@ mod tests {
     }
 
     const PINNED_SEED_0: [f64; 2] = [0.7090754154265618, 0.46592172228961015];
+
+    fn is_v4(id: &str) -> bool {
+        uuid::Uuid::parse_str(id).is_ok_and(|u| {
+            u.get_version_num() == 4
+                && u.get_variant() == uuid::Variant::RFC4122
+                && u.hyphenated().to_string() == id
+        })
+    }
+
+    #[test]
+    fn retry_ids_are_uuid_v4s_from_random_bytes() {
+        let cases = [
+            ([0u8; 16], "00000000-0000-4000-8000-000000000000"),
+            ([0xff; 16], "ffffffff-ffff-4fff-bfff-ffffffffffff"),
+        ];
+        for (bytes, id) in cases {
+            assert_eq!(uuid_v4(bytes), id);
+            assert!(is_v4(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn seeded_retry_ids_repeat_per_seed_and_leave_the_samples_alone() {
+        let ids = |jitter: &dyn Jitter| (0..3).map(|_| jitter.retry_id()).collect::<Vec<_>>();
+        let seeded = SeededJitter::new(7);
+        let first = ids(&seeded);
+        assert!(first.iter().all(|id| is_v4(id)), "{first:?}");
+        assert_ne!(first[0], first[1]);
+        assert_eq!(first, ids(&SeededJitter::new(7)), "the same seed, the same ids");
+        assert_ne!(first, ids(&SeededJitter::new(8)));
+        let samples = Samples::new([0.5], 7).unwrap();
+        assert_eq!(ids(&samples), first, "explicit samples do not move the id stream");
+        // Drawing ids between samples changes no sample: the pinned sequence is intact.
+        let seeded = SeededJitter::new(0);
+        let a = seeded.sample();
+        seeded.retry_id();
+        assert_eq!([a, seeded.sample()], PINNED_SEED_0);
+        let samples = Samples::new([], 0).unwrap();
+        samples.retry_id();
+        assert_eq!(draw(&samples, 2), PINNED_SEED_0);
+    }
+
+    #[test]
+    fn unseeded_sources_hand_out_fresh_ids() {
+        for jitter in [&Constant::new(0.5).unwrap() as &dyn Jitter, &SeededJitter::from_entropy()] {
+            let (a, b) = (jitter.retry_id(), jitter.retry_id());
+            assert!(is_v4(&a) && is_v4(&b), "{a} {b}");
+            assert_ne!(a, b);
+        }
+    }
 
     #[test]
     fn samples_outside_the_unit_interval_are_rejected_with_their_index() {

@@ -90,6 +90,16 @@ pub enum StoreError {
         /// Why it does not parse.
         message: String,
     },
+    /// An event that cannot be written as a log line: longer than
+    /// [`line::MAX_LINE_BYTES`], or not serializable. Nothing was written.
+    #[error("{session}: cannot write the append: {source}")]
+    Unwritable {
+        /// The session.
+        session: String,
+        /// Why.
+        #[source]
+        source: line::EncodeError,
+    },
     /// A session id that cannot name a log.
     #[error("invalid session id {0:?}: use letters, digits, '-', '_' and '.' (not leading)")]
     InvalidSessionId(String),

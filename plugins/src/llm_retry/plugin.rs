@@ -12,7 +12,7 @@
 //! 3. [`decision::on_failure`] decides; in always mode it asks downstream first and
 //!    [`decision::after_downstream`] decides on the answer;
 //! 4. `Delegate` → `Next`; an accepted downstream `Retry` → `Retry`, nothing written; `Schedule` →
-//!    [`schedule::run`] (SPEC §5.5): a fresh UUID v4 `retryId` for retry 1 (else the chain's),
+//!    [`schedule::run`] (SPEC §5.5): a new UUID v4 `retryId` for retry 1 (else the chain's),
 //!    `llm/retry` appended before the wait, the wait raced against the turn's cancellation and
 //!    the plugin's disposal, `llm/retry-started`, `Retry`.
 //!
@@ -40,6 +40,7 @@ use rein_runtime::event::LlmRetry as LlmRetryEvent;
 use rein_runtime::plugin::{
     ConfigError, DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict,
 };
+use rein_runtime::random::Jitter;
 use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
 use rein_runtime::store::BoxFuture;
 use serde_json::Value;
@@ -180,7 +181,7 @@ async fn recover(recovery: Recovery) -> Verdict {
             let span = tracing::Span::current();
             span.record("retry.delay_ms", scheduled.delay_ms);
             span.record("retry.number", scheduled.retry);
-            let event = retry_event(&payload, policy, policy_key, scheduled);
+            let event = retry_event(&payload, policy, policy_key, scheduled, jitter.as_ref());
             let aborts = Aborts { cancel: &payload.cancel, disposed: &disposed };
             let outcome = schedule::run(&payload.log, aborts, event).await;
             match &outcome {
@@ -196,15 +197,17 @@ async fn recover(recovery: Recovery) -> Verdict {
 }
 
 /// The `llm/retry` event of a scheduled retry (SPEC §5.5): `maxRetries` only in normal mode, a
-/// fresh UUID v4 `retryId` when the retry opens its chain.
+/// new UUID v4 `retryId` from the runtime's randomness when the retry opens its chain (seeded in
+/// a scenario, so two runs write the same ids).
 fn retry_event(
     payload: &RequestErrorPayload,
     policy: &RetryPolicy,
     policy_key: String,
     scheduled: Schedule,
+    randomness: &dyn Jitter,
 ) -> LlmRetryEvent {
     let retry_id = match scheduled.chain {
-        Chain::New => uuid::Uuid::new_v4().to_string(),
+        Chain::New => randomness.retry_id(),
         Chain::Continue(id) => id,
     };
     LlmRetryEvent {
@@ -247,17 +250,21 @@ mod tests {
         }
     }
 
-    /// A session log with turn 1 and step 1 open, and a counter of attempts.
+    /// A session log with turn 1 and step 1 open, a counter of attempts, and the randomness
+    /// every offer shares (as a runtime's plugins share one source).
     struct Step {
         store: MemoryStore,
         log: SessionLog,
         attempt: u32,
+        jitter: Arc<Samples>,
     }
 
     /// Offers a failed attempt (turn 1, step 1) to a fresh `llm-retry` — everything it knows
-    /// comes from the log — with the end of the chain downstream and no jitter samples.
+    /// comes from the log — with the end of the chain downstream and `jitter` as the runtime's
+    /// randomness.
     async fn offer(
         log: &SessionLog,
+        jitter: Arc<Samples>,
         provider: &str,
         attempt: u32,
         failure: Failure,
@@ -278,7 +285,7 @@ mod tests {
             payload: Arc::new(payload),
             downstream: DownstreamHandle::end(),
             disposed: CancellationToken::new(),
-            jitter: Arc::new(Samples::new([], 0).unwrap()),
+            jitter,
         };
         Arc::new(LlmRetry::default()).recover(recovery).await
     }
@@ -294,7 +301,7 @@ mod tests {
             ])
             .await
             .unwrap();
-            Self { store, log, attempt: 0 }
+            Self { store, log, attempt: 0, jitter: Arc::new(Samples::new([], 0).unwrap()) }
         }
 
         /// Writes a failed attempt on `provider` and offers it to `llm-retry` under `policy`.
@@ -321,7 +328,7 @@ mod tests {
                 ])
                 .await
                 .unwrap();
-            offer(&self.log, provider, attempt, failure, policy).await
+            offer(&self.log, self.jitter.clone(), provider, attempt, failure, policy).await
         }
 
         /// The retries written, as (provider, policy key, retry, retryId).
@@ -379,6 +386,9 @@ mod tests {
         assert_ne!(ids[0], ids[2], "another policy, another retryId");
         assert_ne!(ids[1], ids[2]);
         assert_eq!(ids[2], ids[3], "a chain keeps its retryId");
+        let seeded = Samples::new([], 0).unwrap();
+        let drawn: Vec<String> = (0..3).map(|_| seeded.retry_id()).collect();
+        assert_eq!(ids[..3], drawn, "new chains draw their ids from the runtime's randomness");
         step.check().await;
     }
 
@@ -397,7 +407,10 @@ mod tests {
         step.log.clone().close().await;
         // The session is closing: its chains cannot be read, nothing could be made durable.
         let failure = Failure::new("SERVER", "late").unwrap();
-        assert_eq!(offer(&step.log, "a", 2, failure, Some(normal(5))).await, Verdict::Stop);
+        assert_eq!(
+            offer(&step.log, step.jitter.clone(), "a", 2, failure, Some(normal(5))).await,
+            Verdict::Stop
+        );
     }
 
     #[test]

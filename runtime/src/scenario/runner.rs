@@ -5,9 +5,11 @@
 //! [`ScriptedProvider`] per route (none for a route declared `"adapter": false`), the plugins
 //! from the [`PluginRegistry`] (in file order), the tools from the [`ToolRegistry`], a
 //! [`RejectAppends`] validator when the file has a `reject` list, and one jitter source — the
-//! file's `random` samples, then the RNG of its `seed` — that every plugin draws from. It then
-//! follows the [`Agenda`]: turns one after another, actions at their `atMs`. When nothing is left
-//! it reads the log back, has the injected checker judge it, and folds it into the report.
+//! file's `random` samples, then the RNG of its `seed` — that every plugin draws from (it also
+//! hands out the retry ids, from a second stream of the `seed`, so two runs write the same
+//! log). It then follows the [`Agenda`]: turns one after another, actions at their `atMs`. When
+//! nothing is left it reads the log back, has the injected checker judge it, and folds it into
+//! the report.
 //!
 //! Before anything runs it also checks what only built plugins can tell: their names (what the
 //! chain, `plugin/crashed` and the actions know them by — the `use` name, unless the plugin's

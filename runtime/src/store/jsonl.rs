@@ -272,11 +272,13 @@ impl Cache {
 /// defect is [`StoreError::Corrupt`] naming `path` and the 1-based line; a file that cannot be
 /// read is [`StoreError::Io`] naming `path`. Blocking.
 pub fn read_log(path: &Path) -> Result<Loaded, StoreError> {
-    let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
-    let parsed = parse::parse_log(&bytes, path)?;
+    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
+    let size = file.metadata().map_err(|e| io_error(path, e))?.len();
+    let reader = std::io::BufReader::new(file);
+    let parsed = parse::parse_log(reader, path, line::MAX_LINE_BYTES)?;
     let torn = parsed.torn.map(|torn| TornTail {
         line: torn.line,
-        bytes: bytes.len() as u64 - torn.start,
+        bytes: size - torn.start,
         kept_in: None,
     });
     Ok(Loaded { events: parsed.events, torn })
@@ -308,7 +310,7 @@ impl SessionStore for JsonlStore {
             let Some(first) = events.first().map(|e| e.seq) else { return Ok(()) };
             check_continues(session, first, events)?;
             let bytes = line::encode_lines(events)
-                .map_err(|e| io_error(&self.inner.log_path(session), e.into()))?;
+                .map_err(|source| StoreError::Unwritable { session: session.to_owned(), source })?;
             let inner = self.inner.clone();
             let session = session.to_owned();
             let count = events.len() as u64;
@@ -434,6 +436,69 @@ mod tests {
         assert_eq!(loaded.torn, None, "the tail was cut by the append, before this load");
         let kept = std::fs::read(reopened.torn_path("s").unwrap()).unwrap();
         assert_eq!(kept, b"{\"seq\":2,\"ti\n");
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_corrupt_or_a_torn_tail_never_a_huge_allocation() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        let first = serde_json::to_string(&idle(0)).unwrap();
+        let huge = vec![b'x'; line::MAX_LINE_BYTES + 1];
+        let path = store.path("s").unwrap();
+        let write = |tail: &[u8]| {
+            let mut bytes = format!("{first}\n").into_bytes();
+            bytes.extend_from_slice(&huge);
+            bytes.extend_from_slice(tail);
+            std::fs::write(&path, &bytes).unwrap();
+            bytes.len() as u64
+        };
+
+        // A complete line over the limit: corrupt at its line, whether loaded or appended to.
+        let len = write(b"\n");
+        let err = store.load("s").await.unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("{}:2: corrupt log line: the line is", path.display())),
+            "{err}"
+        );
+        let reopened = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        let err = reopened.append("s", &[idle(2)]).await.unwrap_err().to_string();
+        assert!(err.contains("over the limit of 67108864 bytes"), "{err}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len, "left as it was");
+
+        // A torn tail over the limit is cut like any other, its bytes kept.
+        write(b"");
+        let loaded = JsonlStore::open(dir.path(), Durability::Os).unwrap().load("s").await;
+        let loaded = loaded.unwrap().unwrap();
+        assert_eq!(loaded.events, [idle(0)]);
+        assert_eq!(loaded.torn.as_ref().map(|t| (t.line, t.bytes)), Some((2, huge.len() as u64)));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), first.len() as u64 + 1);
+        let kept = std::fs::metadata(store.torn_path("s").unwrap()).unwrap().len();
+        assert_eq!(kept, huge.len() as u64 + 1);
+    }
+
+    #[tokio::test]
+    async fn an_event_over_the_line_limit_is_refused_and_nothing_is_written() {
+        use crate::event::UserMessage;
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        store.append("s", &[idle(0)]).await.unwrap();
+        let before = std::fs::read(store.path("s").unwrap()).unwrap();
+        let huge = Envelope {
+            seq: 2,
+            time: 0,
+            event: Event::UserMessage(UserMessage { text: "x".repeat(line::MAX_LINE_BYTES) }),
+        };
+        let err = store.append("s", &[idle(1), huge]).await.unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                StoreError::Unwritable { source: line::EncodeError::TooLong { seq: 2, .. }, .. }
+            ),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(store.path("s").unwrap()).unwrap(), before);
+        store.append("s", &[idle(1)]).await.unwrap();
     }
 
     #[tokio::test]

@@ -18,7 +18,9 @@
 //! worker ever blocks in SQLite. Reads use a second connection (`query_only`) behind a mutex, on
 //! tokio's blocking pool; in WAL mode they never wait for the writer. A stored line that does not
 //! parse, or a gap in a session's `seq`s, is [`StoreError::Corrupt`] with the path
-//! `<db>#<session>` and line `seq + 1`. Transactions are atomic, so there is never a torn line.
+//! `<db>#<session>` and line `seq + 1`; so is a line over the line limit, which the reader's
+//! length limit ([`reader_length_limit`]) makes SQLite refuse before it allocates it.
+//! Transactions are atomic, so there is never a torn line.
 //!
 //! Dropping the store closes the writer's queue and joins its thread and the flusher's (after
 //! they answered what was already queued): no thread outlives the store.
@@ -110,6 +112,9 @@ impl SqliteStore {
         let reader = Connection::open(&path).map_err(sqlite)?;
         reader.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         reader.pragma_update(None, "query_only", true).map_err(sqlite)?;
+        reader
+            .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, reader_length_limit())
+            .map_err(sqlite)?;
 
         let writer = Writer::spawn(conn, path.clone(), durability, syncer)?;
         Ok(Self { path, durability, writer, reader: Arc::new(Mutex::new(reader)) })
@@ -130,6 +135,18 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// The longest value a reader of the table lets SQLite hand it: a line of the line limit, with
+/// room for the rest of its row (SQLite's own default is about 1 GB). A longer value fails with
+/// `SQLITE_TOOBIG` instead of being read into memory.
+pub fn reader_length_limit() -> i32 {
+    i32::try_from(line::MAX_LINE_BYTES + 4096).unwrap_or(i32::MAX)
+}
+
+/// Whether `error` is SQLite refusing a value over the connection's length limit.
+pub fn is_too_big(error: &rusqlite::Error) -> bool {
+    error.sqlite_error_code() == Some(rusqlite::ErrorCode::TooBig)
+}
+
 /// Reads one session's rows and decodes them, checking `seq` runs 0, 1, 2, ….
 fn load_rows(conn: &Connection, db: &Path, session: &str) -> Result<Option<Loaded>, StoreError> {
     let sqlite = |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", db.display()));
@@ -138,12 +155,24 @@ fn load_rows(conn: &Connection, db: &Path, session: &str) -> Result<Option<Loade
         .map_err(sqlite)?;
     let mut rows = query.query(params![session]).map_err(sqlite)?;
     let mut events = Vec::new();
-    while let Some(row) = rows.next().map_err(sqlite)? {
+    let corrupt = |line: u64, message: String| StoreError::Corrupt {
+        path: format!("{}#{session}", db.display()),
+        line,
+        message,
+    };
+    loop {
         let expected = events.len() as u64;
-        let corrupt = |line: u64, message: String| StoreError::Corrupt {
-            path: format!("{}#{session}", db.display()),
-            line,
-            message,
+        let row = match rows.next() {
+            Ok(Some(row)) => row,
+            Ok(None) => break,
+            Err(e) if is_too_big(&e) => {
+                let limit = line::MAX_LINE_BYTES;
+                return Err(corrupt(
+                    expected + 1,
+                    format!("the line is over the limit of {limit} bytes"),
+                ));
+            }
+            Err(e) => return Err(sqlite(e)),
         };
         let seq: i64 = row.get(0).map_err(sqlite)?;
         if u64::try_from(seq).ok() != Some(expected) {
@@ -218,9 +247,9 @@ impl SessionStore for SqliteStore {
                 let seq = i64::try_from(event.seq).map_err(|_| {
                     StoreError::Sqlite(format!("seq {} does not fit SQLite's INTEGER", event.seq))
                 })?;
-                let json = line::encode(event).map_err(|e| StoreError::Io {
-                    path: self.path.display().to_string(),
-                    source: e.into(),
+                let json = line::encode(event).map_err(|source| StoreError::Unwritable {
+                    session: session.to_owned(),
+                    source,
                 })?;
                 lines.push((seq, json));
             }
@@ -300,6 +329,23 @@ mod tests {
         let err = store.load("t").await.unwrap_err();
         assert!(
             matches!(&err, StoreError::Corrupt { line: 2, message, .. } if message.contains("gap")),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_stored_line_over_the_limit_is_corrupt_and_never_read_into_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("events.db");
+        let store = SqliteStore::open(&db, Durability::Os).unwrap();
+        store.append("s", &[idle(0)]).await.unwrap();
+        let huge = "x".repeat(line::MAX_LINE_BYTES + 8192);
+        raw(&db).execute("INSERT INTO events VALUES ('s', 1, ?1)", [huge]).unwrap();
+        let err = store.load("s").await.unwrap_err();
+        let want = format!("{}#s", db.display());
+        assert!(
+            matches!(&err, StoreError::Corrupt { path, line: 2, message }
+                if *path == want && message.contains("over the limit")),
             "{err}"
         );
     }

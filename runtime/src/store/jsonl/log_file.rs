@@ -12,10 +12,11 @@
 //! usual rules (a missing newline is torn).
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::parse::{TornLine, parse_log};
+use crate::store::line::MAX_LINE_BYTES;
 use crate::store::sync::Syncer;
 use crate::store::{Durability, Loaded, StoreError, TornTail};
 
@@ -93,19 +94,24 @@ impl LogFile {
         if len == 0 {
             return Ok(Some(Self { file, len, next_seq: 0 }));
         }
-        let last_line = last_line(&mut file, len).map_err(|e| io_error(path, e))?;
-        let Some(line) = last_line else {
-            drop(file);
-            return Ok(load(path, torn_path, mode)?.and_then(|(_, log)| log));
+        let corrupt = |file: &mut File, message: String| StoreError::Corrupt {
+            path: path.display().to_string(),
+            line: count_lines(file).unwrap_or(0),
+            message,
         };
-        let envelope = serde_json::from_slice::<crate::event::Envelope>(&line).map_err(|e| {
-            let number = count_lines(&mut file).unwrap_or(0);
-            StoreError::Corrupt {
-                path: path.display().to_string(),
-                line: number,
-                message: e.to_string(),
+        let line = match last_line(&mut file, len, MAX_LINE_BYTES).map_err(|e| io_error(path, e))? {
+            LastLine::Complete(line) => line,
+            LastLine::Torn => {
+                drop(file);
+                return Ok(load(path, torn_path, mode)?.and_then(|(_, log)| log));
             }
-        })?;
+            LastLine::TooLong => {
+                let message = format!("the line is over the limit of {MAX_LINE_BYTES} bytes");
+                return Err(corrupt(&mut file, message));
+            }
+        };
+        let envelope = serde_json::from_slice::<crate::event::Envelope>(&line)
+            .map_err(|e| corrupt(&mut file, e.to_string()))?;
         Ok(Some(Self { file, len, next_seq: envelope.seq + 1 }))
     }
 
@@ -135,29 +141,29 @@ impl LogFile {
     }
 }
 
-/// Loads a log: parses every line, cuts a torn tail (keeping its bytes in `torn_path`), and
-/// returns the events, with the file opened for appending when it is writable. `None` when the
-/// file does not exist. On [`StoreError::Corrupt`] the file is not modified.
+/// Loads a log: parses every line (streaming, one line of at most [`MAX_LINE_BYTES`] in memory),
+/// cuts a torn tail (keeping its bytes in `torn_path`), and returns the events, with the file
+/// opened for appending when it is writable. `None` when the file does not exist. On
+/// [`StoreError::Corrupt`] the file is not modified.
 pub(super) fn load(
     path: &Path,
     torn_path: &Path,
     mode: WriteMode<'_>,
 ) -> Result<Option<(Loaded, Option<LogFile>)>, StoreError> {
-    let mut bytes = Vec::new();
-    match File::open(path).and_then(|mut file| file.read_to_end(&mut bytes)) {
-        Ok(_) => {}
+    let file = match File::open(path) {
+        Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(path, e)),
-    }
-    let parsed = parse_log(&bytes, path)?;
+    };
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let parsed = parse_log(&mut reader, path, MAX_LINE_BYTES)?;
+    let mut len = reader.get_mut().stream_position().map_err(|e| io_error(path, e))?;
     // A read-only log still loads (when it needs no cut); it just cannot be appended to.
     let writable = OpenOptions::new().read(true).append(true).open(path);
-    let mut len = bytes.len() as u64;
     let torn = match parsed.torn {
         Some(torn) => {
             let file = writable.as_ref().map_err(|e| io_error(path, clone_io(e)))?;
-            let cut = &bytes[usize::try_from(torn.start).unwrap_or(bytes.len())..];
-            let tail = cut_torn(file, path, torn_path, torn, cut, mode)?;
+            let tail = cut_torn(file, path, torn_path, torn, mode)?;
             len = torn.start;
             Some(tail)
         }
@@ -173,14 +179,14 @@ fn clone_io(e: &io::Error) -> io::Error {
     io::Error::new(e.kind(), e.to_string())
 }
 
-/// Cuts a torn last line: appends its bytes (and a `\n`, one line per cut) to `torn_path`,
-/// then truncates the log to the end of its previous line, then warns.
+/// Cuts a torn last line: copies its bytes (the file from `torn.start` on, streamed) and a `\n`
+/// to `torn_path` (one line per cut), then truncates the log to the end of its previous line,
+/// then warns.
 fn cut_torn(
     file: &File,
     path: &Path,
     torn_path: &Path,
     torn: TornLine,
-    cut: &[u8],
     mode: WriteMode<'_>,
 ) -> Result<TornTail, StoreError> {
     let existed = torn_path.exists();
@@ -189,10 +195,11 @@ fn cut_torn(
         .create(true)
         .open(torn_path)
         .map_err(|e| io_error(torn_path, e))?;
-    let mut record = Vec::with_capacity(cut.len() + 1);
-    record.extend_from_slice(cut);
-    record.push(b'\n');
-    keep.write_all(&record).map_err(|e| io_error(torn_path, e))?;
+    let mut source = file;
+    source.seek(SeekFrom::Start(torn.start)).map_err(|e| io_error(path, e))?;
+    let copied = io::copy(&mut source, &mut keep)
+        .and_then(|n| keep.write_all(b"\n").map(|()| n))
+        .map_err(|e| io_error(torn_path, e))?;
     // The cut bytes must be safe before they leave the log.
     mode.sync(&keep, torn_path)?;
     if !existed {
@@ -205,29 +212,37 @@ fn cut_torn(
     tracing::warn!(
         file = %path.display(),
         line = torn.line,
-        bytes = cut.len(),
+        bytes = copied,
         kept_in = %torn_path.display(),
         "cut a torn last line (an append that was never acknowledged)",
     );
-    Ok(TornTail {
-        line: torn.line,
-        bytes: cut.len() as u64,
-        kept_in: Some(torn_path.to_path_buf()),
-    })
+    Ok(TornTail { line: torn.line, bytes: copied, kept_in: Some(torn_path.to_path_buf()) })
 }
 
-/// The last line of a non-empty file of length `len`, without its `\n`; `None` when the file does
-/// not end with `\n` (its last line is torn).
-fn last_line(file: &mut File, len: u64) -> io::Result<Option<Vec<u8>>> {
+/// The last line of a non-empty file.
+#[derive(Debug, PartialEq)]
+enum LastLine {
+    /// A complete line, without its `\n`.
+    Complete(Vec<u8>),
+    /// The file does not end with `\n`: its last line is torn.
+    Torn,
+    /// The last line is longer than the line limit.
+    TooLong,
+}
+
+/// The last line of a non-empty file of length `len`, lines of at most `max` bytes: walks back
+/// from the final newline to the one before it, a chunk at a time, holding at most `max` bytes.
+fn last_line(file: &mut File, len: u64, max: usize) -> io::Result<LastLine> {
     const CHUNK: u64 = 8 * 1024;
     let mut last = [0u8];
     file.seek(SeekFrom::Start(len - 1))?;
     file.read_exact(&mut last)?;
     if last[0] != b'\n' {
-        return Ok(None);
+        return Ok(LastLine::Torn);
     }
-    // Walk back from the final newline to the one before it, a chunk at a time.
-    let mut line: Vec<u8> = Vec::new();
+    // The chunks of the line, last first; joined once at the end.
+    let mut chunks: Vec<Vec<u8>> = Vec::new();
+    let mut held = 0usize;
     let mut start = len - 1;
     while start > 0 {
         let from = start.saturating_sub(CHUNK);
@@ -238,22 +253,33 @@ fn last_line(file: &mut File, len: u64) -> io::Result<Option<Vec<u8>>> {
         if let Some(at) = newline {
             chunk.drain(..=at);
         }
-        chunk.extend_from_slice(&line);
-        line = chunk;
+        held += chunk.len();
+        if held > max {
+            return Ok(LastLine::TooLong);
+        }
+        chunks.push(chunk);
         if newline.is_some() {
             break;
         }
         start = from;
     }
-    Ok(Some(line))
+    let line = chunks.into_iter().rev().flatten().collect();
+    Ok(LastLine::Complete(line))
 }
 
-/// How many lines (newlines) a file has, for an error message.
+/// How many lines (newlines) a file has, for an error message; reads it a buffer at a time.
 fn count_lines(file: &mut File) -> io::Result<u64> {
     file.seek(SeekFrom::Start(0))?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes.iter().filter(|&&b| b == b'\n').count() as u64)
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut lines = 0u64;
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(lines),
+            Ok(n) => lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// An I/O error on `path`.

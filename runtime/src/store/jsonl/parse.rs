@@ -2,7 +2,9 @@
 //!
 //! [`parse_log`] decides, from the bytes alone, which events the file holds, whether its last
 //! line is torn (to be cut) or whether the file is corrupt (to be left alone). The shell in
-//! [`super::log_file`] then performs what it decided.
+//! [`super::log_file`] then performs what it decided. It reads line by line with
+//! [`line::read_line`], so it never holds more than one line of at most the line limit: a longer
+//! complete line is corrupt, a longer torn tail is torn like any other.
 //!
 //! # Why a missing newline means "torn", whatever the bytes are
 //!
@@ -13,10 +15,13 @@
 //! that does end in `\n` was written whole; if it does not parse, something other than a crash
 //! damaged the file, and only a person should decide what to do with it.
 
+use std::io::BufRead;
 use std::path::Path;
 
+use super::log_file::io_error;
 use crate::event::Envelope;
-use crate::store::{StoreError, line};
+use crate::store::StoreError;
+use crate::store::line::{self, LineRead};
 
 /// What a log file holds.
 #[derive(Debug, PartialEq)]
@@ -36,24 +41,43 @@ pub(super) struct TornLine {
     pub(super) start: u64,
 }
 
-/// Parses a whole log. Every line ending in `\n` must be an envelope with the next `seq`; a last
-/// line without `\n` is torn. Any other defect is [`StoreError::Corrupt`] naming `path` and the
-/// 1-based line.
-pub(super) fn parse_log(bytes: &[u8], path: &Path) -> Result<ParsedLog, StoreError> {
+/// Parses a whole log read from `reader`, lines of at most `max` bytes. Every line ending in
+/// `\n` must be an envelope with the next `seq`; a last line without `\n` is torn. Any other
+/// defect (a longer line included) is [`StoreError::Corrupt`] naming `path` and the 1-based line;
+/// a read error is [`StoreError::Io`].
+pub(super) fn parse_log(
+    mut reader: impl BufRead,
+    path: &Path,
+    max: usize,
+) -> Result<ParsedLog, StoreError> {
     let mut events = Vec::new();
     let mut offset: u64 = 0;
-    for (index, piece) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
-        let number = index as u64 + 1;
-        let Some(body) = piece.strip_suffix(b"\n") else {
-            return Ok(ParsedLog { events, torn: Some(TornLine { line: number, start: offset }) });
-        };
-        let event = line::decode(body, index as u64).map_err(|message| StoreError::Corrupt {
-            path: path.display().to_string(),
-            line: number,
-            message,
-        })?;
-        events.push(event);
-        offset += piece.len() as u64;
+    let mut buf = Vec::new();
+    let corrupt = |line: u64, message: String| StoreError::Corrupt {
+        path: path.display().to_string(),
+        line,
+        message,
+    };
+    for index in 0u64.. {
+        let number = index + 1;
+        let torn = Some(TornLine { line: number, start: offset });
+        match line::read_line(&mut reader, &mut buf, max).map_err(|e| io_error(path, e))? {
+            LineRead::End => break,
+            LineRead::Torn | LineRead::TooLong { complete: false, .. } => {
+                return Ok(ParsedLog { events, torn });
+            }
+            LineRead::TooLong { bytes, complete: true } => {
+                return Err(corrupt(
+                    number,
+                    format!("the line is {bytes} bytes, over the limit of {max} bytes"),
+                ));
+            }
+            LineRead::Line => {
+                let event = line::decode(&buf, index).map_err(|m| corrupt(number, m))?;
+                events.push(event);
+                offset += buf.len() as u64 + 1;
+            }
+        }
     }
     Ok(ParsedLog { events, torn: None })
 }
@@ -98,7 +122,7 @@ mod tests {
             (format!("{A}\n{A}\n"), Want::Corrupt(2, "seq 0 where seq 1")),
         ];
         for (text, want) in cases {
-            let got = parse_log(text.as_bytes(), Path::new("/logs/s.jsonl"));
+            let got = parse_log(text.as_bytes(), Path::new("/logs/s.jsonl"), 1000);
             match (got, want) {
                 (Ok(parsed), Want::Parsed(events, torn)) => {
                     assert_eq!(parsed.events.len(), events, "{text:?}");
@@ -116,7 +140,21 @@ mod tests {
 
     #[test]
     fn the_error_reads_file_colon_line() {
-        let err = parse_log(b"nope\n", Path::new("/logs/s.jsonl")).unwrap_err().to_string();
-        assert!(err.starts_with("/logs/s.jsonl:1: corrupt log line: "), "{err}");
+        let err = parse_log(&b"nope\n"[..], Path::new("/logs/s.jsonl"), 1000).unwrap_err();
+        assert!(err.to_string().starts_with("/logs/s.jsonl:1: corrupt log line: "), "{err}");
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_corrupt_when_complete_and_torn_when_last() {
+        let max = A.len();
+        let long = format!("{{\"seq\":1,\"pad\":\"{}\"}}", "x".repeat(max));
+        let err = parse_log(format!("{A}\n{long}\n{B}\n").as_bytes(), Path::new("/l"), max);
+        let err = err.unwrap_err().to_string();
+        let want =
+            format!("/l:2: corrupt log line: the line is {} bytes, over the limit", long.len());
+        assert!(err.starts_with(&want), "{err}");
+        let parsed = parse_log(format!("{A}\n{long}").as_bytes(), Path::new("/l"), max).unwrap();
+        assert_eq!(parsed.events.len(), 1);
+        assert_eq!(parsed.torn, Some(TornLine { line: 2, start: A.len() as u64 + 1 }));
     }
 }
