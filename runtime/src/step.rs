@@ -100,7 +100,7 @@ pub(crate) struct StepState {
     /// The tool calls of the successful attempt.
     calls: Vec<ToolCall>,
     /// The failure being offered to the waterfall.
-    failure: Option<Failure>,
+    failure: Option<Box<Failure>>,
     /// The walk or the tool call in flight (its task reports back as a message).
     work: Option<JoinHandle<()>>,
     /// The span of the attempt in progress.
@@ -285,7 +285,7 @@ impl StepActor {
             return Ok(());
         }
         let walk = waterfall::run(&state.ctx.shared.chain, state.payload(failure.clone()));
-        state.failure = Some(failure);
+        state.failure = Some(Box::new(failure));
         let (step, attempt) = (myself.clone(), state.attempt);
         let census = &state.ctx.shared.census;
         state.work = Some(census.spawn(async move {
@@ -408,7 +408,7 @@ impl StepActor {
                 match (outcome, failure) {
                     (Outcome::Retry, _) => self.begin(myself, state, attempt + 1).await,
                     (Outcome::Stop, Some(failure)) => {
-                        self.finish(myself, state, StepOutcome::Failed(failure));
+                        self.finish(myself, state, StepOutcome::Failed(*failure));
                         Ok(())
                     }
                     // Aborted: the turn is being cancelled; its stop reaches this step next.

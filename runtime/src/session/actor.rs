@@ -124,7 +124,8 @@ struct Running {
 pub(crate) struct SessionState {
     log: Result<SessionLog, SessionError>,
     next_turn: u32,
-    last: Option<(u32, TurnEndReason)>,
+    /// The last turn that ended, and how (boxed: a live session reads it rarely).
+    last: Option<Box<(u32, TurnEndReason)>>,
     last_route: Option<String>,
     queue: VecDeque<Queued>,
     running: Option<Running>,
@@ -133,7 +134,7 @@ pub(crate) struct SessionState {
     /// A turn ended and `agent/idle` is not written yet.
     idle_due: bool,
     /// The ended turn's outcome, held until the next queued turn starts.
-    ended: Option<(TurnSink, TurnOutcome)>,
+    ended: Option<Box<(TurnSink, TurnOutcome)>>,
     /// Callers of `Session::close`, answered once the session hibernated (or stays awake for a
     /// message that arrived meanwhile).
     closers: Vec<oneshot::Sender<()>>,
@@ -287,14 +288,14 @@ impl SessionActor {
         state.lease.turn_open(false);
         state.idle_due = !idle;
         state.last_route = Some(route);
-        state.last = Some((turn, reason.clone()));
+        state.last = Some(Box::new((turn, reason.clone())));
         resolve_ended(state);
         let outcome = TurnOutcome { turn, reason };
         if idle {
             // `agent/idle` is durable: whoever awaits the outcome now finds the log idle.
             sink.finish(Ok(outcome));
         } else {
-            state.ended = Some((sink, outcome));
+            state.ended = Some(Box::new((sink, outcome)));
         }
     }
 
@@ -412,7 +413,7 @@ impl SessionActor {
             }
             ClientMsg::Retry(sink, reply) => {
                 let busy = state.running.is_some() || !state.queue.is_empty();
-                let last = state.last.as_ref().map(|(turn, reason)| (*turn, reason));
+                let last = state.last.as_deref().map(|(turn, reason)| (*turn, reason));
                 let allowed = match &state.log {
                     Err(error) => Err(error.clone()),
                     Ok(_) => agent_loop::retry_allowed(last, busy).map_err(SessionError::from),
@@ -526,7 +527,8 @@ impl SessionActor {
 
 /// Resolves the outcome of the turn that ended, if it is still held.
 fn resolve_ended(state: &mut SessionState) {
-    if let Some((sink, outcome)) = state.ended.take() {
+    if let Some(ended) = state.ended.take() {
+        let (sink, outcome) = *ended;
         sink.finish(Ok(outcome));
     }
 }
@@ -570,7 +572,7 @@ impl Actor for SessionActor {
         Ok(SessionState {
             log,
             next_turn: init.next_turn,
-            last: init.last,
+            last: init.last.map(Box::new),
             last_route: init.last_route,
             queue: VecDeque::new(),
             running: None,
