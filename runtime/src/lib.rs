@@ -32,16 +32,17 @@
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
-//! - [`session_log`]: the session log (the only writer of a log, one operation at a time), its projections (retry
-//!   chains, open turn), validators hook and the repair on reopen.
+//! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
+//!   chains, open turn), validators hook, the turn guard and the repair on reopen.
 //! - [`runtime`]: the `Runtime` builder and handle, the root supervisor.
 //! - [`session`]: the `Session` handle, the session actor, hibernation.
 //! - [`turn_handle`]: what a prompt returns: the turn's events and its outcome.
-//! - `turn`, `step`: a turn's task (linked to its session) and the step it runs inline (the
-//!   agent loop's wiring).
+//! - `turn`, `step`: the turn actor (linked under its session) and the step actor (linked under
+//!   its turn) — the agent loop's wiring.
+//! - [`fault`]: step and turn panics injected on purpose, to test their supervision.
 //! - [`provider::actor`]: one actor per provider route, one task per attempt.
 //! - [`plugin_host`]: the supervisor of the plugin actors.
-//! - [`census`]: live actors and tasks, so shutdown can prove it left none.
+//! - [`census`]: live actors (by kind) and tasks, so shutdown can prove it left none.
 //! - [`scenario`]: scenario files (strict format, field paths), the pure agenda and report, and
 //!   the runner that drives one session on a paused clock.
 //!

@@ -2,14 +2,14 @@
 //!
 //! - `directory`: which sessions are awake (have an actor), and the hand-off that lets one
 //!   hibernate without losing a message.
-//! - `actor`: [`SessionActor`](self) — owns the session's log while awake, queues prompts, runs
-//!   one turn at a time, writes `agent/idle`, hibernates.
+//! - `actor`: [`SessionActor`](self) — owns the session's log actor while awake, queues
+//!   prompts, runs one turn actor at a time, closes each turn, hibernates after its idle grace.
 //!
 //! # Why sessions hibernate
 //!
-//! A session with no running turn holds no actors (DESIGN §6 budgets 1 KiB per idle session):
-//! its log is closed and its session actor stopped; everything it knows is in its durable
-//! log. A [`Session`] is only a name and a runtime, so it stays valid across hibernation: the
+//! A session that has been idle for the runtime's grace period holds no actors (a hibernated
+//! session costs a few dozen bytes): its log is closed and its session actor stopped; everything
+//! it knows is in its durable log. A [`Session`] is only a name and a runtime, so it stays valid across hibernation: the
 //! next call wakes a fresh actor, which reopens the log (repairing a turn a crash left open) and
 //! folds its projections again.
 

@@ -66,8 +66,8 @@
 //!
 //! # Why the log keeps no events
 //!
-//! A session parked in a retry wait must cost little (the budget is 24 KiB for session, log,
-//! turn, step and wait together), so the log holds projections, not the event list.
+//! A session parked in a retry wait must cost little, and an awake session's log must not grow
+//! with its length, so the log holds projections, not the event list.
 //! [`SessionLog::events`], [`SessionLog::register`] and [`SessionLog::add_validator`] read the
 //! history back from the store; an opener that knows its projections and validators up front
 //! passes them to [`SessionLog::open_with`] instead, which folds them over the log it loads

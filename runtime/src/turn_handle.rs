@@ -10,7 +10,7 @@
 //!
 //! The turn's events are written by several parties — the step, the session, plugins appending
 //! `llm/retry` — and only the session log sees them all, in commit order, so the stream is a log
-//! subscription. But a subscription is an unbounded channel (≈ 9 KiB of buffer once created),
+//! subscription. But a subscription is an unbounded channel (a block of buffer once created),
 //! and most callers only await the outcome; a turn parked in a retry wait must stay small. So a
 //! handle subscribes only if its caller reads events: a caller that asks for the first event
 //! before the turn started (the usual streaming loop) gets a subscription the session takes

@@ -15,11 +15,10 @@
 //!
 //! # Why session actors are not linked under the runtime's root
 //!
-//! A ractor link costs every stop a supervision event: an 80-byte slot in the parent's channel,
-//! whose 2.5 KiB blocks a hundred thousand sessions stopping at once (a mass cancel, a shutdown)
-//! keep allocating — measured as the largest single share of the allocator's work in that
-//! phase — and one more message for the root to handle, one at a time, per hibernation. All the
-//! root did with it was forget a crashed session. The session's [`Lease`] does that itself when
+//! A ractor link costs every stop a supervision event in the parent's channel — a hundred
+//! thousand sessions stopping at once (a mass cancel, a shutdown) would queue them all at the
+//! root — and one more message for the root to handle, one at a time, per hibernation. All the
+//! root would do with it is forget a crashed session. The session's [`Lease`] does that itself when
 //! its state is dropped, however the actor ended, and its token is what shutdown waits for
 //! ([`Directory::settled`]). A session actor still fails alone, and the next message to its
 //! session still wakes a fresh one.
