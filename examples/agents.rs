@@ -16,12 +16,13 @@ use std::time::{Duration, Instant};
 
 use rein::invariant::check_finished_log;
 use rein::plugins::llm_retry::LlmRetry;
+use rein::runtime::BoxFuture;
 use rein::runtime::event::{CancelCause, ToolCall, TurnEndReason};
 use rein::runtime::failure::Failure;
 use rein::runtime::provider::{Adapter, ChunkSink, Completion, Request};
 use rein::runtime::runtime::Runtime;
 use rein::runtime::store::jsonl::JsonlStore;
-use rein::runtime::store::{BoxFuture, Durability, SessionStore};
+use rein::runtime::store::{Durability, SessionStore};
 use rein::runtime::tool::echo::EchoTool;
 
 /// A simulated provider: attempt 1 of a session's first step is rate limited, step 1 then asks

@@ -10,10 +10,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use rein::runtime::BoxFuture;
 use rein::runtime::failure::Failure;
 use rein::runtime::plugin::{Plugin, Recovery, Verdict};
 use rein::runtime::provider::{Adapter, ChunkSink, Completion, Request};
-use rein::runtime::store::BoxFuture;
 use tokio::sync::Notify;
 
 /// The text [`Instant`] streams.

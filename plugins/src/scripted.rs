@@ -46,9 +46,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rein_runtime::BoxFuture;
 use rein_runtime::plugin::{ConfigError, Plugin, Recovery, Verdict};
 use rein_runtime::retry_policy::RetryPolicy;
-use rein_runtime::store::BoxFuture;
 use serde_json::{Map, Value};
 
 /// The name the plugin is registered under (and its default name).

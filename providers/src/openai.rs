@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use futures::StreamExt;
+use rein_runtime::BoxFuture;
 use rein_runtime::failure::{self, Failure};
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
-use rein_runtime::store::BoxFuture;
 use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderValue};
 use tracing::Instrument;
 

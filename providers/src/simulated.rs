@@ -14,9 +14,9 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rein_runtime::BoxFuture;
 use rein_runtime::failure::Failure;
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
-use rein_runtime::store::BoxFuture;
 use tracing::Instrument;
 
 use crate::assembly::Assembled;

@@ -59,7 +59,7 @@
 //! use rein_runtime::plugin::{Plugin, Recovery, Verdict};
 //! use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
 //! use rein_runtime::runtime::Runtime;
-//! use rein_runtime::store::BoxFuture;
+//! use rein_runtime::BoxFuture;
 //!
 //! /// Streams "hello" — except on its first call, which fails after a partial chunk.
 //! #[derive(Default)]
@@ -127,6 +127,9 @@
 //! # Ok(())
 //! # }
 //! ```
+
+/// A boxed, sendable future: what the runtime's traits (stores, adapters, plugins, tools) return.
+pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 pub mod agent_loop;
 pub mod cancel;

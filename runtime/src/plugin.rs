@@ -45,11 +45,11 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::BoxFuture;
 use crate::failure::Failure;
 use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::SessionLog;
-use crate::store::BoxFuture;
 use crate::waterfall::RestOfWalk;
 
 /// A plugin's answer to a failed attempt (SPEC §4).

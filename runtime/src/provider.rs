@@ -19,9 +19,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::BoxFuture;
 use crate::event::{ToolCall, Usage};
 use crate::failure::Failure;
-use crate::store::BoxFuture;
 
 pub mod actor;
 

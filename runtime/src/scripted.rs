@@ -33,10 +33,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::BoxFuture;
 use crate::event::{ToolCall, Usage};
 use crate::failure::{Failure, SCRIPT_EXHAUSTED};
 use crate::provider::{Adapter, ChunkSink, Completion, Request};
-use crate::store::BoxFuture;
 
 /// One scripted attempt.
 #[derive(Debug, Clone, PartialEq)]

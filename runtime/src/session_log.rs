@@ -91,11 +91,12 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
+use crate::BoxFuture;
 use crate::census::Census;
 use crate::clock::Clock;
 use crate::event::{Envelope, Event, TurnEndReason};
 use crate::projection::Projection;
-use crate::store::{BoxFuture, SessionStore, StoreError, TornTail};
+use crate::store::{SessionStore, StoreError, TornTail};
 use crate::validator::{Rejection, Validator};
 
 mod actor;

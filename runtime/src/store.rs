@@ -23,9 +23,7 @@
 //! resolves after the store holds the records at the promised [`Durability`]. So `append` is a
 //! future that resolves exactly then; the session log answers its caller only after it.
 
-use std::future::Future;
-use std::pin::Pin;
-
+use crate::BoxFuture;
 use crate::event::Envelope;
 
 pub mod jsonl;
@@ -33,9 +31,6 @@ pub mod line;
 pub mod memory;
 pub mod sqlite;
 pub mod sync;
-
-/// A boxed, sendable future (the trait must be object-safe: the runtime holds `Arc<dyn SessionStore>`).
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// How durable an acknowledged append is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

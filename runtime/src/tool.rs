@@ -24,8 +24,8 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::BoxFuture;
 use crate::provider::ToolSpec;
-use crate::store::BoxFuture;
 
 pub mod echo;
 

@@ -26,10 +26,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::BoxFuture;
 use crate::event::{Envelope, Event, TurnEndReason};
 use crate::session::SessionError;
 use crate::session_log::SessionLog;
-use crate::store::{BoxFuture, SessionStore};
+use crate::store::SessionStore;
 
 /// How a turn ended.
 #[derive(Debug, Clone, PartialEq)]

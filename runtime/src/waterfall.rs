@@ -28,12 +28,12 @@ use std::sync::Arc;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::BoxFuture;
 use crate::event::{Event, PluginCrashed};
 use crate::failure::{self, Failure};
 use crate::plugin::{DownstreamAnswer, RequestErrorPayload, Verdict};
 use crate::plugin_host::plugin_actor::{PluginReply, ReplyAnswer};
 use crate::plugin_host::{Offered, PluginChain};
-use crate::store::BoxFuture;
 
 /// One plugin's answer as the walk sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

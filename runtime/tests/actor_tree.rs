@@ -13,22 +13,24 @@ mod log;
 #[path = "support/plugins.rs"]
 mod plugins;
 #[path = "support/runtime.rs"]
+#[allow(dead_code)]
 mod runtime;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use adapters::{Scripted, fail, reply, stall};
+use adapters::{Scripted, fail, reply};
 use log::{assert_valid, kinds, turn_ends};
 use plugins::{TestPlugin, Trace};
+use rein_runtime::BoxFuture;
 use rein_runtime::census::ActorKind::{self, *};
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
 use rein_runtime::fault::Faults;
 use rein_runtime::plugin::{Plugin, Recovery, Verdict};
 use rein_runtime::runtime::{Runtime, RuntimeBuilder};
 use rein_runtime::store::memory::MemoryStore;
-use rein_runtime::store::{BoxFuture, Loaded, SessionStore, StoreError};
+use rein_runtime::store::{Loaded, SessionStore, StoreError};
 use tokio::time::Instant;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -171,7 +173,7 @@ async fn every_way_a_turn_ends_writes_its_closing_events_in_order() {
                 (ended[0].clone(), &["step/end", "turn/end", "agent/idle"])
             }
         };
-        assert_eq!(turn_ends(&events), [reason.clone()], "{ending:?}");
+        assert_eq!(turn_ends(&events), std::slice::from_ref(&reason), "{ending:?}");
         assert_eq!(closing(&events), expected, "{ending:?}");
         match (ending, outcome) {
             // The killed session's handle was dropped with it.

@@ -9,13 +9,14 @@
 
 use std::sync::Arc;
 
+use rein_runtime::BoxFuture;
 use rein_runtime::event::TurnEndReason;
 use rein_runtime::failure::Failure;
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
 use rein_runtime::runtime::Runtime;
 use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
-use rein_runtime::store::{BoxFuture, Durability, SessionStore};
+use rein_runtime::store::{Durability, SessionStore};
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]

@@ -19,12 +19,12 @@ use std::time::Duration;
 use adapters::{Scripted, fail, reply, stall};
 use log::{assert_valid, kinds, turn_ends};
 use plugins::{TestPlugin, Trace};
+use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
 use rein_runtime::runtime::Runtime;
 use rein_runtime::session::SessionError;
-use rein_runtime::store::BoxFuture;
 use rein_runtime::store::memory::MemoryStore;
 use serde_json::{Value, json};
 

@@ -36,13 +36,13 @@
 
 use std::sync::Arc;
 
+use rein_runtime::BoxFuture;
 use rein_runtime::event::LlmRetry as LlmRetryEvent;
 use rein_runtime::plugin::{
     ConfigError, DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict,
 };
 use rein_runtime::random::Jitter;
 use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
-use rein_runtime::store::BoxFuture;
 use serde_json::Value;
 use tracing::Instrument;
 

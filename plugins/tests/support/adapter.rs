@@ -7,10 +7,10 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rein_runtime::BoxFuture;
 use rein_runtime::event::ToolCall;
 use rein_runtime::failure::{self, Failure};
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
-use rein_runtime::store::BoxFuture;
 use tokio::time::Instant;
 
 /// One attempt's answer.

@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rein_runtime::BoxFuture;
 use rein_runtime::plugin::{Plugin, Recovery, Verdict};
 use rein_runtime::retry_policy::RetryPolicy;
-use rein_runtime::store::BoxFuture;
 
 /// What a recording plugin was offered.
 #[derive(Debug, Clone, PartialEq)]

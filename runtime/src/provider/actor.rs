@@ -31,12 +31,12 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::BoxFuture;
 use crate::census::{ActorKind, Alive, Census};
 use crate::crash::panic_message;
 use crate::failure::{self, Failure};
 use crate::first_poll::{FirstPoll, first_poll};
 use crate::provider::{Adapter, ChunkSink, Completion, Request};
-use crate::store::BoxFuture;
 
 /// One attempt's outcome.
 pub type AttemptResult = Result<Completion, Failure>;
@@ -202,7 +202,7 @@ mod tests {
 
     impl<F> Adapter for Scripted<F>
     where
-        F: Fn(Request, ChunkSink) -> crate::store::BoxFuture<'static, AttemptResult>
+        F: Fn(Request, ChunkSink) -> crate::BoxFuture<'static, AttemptResult>
             + Send
             + Sync
             + 'static,
@@ -211,7 +211,7 @@ mod tests {
             &self,
             request: Request,
             chunks: ChunkSink,
-        ) -> crate::store::BoxFuture<'static, AttemptResult> {
+        ) -> crate::BoxFuture<'static, AttemptResult> {
             (self.0)(request, chunks)
         }
     }
@@ -247,7 +247,7 @@ mod tests {
                         Ok(Completion::default())
                     }
                 }
-            }) as crate::store::BoxFuture<'static, AttemptResult>
+            }) as crate::BoxFuture<'static, AttemptResult>
         }))
     }
 

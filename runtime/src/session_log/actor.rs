@@ -22,10 +22,11 @@
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
+use crate::BoxFuture;
 use crate::census::{ActorKind, Alive, Census};
 use crate::clock::Clock;
 use crate::event::{Envelope, Event};
-use crate::store::{BoxFuture, SessionStore};
+use crate::store::SessionStore;
 
 use super::reopen::reopen;
 use super::state::LogState;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 
 use super::*;
+use crate::BoxFuture;
 use crate::clock::VirtualClock;
 use crate::event::{
     AgentIdle, LOG_FORMAT, LlmRetry, RequestError, RequestStart, SessionStart, StepRef, TurnEnd,
@@ -17,7 +18,7 @@ use crate::event::{
 };
 use crate::failure::Failure;
 use crate::store::memory::MemoryStore;
-use crate::store::{BoxFuture, Durability, Loaded, TornTail};
+use crate::store::{Durability, Loaded, TornTail};
 
 // ---------------------------------------------------------------- events
 

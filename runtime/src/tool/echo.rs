@@ -5,8 +5,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::Tool;
+use crate::BoxFuture;
 use crate::provider::ToolSpec;
-use crate::store::BoxFuture;
 
 /// Returns the `text` argument: `{"text": "hi"}` → `hi`. A bare JSON string is echoed too; any
 /// other argument is a tool error naming what was expected.

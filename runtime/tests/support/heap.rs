@@ -15,14 +15,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use rein_runtime::BoxFuture;
 use rein_runtime::event::TurnEndReason;
 use rein_runtime::failure::Failure;
 use rein_runtime::plugin::{Plugin, Recovery, Verdict};
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Message, Request};
 use rein_runtime::runtime::Runtime;
 use rein_runtime::session::Session;
+use rein_runtime::store::Durability;
 use rein_runtime::store::jsonl::JsonlStore;
-use rein_runtime::store::{BoxFuture, Durability};
 use rein_runtime::turn_handle::TurnHandle;
 use stats_alloc::StatsAlloc;
 use tokio::sync::Notify;

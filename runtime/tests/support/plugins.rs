@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rein_runtime::BoxFuture;
 use rein_runtime::plugin::{DownstreamAnswer, Plugin, Recovery, Verdict};
-use rein_runtime::store::BoxFuture;
 
 /// Who was asked, in order (shared by the plugins of one test).
 #[derive(Debug, Clone, Default)]

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 
 use super::*;
+use crate::BoxFuture;
 use crate::event::{Event, TurnEndReason};
 use crate::failure::SCRIPT_EXHAUSTED;
 use crate::plugin::{ConfigOutcome, Recovery, Verdict};
-use crate::store::BoxFuture;
 
 /// Waits `delay_ms` (racing the turn's cancel and its own disposal), then answers `Retry`;
 /// `Stop` when cancelled or disposed. Writes nothing. Its settings are `{"delayMs": n}`.
