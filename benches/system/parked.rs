@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use rein::runtime::runtime::Runtime;
 use rein::runtime::session::Session;
+use rein::runtime::session::TurnHandle;
 use rein::runtime::store::SessionStore;
-use rein::runtime::turn_handle::TurnHandle;
 
 use crate::doubles::{Down, Parking};
 

@@ -1,38 +1,25 @@
 //! Metric `waterfall_hop_vs_ractor_call`: the cost of passing a failure through one plugin that
-//! answers `Next`, in ractor `call` round trips. Budget: at most 1.5.
+//! answers `Next`, against a ractor call to a different actor each time. Budget: at most 1.5.
 //!
-//! - **Value**: the time of one failure's walk through a chain of [`HOPS`] pass-through plugins
-//!   ([`PassThrough`]: `Next` at once), minus the walk through an empty chain, divided by
-//!   [`HOPS`]. Both walks are the runtime's own [`waterfall::run`] over a real [`PluginHost`] (one
-//!   actor per plugin, each recovery polled by its actor, as in a running runtime), offered the
-//!   same payload; the empty chain's walk is everything that is not a hop (building the walk, the
-//!   end of the chain answering `Stop`).
-//! - **Baseline**: one ractor `call` round trip ([`RoundTrip`]), measured in the same round.
+//! - **Value**: the time of a turn whose first attempt fails and is retried, through a chain of
+//!   [`HOPS`] pass-through plugins ([`PassThrough`]: `Next` at once) in front of one that retries
+//!   ([`RetryAll`]), minus the same turn through the retrying plugin alone, divided by [`HOPS`].
+//!   Both runtimes are real, driven through the public API (one warm session each).
+//! - **Baseline**: one ractor `call` round trip to a different one of [`HOPS`] echo actors each
+//!   time (round robin: a walk's every hop is a different actor), measured in the same round.
 //!
-//! Walks run one at a time. One sample is [`CALLS_PER_SAMPLE`] ractor calls, then
-//! [`WALKS_PER_SAMPLE`] walks of each chain; samples interleave finely so that all three see the
-//! same load on a shared machine, and each is reported as its median over the samples.
-//!
-//! For the record (not the metric): the same number of calls spread round robin over [`HOPS`]
-//! echo actors, the baseline's cost when, as in a walk, each message goes to a different actor.
+//! Samples interleave finely so that all three see the same load on a shared machine; each is
+//! reported as its median over the samples.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rein::runtime::census::Census;
-use rein::runtime::clock::WallClock;
-use rein::runtime::failure::Failure;
-use rein::runtime::plugin::{Plugin, RequestErrorPayload};
-use rein::runtime::plugin_host::{PluginHost, RestartIntensity};
-use rein::runtime::random::SeededJitter;
-use rein::runtime::session_log::SessionLog;
-use rein::runtime::store::memory::MemoryStore;
-use rein::runtime::waterfall::{self, Outcome};
-use tokio_util::sync::CancellationToken;
+use rein::runtime::event::TurnEndReason;
+use rein::runtime::runtime::Runtime;
+use rein::runtime::session::Session;
 
 use crate::Options;
-use crate::doubles::PassThrough;
-use crate::heap::allocations;
+use crate::doubles::{FailFirst, PassThrough, RetryAll};
 use crate::report::{Budget, Metric};
 use crate::round_trip::RoundTrip;
 use crate::turn_overhead::{median, micros};
@@ -45,113 +32,71 @@ const BUDGET: Budget = Budget::AtMost(1.5);
 /// Plugins in the long chain.
 const HOPS: u32 = 8;
 
-/// Walks of each chain per sample.
-const WALKS_PER_SAMPLE: u32 = 20;
+/// Recovered turns of each runtime per sample.
+const TURNS_PER_SAMPLE: u32 = 10;
 
 /// Ractor calls per sample.
 const CALLS_PER_SAMPLE: u32 = 200;
 
 /// Measures the metric.
 pub(crate) fn run(options: &Options) -> anyhow::Result<Metric> {
-    let samples = if options.quick { 400 } else { 3_000 };
-    let walks = WALKS_PER_SAMPLE;
+    let samples = if options.quick { 200 } else { 1_500 };
+    let turns = TURNS_PER_SAMPLE;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async {
-        let census = Census::new();
-        let empty = host(0, &census).await?;
-        let long = host(HOPS, &census).await?;
-        let (log, _) =
-            SessionLog::open(Arc::new(MemoryStore::new()), Arc::new(WallClock), "waterfall")
-                .await?;
-        let payload = RequestErrorPayload {
-            session: Arc::from("waterfall"),
-            turn: 1,
-            step: 1,
-            attempt: 1,
-            provider: "mock".into(),
-            failure: Failure::new("SERVER", "the provider is down")?,
-            retry_policy: None,
-            cancel: CancellationToken::new(),
-            log: log.clone(),
-        };
-        let trip = RoundTrip::start().await?;
+        let empty = agents(0).await?;
+        let long = agents(HOPS).await?;
+        let (short_session, long_session) =
+            (empty.session("hop").await?, long.session("hop").await?);
         let mut ring = Vec::new();
         for _ in 0..HOPS {
             ring.push(RoundTrip::start().await?);
         }
-        walk(&empty, &payload, walks).await?;
-        walk(&long, &payload, walks).await?;
-        let (mut rtts, mut nones, mut alls, mut rings) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        recovered_turns(&short_session, turns).await?;
+        recovered_turns(&long_session, turns).await?;
+        let (mut nones, mut alls, mut rings) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..samples {
-            rtts.push(trip.calls(CALLS_PER_SAMPLE).await?);
-            nones.push(walk(&empty, &payload, walks).await?);
-            alls.push(walk(&long, &payload, walks).await?);
             rings.push(RoundTrip::calls_across(&ring, CALLS_PER_SAMPLE).await?);
+            nones.push(recovered_turns(&short_session, turns).await?);
+            alls.push(recovered_turns(&long_session, turns).await?);
         }
-        let (rtt, none, all) = (median(rtts), median(nones), median(alls));
-        let across = median(rings);
+        let (none, all, across) = (median(nones), median(alls), median(rings));
         let hop = all.saturating_sub(none) / HOPS;
         eprintln!(
-            "{NAME}: medians of {samples} samples: walk of {HOPS} hops {:.2} µs, of 0 hops \
-             {:.2} µs, hop {:.2} µs, ractor call {:.2} µs",
+            "{NAME}: medians of {samples} samples: a recovered turn through {HOPS} pass-through \
+             plugins {:.2} µs, through none {:.2} µs, hop {:.2} µs, ractor call to a different \
+             one of {HOPS} actors each time {:.2} µs",
             micros(all),
             micros(none),
             micros(hop),
-            micros(rtt),
-        );
-        // For the record: allocations per ractor call and per hop.
-        let counted = 1_000;
-        let before = allocations();
-        trip.calls(counted).await?;
-        let per_call = (allocations() - before) as f64 / f64::from(counted);
-        let before = allocations();
-        walk(&empty, &payload, counted).await?;
-        let (middle, _) = (allocations(), walk(&long, &payload, counted).await?);
-        let per_hop = ((allocations() - middle) as f64 - (middle - before) as f64)
-            / f64::from(counted * HOPS);
-        eprintln!("{NAME}: {per_call:.1} allocations per ractor call, {per_hop:.1} per hop");
-        eprintln!(
-            "{NAME}: for the record, a ractor call to a different one of {HOPS} actors each time \
-             {:.2} µs (hop / that: {:.2})",
             micros(across),
-            micros(hop) / micros(across),
         );
-        trip.stop().await;
         for trip in ring {
             trip.stop().await;
         }
-        empty.stop().await;
-        long.stop().await;
-        log.close().await;
-        census.tasks_settled().await;
-        if census.tasks() != 0 {
-            anyhow::bail!("{} recovery tasks outlived the plugin hosts", census.tasks());
-        }
-        Ok(Metric::new(NAME, micros(hop), micros(rtt), BUDGET))
+        empty.shutdown().await;
+        long.shutdown().await;
+        Ok(Metric::new(NAME, micros(hop), micros(across), BUDGET))
     })
 }
 
-/// A plugin host over `plugins` pass-through plugins.
-async fn host(plugins: u32, census: &Census) -> anyhow::Result<PluginHost> {
-    let chain: Vec<Arc<dyn Plugin>> = (0..plugins)
-        .map(|i| Arc::new(PassThrough(format!("pass-{i}"))) as Arc<dyn Plugin>)
-        .collect();
-    let jitter = Arc::new(SeededJitter::new(7));
-    Ok(PluginHost::spawn(chain, RestartIntensity::default(), jitter, census.clone(), None).await?)
+/// A runtime whose route fails each step's first attempt, with `hops` pass-through plugins in
+/// front of one that retries.
+async fn agents(hops: u32) -> anyhow::Result<Runtime> {
+    let mut builder = Runtime::builder().route("fail-first", FailFirst::new()?, "m", None);
+    for i in 0..hops {
+        builder = builder.plugin(Arc::new(PassThrough(format!("pass-{i}"))));
+    }
+    Ok(builder.plugin(Arc::new(RetryAll)).build().await?)
 }
 
-/// The mean time of one walk of `host`'s chain over `n` walks in a row.
-async fn walk(
-    host: &PluginHost,
-    payload: &RequestErrorPayload,
-    n: u32,
-) -> anyhow::Result<Duration> {
+/// The mean time of one turn whose first attempt fails and is retried, over `n` turns in a row.
+async fn recovered_turns(session: &Session, n: u32) -> anyhow::Result<Duration> {
     let start = Instant::now();
     for _ in 0..n {
-        let outcome = waterfall::run(host.chain(), payload.clone()).await;
-        if outcome != Outcome::Stop {
-            anyhow::bail!("a chain of pass-through plugins answered {outcome:?}, not Stop");
+        let outcome = session.prompt("hi").await?.outcome().await?;
+        if outcome.reason != TurnEndReason::Completed {
+            anyhow::bail!("a recovered turn ended {:?}", outcome.reason);
         }
     }
     Ok(start.elapsed() / n)

@@ -483,7 +483,7 @@ async fn parked(
     store: &MemoryStore,
     downstream: Vec<Arc<dyn Plugin>>,
     route: Option<RetryPolicy>,
-) -> (Runtime, Arc<ScriptAdapter>, rein_runtime::turn_handle::TurnHandle) {
+) -> (Runtime, Arc<ScriptAdapter>, rein_runtime::session::TurnHandle) {
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("too late")]);
     let config = json!({"initialDelayMs": 10_000, "jitterRatio": 0});
     let (runtime, session) =

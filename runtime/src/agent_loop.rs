@@ -16,6 +16,12 @@ use crate::provider::Completion;
 /// log that refused an append, an actor that crashed). Not offered to the waterfall.
 pub const RUNTIME_ERROR: &str = "RUNTIME_ERROR";
 
+/// A failure of the runtime's own machinery (code [`RUNTIME_ERROR`]; not offered to the
+/// waterfall).
+pub fn runtime_failure(message: impl Into<String>) -> Failure {
+    Failure::internal(RUNTIME_ERROR, message)
+}
+
 /// The default per-turn step limit.
 pub const DEFAULT_MAX_STEPS: u32 = 32;
 

@@ -35,8 +35,8 @@
 //! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
 //!   chains, open turn), validators hook, the turn guard and the repair on reopen.
 //! - [`runtime`]: the `Runtime` builder and handle, the root supervisor.
-//! - [`session`]: the `Session` handle, the session actor, hibernation.
-//! - [`turn_handle`]: what a prompt returns: the turn's events and its outcome.
+//! - [`session`]: the `Session` handle, what a prompt returns (`TurnHandle`), the session actor,
+//!   hibernation.
 //! - `turn`, `step`: the turn actor (linked under its session) and the step actor (linked under
 //!   its turn) — the agent loop's wiring.
 //! - [`fault`]: step and turn panics injected on purpose, to test their supervision.
@@ -131,10 +131,14 @@
 /// A boxed, sendable future: what the runtime's traits (stores, adapters, plugins, tools) return.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
+#[cfg(test)]
+extern crate self as rein_runtime;
+
 pub mod agent_loop;
 pub mod cancel;
 pub mod census;
 pub mod clock;
+mod context;
 pub mod crash;
 pub mod event;
 pub mod failure;
@@ -159,6 +163,5 @@ pub mod store;
 pub mod tool;
 pub mod transcript;
 mod turn;
-pub mod turn_handle;
 pub mod validator;
 pub mod waterfall;

@@ -50,7 +50,6 @@ use crate::failure::Failure;
 use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::SessionLog;
-use crate::waterfall::RestOfWalk;
 
 /// A plugin's answer to a failed attempt (SPEC §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,39 +124,42 @@ impl std::fmt::Debug for Recovery {
     }
 }
 
-/// Walks the rest of the chain under the given cancellation scope.
+/// Walks the rest of the chain under the given cancellation scope (a closure: for testing a
+/// plugin alone, see [`Downstream::answering`]).
 pub type RestOfChain =
     Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, DownstreamAnswer> + Send>;
 
-/// What [`Downstream::ask`] walks: the runtime's own chain after the plugin (built only when
-/// asked: most plugins never consult downstream), or a given closure (a plugin tested alone).
-enum Rest {
-    Chain(RestOfWalk),
-    Given { rest: RestOfChain, cancel: CancellationToken, disposed: CancellationToken },
+/// The rest of the chain after a plugin, as its [`Downstream`] walks it: the runtime's own walk
+/// implements it, so this module depends on no driver of the chain.
+pub(crate) trait DownstreamWalk: Send {
+    /// The token the consultation's scope is a child of (the turn's), and the asking plugin's
+    /// `disposed` token — read from the walk when asked, not copied into every handle.
+    fn tokens(&self) -> (CancellationToken, CancellationToken);
+
+    /// Walks the rest of the chain under the consultation's cancellation `scope`.
+    fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer>;
 }
 
-impl Rest {
-    /// The token the consultation's scope is a child of (the turn's), and the asking plugin's
-    /// `disposed` token. Read from the walk when asked, not copied into every handle: each copy
-    /// is a lock on a token the walking task shares, on every hop.
+/// A given closure as the rest of the chain (a plugin tested alone).
+struct Given {
+    rest: RestOfChain,
+    cancel: CancellationToken,
+    disposed: CancellationToken,
+}
+
+impl DownstreamWalk for Given {
     fn tokens(&self) -> (CancellationToken, CancellationToken) {
-        match self {
-            Rest::Chain(rest) => (rest.cancel().clone(), rest.asker_disposed()),
-            Rest::Given { cancel, disposed, .. } => (cancel.clone(), disposed.clone()),
-        }
+        (self.cancel.clone(), self.disposed.clone())
     }
 
-    fn walk(self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
-        match self {
-            Rest::Chain(rest) => rest.walk(scope),
-            Rest::Given { rest, .. } => rest(scope),
-        }
+    fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
+        (self.rest)(scope)
     }
 }
 
 /// A plugin's handle on the rest of the chain (downstream of it).
 pub struct Downstream {
-    rest: Option<Rest>,
+    rest: Option<Box<dyn DownstreamWalk>>,
     answer: Arc<OnceLock<DownstreamAnswer>>,
 }
 
@@ -186,17 +188,13 @@ impl Downstream {
         cancel: CancellationToken,
         disposed: CancellationToken,
     ) -> (Self, AskedDownstream) {
-        Self::with(Rest::Given { rest, cancel, disposed })
+        Self::chain(Box::new(Given { rest, cancel, disposed }))
     }
 
-    /// A handle on the runtime's chain after a plugin: nothing is built until the plugin asks;
+    /// A handle on the runtime's chain after a plugin: nothing is walked until the plugin asks;
     /// `ask` walks it under a child of the turn's token, aborted when the asking plugin is
     /// disposed. Returns the handle and where the runtime reads the answer back.
-    pub(crate) fn chain(rest: RestOfWalk) -> (Self, AskedDownstream) {
-        Self::with(Rest::Chain(rest))
-    }
-
-    fn with(rest: Rest) -> (Self, AskedDownstream) {
+    pub(crate) fn chain(rest: Box<dyn DownstreamWalk>) -> (Self, AskedDownstream) {
         let answer = Arc::new(OnceLock::new());
         let asked = AskedDownstream(Arc::clone(&answer));
         (Self { rest: Some(rest), answer }, asked)

@@ -36,10 +36,11 @@ use crate::random::Jitter;
 pub mod intensity;
 pub(crate) mod plugin_actor;
 mod slot;
+pub(crate) mod walk;
 
 pub use intensity::{CrashDecision, RestartIntensity, RestartWindow};
 pub use slot::PluginChain;
-pub(crate) use slot::{Offered, Slot};
+pub(crate) use slot::Slot;
 
 use plugin_actor::{PluginActor, PluginMsg};
 

@@ -39,6 +39,8 @@ use tokio::sync::OnceCell;
 use crate::agent_loop::DEFAULT_MAX_STEPS;
 use crate::census::{ActorKind, Alive, Census};
 use crate::clock::{Clock, WallClock};
+pub use crate::context::ValidatorFactory;
+use crate::context::{Route, Shared};
 use crate::event::ConfigChanged;
 use crate::fault::Faults;
 use crate::plugin::{ConfigError, ConfigOutcome, Plugin};
@@ -47,43 +49,13 @@ use crate::provider::Adapter;
 use crate::provider::actor::{ProviderActor, ProviderMsg};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
+use crate::session::Sessions;
 use crate::session::actor::{ClientMsg, SessionMsg};
-use crate::session::directory::Directory;
 use crate::session::{Session, SessionError};
 use crate::store::SessionStore;
 use crate::store::memory::MemoryStore;
 use crate::tool::{Tool, Toolbox};
 use crate::validator::Validator;
-
-/// Makes a fresh validator for each session log (a live invariant checker, for example).
-pub type ValidatorFactory = Arc<dyn Fn() -> Box<dyn Validator> + Send + Sync>;
-
-/// A provider route, as the runtime holds it.
-pub(crate) struct Route {
-    pub(crate) name: String,
-    pub(crate) model: String,
-    pub(crate) policy: Option<RetryPolicy>,
-    pub(crate) actor: ActorRef<ProviderMsg>,
-}
-
-/// What every actor of a runtime shares.
-pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn SessionStore>,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) routes: HashMap<String, Arc<Route>>,
-    pub(crate) default_route: Option<String>,
-    pub(crate) chain: Arc<PluginChain>,
-    pub(crate) tools: Toolbox,
-    pub(crate) max_steps: u32,
-    pub(crate) default_policy: Option<RetryPolicy>,
-    pub(crate) validators: Vec<ValidatorFactory>,
-    pub(crate) census: Census,
-    pub(crate) directory: Arc<Directory>,
-    /// How long an idle session stays awake before it hibernates.
-    pub(crate) idle_grace: Duration,
-    /// Crashes to inject into the runtime's own actors (tests).
-    pub(crate) faults: Faults,
-}
 
 /// Why a runtime could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -291,7 +263,6 @@ impl RuntimeBuilder {
             return Err(BuildError::ZeroSteps);
         }
         let census = Census::new();
-        let directory = Arc::new(Directory::default());
         let root = RootActor { census: census.clone() };
         let (root, _) =
             Actor::spawn(None, root, ()).await.map_err(|e| BuildError::Spawn(e.to_string()))?;
@@ -349,12 +320,11 @@ impl RuntimeBuilder {
             default_policy,
             validators: self.validators,
             census,
-            directory,
             idle_grace: self.idle_grace,
             faults: self.faults,
         };
-        let inner =
-            Inner { shared: Arc::new(shared), host, providers, root, down: OnceCell::new() };
+        let sessions = Arc::new(Sessions::new(Arc::new(shared)));
+        let inner = Inner { sessions, host, providers, root, down: OnceCell::new() };
         Ok(Runtime { inner: Arc::new(inner) })
     }
 }
@@ -367,7 +337,7 @@ async fn stop_all(providers: &[ActorRef<ProviderMsg>], root: &ActorRef<()>) {
 }
 
 struct Inner {
-    shared: Arc<Shared>,
+    sessions: Arc<Sessions>,
     host: PluginHost,
     providers: Vec<ActorRef<ProviderMsg>>,
     root: ActorRef<()>,
@@ -386,9 +356,9 @@ pub struct Runtime {
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime")
-            .field("routes", &self.inner.shared.routes.keys().collect::<Vec<_>>())
-            .field("plugins", &self.inner.shared.chain)
-            .field("census", &self.inner.shared.census)
+            .field("routes", &self.inner.sessions.shared.routes.keys().collect::<Vec<_>>())
+            .field("plugins", &self.inner.sessions.shared.chain)
+            .field("census", &self.inner.sessions.shared.census)
             .finish_non_exhaustive()
     }
 }
@@ -403,7 +373,7 @@ impl Runtime {
     /// open is closed `interrupted`). Fails when the id is not a safe name or the log cannot be
     /// read (a corrupt line names its file and line).
     pub async fn session(&self, id: &str) -> Result<Session, SessionError> {
-        let session = Session::new(Arc::clone(&self.inner.shared), Arc::from(id));
+        let session = Session::new(Arc::clone(&self.inner.sessions), Arc::from(id));
         session.open().await?;
         Ok(session)
     }
@@ -424,6 +394,7 @@ impl Runtime {
     ) -> Result<ConfigOutcome, ConfigError> {
         let plugin = self
             .inner
+            .sessions
             .shared
             .chain
             .plugin(name)
@@ -434,28 +405,28 @@ impl Runtime {
             revision: outcome.revision,
             changed: outcome.changed.clone(),
         };
-        self.inner.shared.directory.broadcast(&|| ClientMsg::ConfigChanged(change.clone()));
+        self.inner.sessions.directory.broadcast(&|| ClientMsg::ConfigChanged(change.clone()));
         Ok(outcome)
     }
 
     /// The current settings revision of the plugin named `name`, if it is in the chain.
     pub fn plugin_revision(&self, name: &str) -> Option<u64> {
-        self.inner.shared.chain.plugin(name).map(|p| p.revision())
+        self.inner.sessions.shared.chain.plugin(name).map(|p| p.revision())
     }
 
     /// The names of the plugins in the chain, in order.
     pub fn plugins(&self) -> Vec<String> {
-        self.inner.shared.chain.names()
+        self.inner.sessions.shared.chain.names()
     }
 
     /// The plugin chain (for diagnostics: incarnations, names).
     pub fn chain(&self) -> &Arc<PluginChain> {
-        &self.inner.shared.chain
+        &self.inner.sessions.shared.chain
     }
 
     /// Live actors and tasks of this runtime.
     pub fn census(&self) -> &Census {
-        &self.inner.shared.census
+        &self.inner.sessions.shared.census
     }
 
     /// How many actors ractor's supervision tree holds under the runtime's root (the root
@@ -474,7 +445,7 @@ impl Runtime {
 
     /// How many sessions are awake (hold actors) right now.
     pub fn awake_sessions(&self) -> usize {
-        self.inner.shared.directory.awake()
+        self.inner.sessions.directory.awake()
     }
 
     /// Shuts the runtime down: cancels every turn (`aborted {cause: disposed}`), lets every
@@ -489,16 +460,16 @@ impl Runtime {
         let inner = &self.inner;
         // No new session wakes; every awake one stops its turn (`disposed`), writes the turn's
         // closing events and `agent/idle`, closes its log and stops.
-        for session in inner.shared.directory.close() {
+        for session in inner.sessions.directory.close() {
             let _ = session.send_message(SessionMsg::Shutdown);
         }
-        inner.shared.directory.settled().await;
+        inner.sessions.directory.settled().await;
         inner.host.stop().await;
         for provider in &inner.providers {
             let _ = provider.stop_and_wait(None, None).await;
         }
         let _ = inner.root.stop_and_wait(None, None).await;
-        inner.shared.census.tasks_settled().await;
+        inner.sessions.shared.census.tasks_settled().await;
     }
 }
 

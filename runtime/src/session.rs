@@ -18,14 +18,16 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use crate::agent_loop::RetryRefused;
+use crate::context::Shared;
 use crate::event::{CancelCause, Envelope};
-use crate::runtime::Shared;
 use crate::session_log::LogError;
-use crate::turn_handle::{self, TurnHandle};
 
 pub(crate) mod actor;
 pub(crate) mod directory;
 mod last_route;
+pub(crate) mod turn_handle;
+
+pub use turn_handle::{TurnHandle, TurnOutcome};
 
 use actor::ClientMsg;
 
@@ -102,11 +104,24 @@ pub enum SessionError {
     Stopped,
 }
 
+/// The sessions of a runtime: what every session handle and session actor holds — the
+/// runtime's shared configuration and the directory of awake sessions.
+pub(crate) struct Sessions {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) directory: directory::Directory,
+}
+
+impl Sessions {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        Self { shared, directory: directory::Directory::default() }
+    }
+}
+
 /// A session: one conversation with one durable log. Cheap to clone; valid while its runtime
 /// runs, whether the session is awake or hibernating.
 #[derive(Clone)]
 pub struct Session {
-    shared: Arc<Shared>,
+    sessions: Arc<Sessions>,
     id: Arc<str>,
 }
 
@@ -117,8 +132,8 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    pub(crate) fn new(shared: Arc<Shared>, id: Arc<str>) -> Self {
-        Self { shared, id }
+    pub(crate) fn new(sessions: Arc<Sessions>, id: Arc<str>) -> Self {
+        Self { sessions, id }
     }
 
     /// The session id.
@@ -181,12 +196,12 @@ impl Session {
     /// again at once to close the interrupted turn in its log. For testing how an agent survives
     /// a crash; returns whether the session was awake.
     pub fn kill(&self) -> bool {
-        self.shared.directory.kill(&self.id)
+        self.sessions.directory.kill(&self.id)
     }
 
     /// Whether the session is awake (has actors) right now.
     pub fn is_awake(&self) -> bool {
-        self.shared.directory.is_awake(&self.id)
+        self.sessions.directory.is_awake(&self.id)
     }
 
     /// Wakes the session (opening its log, creating it if new) and lets it hibernate again.
@@ -197,6 +212,6 @@ impl Session {
     }
 
     fn send(&self, message: ClientMsg) -> Result<(), SessionError> {
-        self.shared.directory.send(&self.shared, &self.id, message)
+        self.sessions.directory.send(&self.sessions, &self.id, message)
     }
 }

@@ -47,9 +47,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::DropGuard;
 use tracing::Instrument;
 
+use crate::agent_loop::runtime_failure;
 use crate::agent_loop::{self, StepOutcome};
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
+use crate::context::{Route, Shared};
 use crate::crash::panic_message;
 use crate::event::{
     AssistantChunk, Event, RequestError, RequestStart, StepRef, ToolCall, ToolCallEvent, ToolResult,
@@ -57,12 +59,25 @@ use crate::event::{
 use crate::failure::{self, Failure};
 use crate::history::{HISTORY, HistoryProjection};
 use crate::plugin::RequestErrorPayload;
+use crate::plugin_host::walk;
 use crate::provider::actor::{AttemptResult, ProviderCall, ProviderMsg};
 use crate::provider::{ChunkSink, Completion, Request, SinkClosed};
 use crate::retry_policy::RetryPolicy;
+use crate::session_log::SessionLog;
 use crate::tool::TOOL_ERROR;
-use crate::turn::{TurnCtx, runtime_failure};
 use crate::waterfall::{self, Outcome};
+
+/// What a turn and its steps run with (shared by them, one allocation per turn).
+pub(crate) struct TurnCtx {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) log: SessionLog,
+    pub(crate) session_id: Arc<str>,
+    pub(crate) turn: u32,
+    /// The route's name, as the prompt gave it.
+    pub(crate) route_name: String,
+    /// The route, if one of that name is registered.
+    pub(crate) route: Option<Arc<Route>>,
+}
 
 /// A message to a step actor.
 pub(crate) enum StepMsg {
@@ -284,7 +299,7 @@ impl StepActor {
             self.finish(myself, state, StepOutcome::Failed(failure));
             return Ok(());
         }
-        let walk = waterfall::run(&state.ctx.shared.chain, state.payload(failure.clone()));
+        let walk = walk::run(&state.ctx.shared.chain, state.payload(failure.clone()));
         state.failure = Some(Box::new(failure));
         let (step, attempt) = (myself.clone(), state.attempt);
         let census = &state.ctx.shared.census;

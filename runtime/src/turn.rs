@@ -37,26 +37,11 @@ use std::sync::Arc;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio_util::sync::DropGuard;
 
-use crate::agent_loop::{self, StepOutcome, TurnDecision};
+use crate::agent_loop::{self, StepOutcome, TurnDecision, runtime_failure};
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
 use crate::event::{CancelCause, TurnEndReason};
-use crate::failure::Failure;
-use crate::runtime::{Route, Shared};
-use crate::session_log::SessionLog;
-use crate::step::{StepActor, StepArgs, StepMsg, StepState};
-
-/// What a turn and its steps run with (shared by them, one allocation per turn).
-pub(crate) struct TurnCtx {
-    pub(crate) shared: Arc<Shared>,
-    pub(crate) log: SessionLog,
-    pub(crate) session_id: Arc<str>,
-    pub(crate) turn: u32,
-    /// The route's name, as the prompt gave it.
-    pub(crate) route_name: String,
-    /// The route, if one of that name is registered.
-    pub(crate) route: Option<Arc<Route>>,
-}
+use crate::step::{StepActor, StepArgs, StepMsg, StepState, TurnCtx};
 
 /// How a turn ended, carried in its final state to its session.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,11 +68,6 @@ pub(crate) struct TurnState {
     pub(crate) report: Option<TurnReport>,
     _cancel_on_drop: DropGuard,
     _alive: Alive,
-}
-
-/// A failure of the runtime's own machinery (not offered to the waterfall).
-pub(crate) fn runtime_failure(message: String) -> Failure {
-    Failure::internal(agent_loop::RUNTIME_ERROR, message)
 }
 
 impl TurnActor {

@@ -25,9 +25,9 @@ use rein_runtime::plugin::{Plugin, Verdict};
 use rein_runtime::provider::{Adapter, ToolSpec};
 use rein_runtime::runtime::Runtime;
 use rein_runtime::session::SessionError;
+use rein_runtime::session::TurnHandle;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::Tool;
-use rein_runtime::turn_handle::TurnHandle;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 

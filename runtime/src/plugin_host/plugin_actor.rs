@@ -61,6 +61,7 @@ use crate::census::{ActorKind, Alive, Census};
 use crate::crash::panic_message;
 use crate::first_poll::{FirstPoll, first_poll};
 use crate::plugin::{Downstream, Plugin, Recovery, RequestErrorPayload, Verdict};
+use crate::waterfall::Answered;
 
 /// A message to a plugin actor.
 pub(crate) enum PluginMsg {
@@ -86,24 +87,9 @@ pub(crate) struct RecoverCall {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PluginReply {
     /// What the recovery gave.
-    pub(crate) answer: ReplyAnswer,
+    pub(crate) answer: Answered,
     /// Whether the plugin had left the chain (disposed) by the time its recovery ended.
     pub(crate) disposed: bool,
-}
-
-/// What a recovery gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum ReplyAnswer {
-    /// The plugin answered.
-    Verdict(Verdict),
-    /// The recovery panicked; the supervisor restarted the plugin (`restarts` in the window) or
-    /// removed it.
-    Crashed {
-        /// The panic's message.
-        error: String,
-        /// Restarts within the intensity window.
-        restarts: u32,
-    },
 }
 
 /// A panicked recovery's report, on its way to the supervisor.
@@ -196,13 +182,13 @@ async fn settle(
     // Sampled before a crash report, which may itself remove the plugin.
     let disposed = slot.disposed.is_cancelled();
     let answer = match outcome {
-        Ok(verdict) => ReplyAnswer::Verdict(verdict),
+        Ok(verdict) => Answered::Verdict(verdict),
         Err(panic) => {
             let error = panic_message(panic.as_ref());
             tracing::warn!(plugin = %slot.name, %error, "a recovery panicked");
             // Boxed: a rare path that should not size every recovery task.
             let restarts = Box::pin(report_crash(spawner, &slot, error.clone())).await;
-            ReplyAnswer::Crashed { error, restarts }
+            Answered::Crashed { error, restarts }
         }
     };
     let _ = reply.send(PluginReply { answer, disposed });
@@ -232,7 +218,7 @@ impl Actor for PluginActor {
                 let RecoverCall { payload, downstream, reply } = call;
                 if self.slot.disposed.is_cancelled() {
                     // Out of the chain: fail closed, consult nobody.
-                    let answer = ReplyAnswer::Verdict(Verdict::Stop);
+                    let answer = Answered::Verdict(Verdict::Stop);
                     let _ = reply.send(PluginReply { answer, disposed: true });
                     return Ok(());
                 }
@@ -248,7 +234,7 @@ impl Actor for PluginActor {
                 match first_poll(|| plugin.recover(recovery)) {
                     FirstPoll::Ready(verdict) => {
                         let disposed = self.slot.disposed.is_cancelled();
-                        let answer = ReplyAnswer::Verdict(verdict);
+                        let answer = Answered::Verdict(verdict);
                         let _ = reply.send(PluginReply { answer, disposed });
                     }
                     rest => {

@@ -22,9 +22,9 @@ use tokio_util::task::TaskTracker;
 
 use super::HostMsg;
 use super::plugin_actor::{PluginMsg, PluginReply, RecoverCall};
+use super::walk::RestOfWalk;
 use crate::plugin::{AskedDownstream, Downstream, Plugin, RequestErrorPayload};
 use crate::random::Jitter;
-use crate::waterfall::RestOfWalk;
 
 /// How often a hop re-sends an offer that a dying incarnation dropped before giving up.
 const MAX_REOFFERS: usize = 16;
@@ -207,7 +207,7 @@ impl PluginChain {
             if !slot.in_chain() {
                 return (Offered::Skipped, None);
             }
-            let (downstream, asked) = Downstream::chain(rest());
+            let (downstream, asked) = Downstream::chain(Box::new(rest()));
             let (reply, answer) = oneshot::channel();
             let call =
                 PluginMsg::Recover(RecoverCall { payload: Arc::clone(payload), downstream, reply });

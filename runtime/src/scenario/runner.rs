@@ -56,9 +56,9 @@ use crate::random::Samples;
 use crate::runtime::Runtime;
 use crate::scripted::ScriptedProvider;
 use crate::session::{Prompt, Session, SessionError};
+use crate::session::{TurnHandle, TurnOutcome};
 use crate::store::memory::MemoryStore;
 use crate::tool::Tool;
-use crate::turn_handle::{TurnHandle, TurnOutcome};
 use crate::validator::Rejection;
 
 /// The id of a scenario's session.

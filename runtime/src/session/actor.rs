@@ -55,18 +55,20 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::directory::Lease;
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
-use super::{Prompt, SessionError};
+use super::turn_handle::{Started, TurnOutcome, TurnSink};
+use super::{Prompt, SessionError, Sessions};
 use crate::agent_loop;
+use crate::agent_loop::runtime_failure;
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
+use crate::context::Shared;
 use crate::event::{
     AgentIdle, CancelCause, ConfigChanged, Envelope, Event, TurnEndReason, TurnStart, UserMessage,
 };
 use crate::history::HistoryProjection;
-use crate::runtime::Shared;
 use crate::session_log::{OpenOptions, SessionLog};
-use crate::turn::{TurnActor, TurnArgs, TurnCtx, TurnState, runtime_failure};
-use crate::turn_handle::{Started, TurnOutcome, TurnSink};
+use crate::step::TurnCtx;
+use crate::turn::{TurnActor, TurnArgs, TurnState};
 
 /// A message to a session actor.
 pub(crate) enum SessionMsg {
@@ -91,13 +93,14 @@ pub(crate) enum ClientMsg {
 
 /// The actor of one awake session.
 pub(crate) struct SessionActor {
+    sessions: Arc<Sessions>,
     shared: Arc<Shared>,
     id: Arc<str>,
 }
 
 impl SessionActor {
-    pub(crate) fn new(shared: Arc<Shared>, id: Arc<str>) -> Self {
-        Self { shared, id }
+    pub(crate) fn new(sessions: Arc<Sessions>, id: Arc<str>) -> Self {
+        Self { shared: Arc::clone(&sessions.shared), sessions, id }
     }
 }
 
@@ -370,7 +373,7 @@ impl SessionActor {
     /// Hibernates if no client message is on its way: closes the log and stops. Otherwise stays
     /// awake to handle it (and the callers of `close` are answered now).
     async fn hibernate(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
-        if !self.shared.directory.try_hibernate(&self.id, myself.get_id(), state.handled) {
+        if !self.sessions.directory.try_hibernate(&self.id, myself.get_id(), state.handled) {
             for closer in state.closers.drain(..) {
                 let _ = closer.send(());
             }
@@ -561,7 +564,7 @@ impl Actor for SessionActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let alive = self.shared.census.enter(ActorKind::Session);
         let lease =
-            self.shared.directory.lease(&self.shared, Arc::clone(&self.id), myself.get_id());
+            self.sessions.directory.lease(&self.sessions, Arc::clone(&self.id), myself.get_id());
         let (log, init) = match Box::pin(self.open(&myself)).await {
             Ok((log, init)) => (Ok(log), init),
             Err(error) => {

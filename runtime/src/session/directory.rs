@@ -32,8 +32,8 @@ use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::SessionError;
+use super::Sessions;
 use super::actor::{ClientMsg, SessionActor, SessionMsg};
-use crate::runtime::Shared;
 
 struct Entry {
     actor: ActorRef<SessionMsg>,
@@ -60,7 +60,7 @@ pub(crate) struct Directory {
 /// abnormally while a turn of its session was open, the lease wakes the session again at once,
 /// so that the reopened log closes that turn (`interrupted`) without waiting for the next call.
 pub(crate) struct Lease {
-    shared: Arc<Shared>,
+    sessions: Arc<Sessions>,
     id: Arc<str>,
     actor: ActorId,
     turn_open: bool,
@@ -76,7 +76,7 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let directory = &self.shared.directory;
+        let directory = &self.sessions.directory;
         let abnormal = {
             let mut inner = directory.lock();
             let ours = inner.sessions.get(&self.id).is_some_and(|e| e.actor.get_id() == self.actor);
@@ -88,7 +88,7 @@ impl Drop for Lease {
         };
         if abnormal && self.turn_open && tokio::runtime::Handle::try_current().is_ok() {
             let (reply, _) = oneshot::channel();
-            if let Err(error) = directory.send(&self.shared, &self.id, ClientMsg::Open(reply)) {
+            if let Err(error) = directory.send(&self.sessions, &self.id, ClientMsg::Open(reply)) {
                 tracing::warn!(session.id = %self.id, %error, "could not wake the session to close its interrupted turn");
             }
         }
@@ -103,7 +103,7 @@ impl Directory {
     /// Delivers a client message to the session's actor, waking one if needed.
     pub(crate) fn send(
         &self,
-        shared: &Arc<Shared>,
+        sessions: &Arc<Sessions>,
         id: &Arc<str>,
         message: ClientMsg,
     ) -> Result<(), SessionError> {
@@ -117,7 +117,7 @@ impl Directory {
             let entry = match inner.sessions.get_mut(id) {
                 Some(entry) => entry,
                 None => {
-                    let actor = SessionActor::new(Arc::clone(shared), Arc::clone(id));
+                    let actor = SessionActor::new(Arc::clone(sessions), Arc::clone(id));
                     let (actor, _starting) = ActorRuntime::spawn_instant(None, actor, ())
                         .map_err(|_| SessionError::ShutDown)?;
                     inner.sessions.entry(Arc::clone(id)).or_insert(Entry { actor, sent: 0 })
@@ -166,8 +166,9 @@ impl Directory {
     }
 
     /// The lease a session actor keeps in its state (see [`Lease`]).
-    pub(crate) fn lease(&self, shared: &Arc<Shared>, id: Arc<str>, actor: ActorId) -> Lease {
-        Lease { shared: Arc::clone(shared), id, actor, turn_open: false, _live: self.live.token() }
+    pub(crate) fn lease(&self, sessions: &Arc<Sessions>, id: Arc<str>, actor: ActorId) -> Lease {
+        let sessions = Arc::clone(sessions);
+        Lease { sessions, id, actor, turn_open: false, _live: self.live.token() }
     }
 
     /// Resolves once every session actor's state is gone (call after [`Directory::close`]).

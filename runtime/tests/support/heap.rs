@@ -22,9 +22,9 @@ use rein_runtime::plugin::{Plugin, Recovery, Verdict};
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Message, Request};
 use rein_runtime::runtime::Runtime;
 use rein_runtime::session::Session;
+use rein_runtime::session::TurnHandle;
 use rein_runtime::store::Durability;
 use rein_runtime::store::jsonl::JsonlStore;
-use rein_runtime::turn_handle::TurnHandle;
 use stats_alloc::StatsAlloc;
 use tokio::sync::Notify;
 

@@ -1,27 +1,25 @@
-//! The request-error waterfall end to end: a real plugin host, real plugin actors, a real
-//! session log; test plugins that retry, delegate, stop, ask downstream first, crash or wait.
+//! The walk end to end: a real plugin host, real plugin actors, a real session log; test
+//! plugins that retry, delegate, stop, ask downstream first, crash or wait.
 
-// Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
-#![allow(clippy::unwrap_used)]
-
-#[path = "support/plugins.rs"]
+#[path = "../../../tests/support/plugins.rs"]
 mod plugins;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::run;
+use crate::census::Census;
+use crate::clock::VirtualClock;
+use crate::event::{Event, PluginCrashed};
+use crate::failure::Failure;
+use crate::plugin::{Plugin, RequestErrorPayload, Verdict};
+use crate::plugin_host::{PluginHost, RestartIntensity};
+use crate::random::SeededJitter;
+use crate::retry_policy::RetryPolicy;
+use crate::session_log::SessionLog;
+use crate::store::memory::MemoryStore;
+use crate::waterfall::Outcome;
 use plugins::{TestPlugin, Trace};
-use rein_runtime::census::Census;
-use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{Event, PluginCrashed};
-use rein_runtime::failure::Failure;
-use rein_runtime::plugin::{Plugin, RequestErrorPayload, Verdict};
-use rein_runtime::plugin_host::{PluginHost, RestartIntensity};
-use rein_runtime::random::SeededJitter;
-use rein_runtime::retry_policy::RetryPolicy;
-use rein_runtime::session_log::SessionLog;
-use rein_runtime::store::memory::MemoryStore;
-use rein_runtime::waterfall::{self, Outcome};
 use tokio_util::sync::CancellationToken;
 
 use Verdict::{Next, Retry, Stop};
@@ -59,7 +57,7 @@ async fn host(plugins: Vec<Arc<dyn Plugin>>, census: &Census) -> PluginHost {
 
 fn spawn_run(host: &PluginHost, payload: RequestErrorPayload) -> tokio::task::JoinHandle<Outcome> {
     let chain = Arc::clone(host.chain());
-    tokio::spawn(async move { waterfall::run(&chain, payload).await })
+    tokio::spawn(async move { run(&chain, payload).await })
 }
 
 /// Runs one failure through a fresh host over `plugins`; returns the outcome and the trace.
@@ -68,7 +66,7 @@ async fn once(plugins: Vec<Arc<dyn Plugin>>) -> Outcome {
     let host = host(plugins, &census).await;
     let store = MemoryStore::new();
     let log = open_log(&store, "s").await;
-    let outcome = waterfall::run(host.chain(), payload(&log, &CancellationToken::new())).await;
+    let outcome = run(host.chain(), payload(&log, &CancellationToken::new())).await;
     host.stop().await;
     log.close().await;
     assert_eq!(census.actors(), 0, "the host stopped every plugin actor");
@@ -178,7 +176,7 @@ async fn a_crashing_plugin_is_restarted_and_leaves_the_chain_beyond_its_intensit
 
     let mut incarnations = vec![host.chain().incarnation("crashy").unwrap()];
     for _ in 0..4 {
-        let outcome = waterfall::run(host.chain(), payload(&log, &CancellationToken::new())).await;
+        let outcome = run(host.chain(), payload(&log, &CancellationToken::new())).await;
         assert_eq!(outcome, Outcome::Retry, "the crash counts as Next; fallback retries");
         if let Some(id) = host.chain().incarnation("crashy") {
             incarnations.push(id);
@@ -190,7 +188,7 @@ async fn a_crashing_plugin_is_restarted_and_leaves_the_chain_beyond_its_intensit
     assert_eq!(host.chain().names(), ["fallback"], "the fourth crash in 5 s removed it");
 
     // Later failures skip it.
-    let outcome = waterfall::run(host.chain(), payload(&log, &CancellationToken::new())).await;
+    let outcome = run(host.chain(), payload(&log, &CancellationToken::new())).await;
     assert_eq!(outcome, Outcome::Retry);
     assert_eq!(crashing.calls(), 4);
     assert_eq!(fallback.calls(), 5);
@@ -281,7 +279,7 @@ async fn disposing_a_plugin_aborts_its_waits_fails_closed_and_removes_it() {
 
         // Gone for every later failure.
         assert!(!host.chain().names().contains(&"disposed".to_owned()));
-        let outcome = waterfall::run(host.chain(), payload(&log, &cancel)).await;
+        let outcome = run(host.chain(), payload(&log, &cancel)).await;
         assert_eq!(
             t.take().first().map(String::as_str),
             Some(if consult { "waiter" } else { "last" })
@@ -291,7 +289,7 @@ async fn disposing_a_plugin_aborts_its_waits_fails_closed_and_removes_it() {
         }
         assert_eq!(
             host.dispose("disposed").await,
-            Err(rein_runtime::plugin_host::DisposeError::UnknownPlugin("disposed".into()))
+            Err(crate::plugin_host::DisposeError::UnknownPlugin("disposed".into()))
         );
         let _ = outcome;
         host.stop().await;
@@ -370,7 +368,7 @@ async fn a_crash_in_one_session_does_not_disturb_the_waits_of_the_others() {
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = host.chain().incarnation("mixed").unwrap();
-    let crashed = waterfall::run(host.chain(), payload(&logs[0], &CancellationToken::new())).await;
+    let crashed = run(host.chain(), payload(&logs[0], &CancellationToken::new())).await;
     assert_eq!(crashed, Outcome::Stop, "the crash counts as Next; the end of the chain stops");
     assert_ne!(host.chain().incarnation("mixed").unwrap(), before, "restarted");
 

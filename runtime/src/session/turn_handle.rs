@@ -26,9 +26,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{mpsc, oneshot};
 
+use super::SessionError;
 use crate::BoxFuture;
 use crate::event::{Envelope, Event, TurnEndReason};
-use crate::session::SessionError;
 use crate::session_log::SessionLog;
 use crate::store::SessionStore;
 

@@ -1,0 +1,53 @@
+//! What every actor of a runtime shares: its store, clock, routes, plugin chain, tools and
+//! limits ([`Shared`]), and a provider route as the runtime holds it ([`Route`]).
+//!
+//! # Why a module of its own
+//!
+//! The session, turn and step actors all read the same configuration, and the runtime builds
+//! it. Kept here — depending on the pieces it holds, never on an actor — it lets the actors
+//! depend on it without depending on one another or on the runtime that spawns them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::ActorRef;
+
+use crate::census::Census;
+use crate::clock::Clock;
+use crate::fault::Faults;
+use crate::plugin_host::PluginChain;
+use crate::provider::actor::ProviderMsg;
+use crate::retry_policy::RetryPolicy;
+use crate::store::SessionStore;
+use crate::tool::Toolbox;
+use crate::validator::Validator;
+
+/// Makes a fresh validator for each session log (a live invariant checker, for example).
+pub type ValidatorFactory = Arc<dyn Fn() -> Box<dyn Validator> + Send + Sync>;
+
+/// A provider route, as the runtime holds it.
+pub(crate) struct Route {
+    pub(crate) name: String,
+    pub(crate) model: String,
+    pub(crate) policy: Option<RetryPolicy>,
+    pub(crate) actor: ActorRef<ProviderMsg>,
+}
+
+/// What every actor of a runtime shares.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn SessionStore>,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) routes: HashMap<String, Arc<Route>>,
+    pub(crate) default_route: Option<String>,
+    pub(crate) chain: Arc<PluginChain>,
+    pub(crate) tools: Toolbox,
+    pub(crate) max_steps: u32,
+    pub(crate) default_policy: Option<RetryPolicy>,
+    pub(crate) validators: Vec<ValidatorFactory>,
+    pub(crate) census: Census,
+    /// How long an idle session stays awake before it hibernates.
+    pub(crate) idle_grace: Duration,
+    /// Crashes to inject into the runtime's own actors (tests).
+    pub(crate) faults: Faults,
+}
