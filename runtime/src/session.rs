@@ -1,7 +1,9 @@
 //! Sessions: the [`Session`] handle people hold, and the actor behind it while it is awake.
 //!
+//! - `idle` (pure): how a turn's end is closed, and what an idle session does next.
 //! - `directory`: which sessions are awake (have an actor), and the hand-off that lets one
 //!   hibernate without losing a message.
+//! - `turn_handle`: what a prompt returns — the turn's events and its outcome.
 //! - `actor`: [`SessionActor`](self) — owns the session's log actor while awake, queues
 //!   prompts, runs one turn actor at a time, closes each turn, hibernates after its idle grace.
 //!
@@ -24,6 +26,7 @@ use crate::session_log::LogError;
 
 pub(crate) mod actor;
 pub(crate) mod directory;
+mod idle;
 mod last_route;
 pub(crate) mod turn_handle;
 

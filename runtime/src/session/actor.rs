@@ -13,9 +13,9 @@
 //!     └── StepActor (linked, while a step runs)
 //! ```
 //!
-//! Every decision it makes is in `agent_loop` (whether a retry applies), `turn::after_step`
-//! (via the turn) or the log's `close_turn` (which closing events a turn needs); this file is
-//! wiring.
+//! Every decision it makes is in `session::idle` (whether a closing batch carries `agent/idle`,
+//! what an idle session does next), `agent_loop` (whether a retry applies) or the log's
+//! `close_turn` (which closing events a turn needs); this file is wiring.
 //!
 //! # How a turn ends
 //!
@@ -54,6 +54,7 @@ use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::directory::Lease;
+use super::idle::{self, Idle, WhenIdle};
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
 use super::turn_handle::{Started, TurnOutcome, TurnSink};
 use super::{Prompt, SessionError, Sessions};
@@ -282,7 +283,7 @@ impl SessionActor {
         sink: TurnSink,
         route: String,
     ) {
-        let idle = state.queue.is_empty() || state.shutting_down;
+        let idle = idle::closing(!state.queue.is_empty(), state.shutting_down).idle;
         if let Ok(log) = &state.log {
             if let Err(error) = log.close_turn(turn, reason.clone(), idle).await {
                 tracing::warn!(session.id = %self.id, turn, %error, "could not write the turn's closing events");
@@ -339,15 +340,17 @@ impl SessionActor {
             resolve_ended(state);
         }
         let grace = self.shared.idle_grace;
-        // A log that could not open is retried by the next call, not kept awake.
-        let now = state.shutting_down
-            || !state.closers.is_empty()
-            || grace.is_zero()
-            || state.log.is_err();
-        if now {
-            self.hibernate(myself, state).await;
-        } else if state.grace.is_none() {
-            self.arm_grace(myself, state, grace);
+        let next = idle::when_idle(Idle {
+            shutting_down: state.shutting_down,
+            closing: !state.closers.is_empty(),
+            no_grace: grace.is_zero(),
+            log_failed: state.log.is_err(),
+            grace_armed: state.grace.is_some(),
+        });
+        match next {
+            WhenIdle::Hibernate => self.hibernate(myself, state).await,
+            WhenIdle::ArmGrace => self.arm_grace(myself, state, grace),
+            WhenIdle::Wait => {}
         }
     }
 
