@@ -6,18 +6,18 @@
 //! and tests that want the same behaviour.
 
 use rein_runtime::event::Envelope;
-use rein_runtime::scenario::{PluginRegistry, ScenarioRunner};
 use rein_runtime::validator::Rejection;
+use rein_scenario::{PluginRegistry, ScenarioRunner};
 
-pub use rein_runtime::scenario::{
-    InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry,
-};
+pub use rein_scenario::{InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry};
 
 /// The plugins a scenario may `use`, by name: every plugin of `rein-plugins`
-/// ([`rein_plugins::register_all`]).
+/// ([`rein_plugins::ALL`]).
 pub fn plugins() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
-    rein_plugins::register_all(&mut registry);
+    for (name, factory) in rein_plugins::ALL {
+        registry.register(*name, *factory);
+    }
     registry
 }
 

@@ -22,8 +22,7 @@
 //!   wait, then `llm/retry-started`; shared by every plugin that writes `llm/retry`.
 //! - [`llm_retry::plugin`]: [`LlmRetry`](llm_retry::LlmRetry), the plugin the runtime runs; build
 //!   it from a configuration value with [`llm_retry::factory`].
-//! - [`register_all`]: every plugin of the crate in a scenario/CLI
-//!   [`PluginRegistry`], under its name.
+//! - [`ALL`]: every plugin of the crate under its name, with its factory.
 
 pub mod auto_retry;
 pub mod backoff;
@@ -33,15 +32,19 @@ pub mod schedule;
 pub mod scripted;
 pub mod settings;
 
-use rein_runtime::scenario::PluginRegistry;
+use std::sync::Arc;
 
-/// Registers every plugin of this crate in `registry` under its name (`llm-retry`, and the test
-/// double `scripted`), each built from its configuration value (what a scenario's
-/// `plugins[i].config` holds).
-pub fn register_all(registry: &mut PluginRegistry) {
-    registry.register(llm_retry::NAME, llm_retry::factory);
-    registry.register(scripted::NAME, scripted::factory);
-}
+use rein_runtime::plugin::{ConfigError, Plugin};
+use serde_json::Value;
+
+/// Builds a plugin from its configuration value (what a scenario's `plugins[i].config` or the
+/// CLI's configuration holds).
+pub type Factory = fn(&Value) -> Result<Arc<dyn Plugin>, ConfigError>;
+
+/// Every plugin of this crate under its name (`llm-retry`, and the test double `scripted`), with
+/// the factory that builds it: what a scenario runner or a CLI registers.
+pub const ALL: &[(&str, Factory)] =
+    &[(llm_retry::NAME, llm_retry::factory), (scripted::NAME, scripted::factory)];
 
 #[cfg(test)]
 mod tests {
@@ -50,13 +53,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_plugin_is_registered_under_its_own_name() {
-        let mut registry = PluginRegistry::new();
-        register_all(&mut registry);
-        assert_eq!(registry.names(), ["llm-retry", "scripted"]);
-        for name in registry.names() {
-            let factory = registry.get(name).unwrap();
-            assert_eq!(factory(&json!({})).unwrap().name(), name);
+    fn every_plugin_is_listed_under_its_own_name() {
+        let names: Vec<&str> = ALL.iter().map(|(name, _)| *name).collect();
+        assert_eq!(names, ["llm-retry", "scripted"]);
+        for (name, factory) in ALL {
+            assert_eq!(factory(&json!({})).unwrap().name(), *name);
         }
     }
 }

@@ -155,8 +155,8 @@ mod tests {
     use rein_runtime::clock::VirtualClock;
     use rein_runtime::event::{RequestError, RequestStart, StepRef, TurnStart};
     use rein_runtime::failure::Failure;
-    use rein_runtime::scenario::reject::RejectAppends;
     use rein_runtime::store::memory::MemoryStore;
+    use rein_scenario::reject::RejectAppends;
 
     use super::*;
 

@@ -24,10 +24,10 @@ use rein_runtime::plugin::{Plugin, Verdict};
 use rein_runtime::random::{Constant, Jitter, Samples};
 use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::runtime::{Runtime, RuntimeBuilder};
-use rein_runtime::scenario::reject::RejectAppends;
 use rein_runtime::session::{Prompt, Session};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_scenario::reject::RejectAppends;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 

@@ -28,7 +28,6 @@
 //! - [`tool`]: the `Tool` trait, the toolbox, the `echo` tool.
 //! - [`crash`]: caught panics as text.
 //! - `first_poll`: run work once where it starts; spawn a task only for work that waits.
-//! - [`scripted`]: the scripted provider (test double and scenario provider).
 //!
 //! Shells:
 //! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
@@ -43,8 +42,6 @@
 //! - [`provider::actor`]: one actor per provider route, one task per attempt.
 //! - [`plugin_host`]: the supervisor of the plugin actors.
 //! - [`census`]: live actors (by kind) and tasks, so shutdown can prove it left none.
-//! - [`scenario`]: scenario files (strict format, field paths), the pure agenda and report, and
-//!   the runner that drives one session on a paused clock.
 //!
 //! # Quick start
 //!
@@ -154,8 +151,6 @@ pub mod provider;
 pub mod random;
 pub mod retry_policy;
 pub mod runtime;
-pub mod scenario;
-pub mod scripted;
 pub mod session;
 pub mod session_log;
 mod step;

@@ -2,8 +2,9 @@
 //!
 //! - [`memory::MemoryStore`]: in memory, for tests and benchmarks.
 //! - [`jsonl::JsonlStore`]: a directory with one `<session>.jsonl` per session (the CLI default).
-//! - [`sqlite::SqliteStore`]: one SQLite database (WAL) for many sessions; a single writer
-//!   batches the appends of all sessions into one transaction (group commit).
+//! - `sqlite::SqliteStore` (cargo feature `sqlite`, on by default): one SQLite database (WAL)
+//!   for many sessions; a single writer batches the appends of all sessions into one transaction
+//!   (group commit).
 //!
 //! Shared by the durable stores:
 //! - [`line`](mod@line): one log line: encoding an append, decoding a line with its `seq` checked.
@@ -29,6 +30,7 @@ use crate::event::Envelope;
 pub mod jsonl;
 pub mod line;
 pub mod memory;
+#[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod sync;
 

@@ -1,6 +1,8 @@
 //! The durable stores, through their public API: what a reopened log holds after torn writes,
 //! corruption, random appends and concurrency, and whether `Disk` really syncs.
 
+// The contract tests compare every store, SQLite included.
+#![cfg(feature = "sqlite")]
 // Helpers outside `#[test]` functions build fixtures; a failure there is a broken test.
 #![allow(clippy::unwrap_used)]
 

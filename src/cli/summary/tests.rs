@@ -4,9 +4,7 @@ use rein::runtime::event::{
     AgentIdle, Envelope, Event, ToolCallEvent, ToolResult, TurnEnd, TurnStart, UserMessage,
 };
 use rein::runtime::failure::Failure;
-use rein::runtime::scenario::report::{
-    ConfigErrorRow, InvariantRow, RetryRow, TurnRow, ViolationRow,
-};
+use rein_scenario::report::{ConfigErrorRow, InvariantRow, RetryRow, TurnRow, ViolationRow};
 use serde_json::json;
 
 use super::*;

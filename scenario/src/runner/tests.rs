@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 
 use super::*;
-use crate::BoxFuture;
-use crate::event::{Event, TurnEndReason};
-use crate::failure::SCRIPT_EXHAUSTED;
-use crate::plugin::{ConfigOutcome, Recovery, Verdict};
+use rein_runtime::BoxFuture;
+use rein_runtime::event::{Event, TurnEndReason};
+use rein_runtime::failure::SCRIPT_EXHAUSTED;
+use rein_runtime::plugin::{ConfigOutcome, Recovery, Verdict};
 
 /// Waits `delay_ms` (racing the turn's cancel and its own disposal), then answers `Retry`;
 /// `Stop` when cancelled or disposed. Writes nothing. Its settings are `{"delayMs": n}`.
@@ -137,7 +137,7 @@ fn requests(outcome: &Outcome) -> Vec<(u64, u32, u32, u32)> {
 }
 
 fn error(code: &str, message: &str) -> TurnEndReason {
-    TurnEndReason::Error { failure: crate::failure::Failure::new(code, message).unwrap() }
+    TurnEndReason::Error { failure: rein_runtime::failure::Failure::new(code, message).unwrap() }
 }
 
 fn kinds(outcome: &Outcome) -> Vec<&'static str> {
@@ -556,7 +556,7 @@ fn a_route_without_an_adapter_fails_with_no_adapter_like_an_unknown_route() {
     assert_eq!(
         reasons(&outcome),
         [
-            (1, error(crate::failure::NO_ADAPTER, "no provider route named \"ghost\"")),
+            (1, error(rein_runtime::failure::NO_ADAPTER, "no provider route named \"ghost\"")),
             (2, TurnEndReason::Completed)
         ]
     );

@@ -5,7 +5,7 @@
 //! SPEC §5.5 says a rejected `llm/retry` append (for example by a live invariant) abandons the
 //! retry. A correct plugin never provokes a rejection, so a scenario needs a way to make the log
 //! refuse on purpose; this validator is that way, installed through the runtime's ordinary
-//! validator hook ([`RuntimeBuilder::validator`](crate::runtime::RuntimeBuilder::validator)), so
+//! validator hook ([`RuntimeBuilder::validator`](rein_runtime::runtime::RuntimeBuilder::validator)), so
 //! the refusal travels the same path a live invariant's would: nothing is written and the
 //! appender gets the error.
 //!
@@ -18,8 +18,8 @@
 //! `turn/end`…) would only break the run itself (an internal fault, exit 1, for what is really
 //! a bad file), so the scenario format rejects such a list at `reject[i]`.
 
-use crate::event::Envelope;
-use crate::validator::{Rejection, Validator};
+use rein_runtime::event::Envelope;
+use rein_runtime::validator::{Rejection, Validator};
 
 /// The event types a scenario may reject: those appended by plugins or about them.
 pub const REJECTABLE: [&str; 5] =
@@ -73,7 +73,7 @@ impl Validator for RejectAppends {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::event::{AgentIdle, Event, LlmRetryStarted, StepRef};
+    use rein_runtime::event::{AgentIdle, Event, LlmRetryStarted, StepRef};
 
     fn at(seq: u64, event: Event) -> Envelope {
         Envelope { seq, time: 0, event }

@@ -15,11 +15,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::{Envelope, Event, TurnEndReason};
-use crate::history::History;
-use crate::json_number;
-use crate::provider::Message;
-use crate::validator::Rejection;
+use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_runtime::history::History;
+use rein_runtime::json_number;
+use rein_runtime::provider::Message;
+use rein_runtime::validator::Rejection;
 
 /// The report `rein scenario run --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,4 +1,8 @@
-//! Scenarios (SPEC §10): one session driven deterministically on virtual time.
+//! rein-scenario: scenario files — one session driven deterministically on virtual time by a
+//! scripted provider, with the plugins and tools a scenario names, reported as JSON. What rein's
+//! `scenario run` command and its tests run; an agent needs none of it (`rein-runtime` alone).
+//!
+//! # Layout
 //!
 //! Pure core first:
 //! - [`format`](mod@format): the scenario file as validated types; every error names its JSON path.
@@ -7,6 +11,8 @@
 //! - [`reject`]: [`RejectAppends`], the validator behind a scenario's `reject` (fault injection).
 //!
 //! Shells:
+//! - [`scripted`]: the scripted provider, one script entry per attempt (the scenarios' provider,
+//!   and a test double).
 //! - [`registry`]: plugin factories and tools by name.
 //! - [`runner`]: [`ScenarioRunner`], which runs a scenario on a paused clock and reports.
 
@@ -16,6 +22,7 @@ pub mod registry;
 pub mod reject;
 pub mod report;
 pub mod runner;
+pub mod scripted;
 
 pub use format::{InvalidScenario, Scenario};
 pub use registry::{PluginRegistry, ToolRegistry};

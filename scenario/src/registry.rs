@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::plugin::{ConfigError, Plugin};
-use crate::tool::Tool;
-use crate::tool::echo::EchoTool;
+use rein_runtime::plugin::{ConfigError, Plugin};
+use rein_runtime::tool::Tool;
+use rein_runtime::tool::echo::EchoTool;
 
 /// Builds a plugin from its configuration (a JSON object, read as that plugin's configuration
 /// file). An invalid configuration is a [`ConfigError::Invalid`] whose `path` is relative to the

@@ -44,11 +44,11 @@ use serde::de::value::MapAccessDeserializer;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::{Number, Value};
 
-use crate::event::{Event, ToolCall, Usage};
-use crate::failure::{Failure, FailureError};
-use crate::retry_policy::RetryPolicy;
-use crate::scenario::reject::REJECTABLE;
+use crate::reject::REJECTABLE;
 use crate::scripted::{Scripted, ScriptedFail, ScriptedReply};
+use rein_runtime::event::{Event, ToolCall, Usage};
+use rein_runtime::failure::{Failure, FailureError};
+use rein_runtime::retry_policy::RetryPolicy;
 
 /// The largest `latencyMs` and `atMs` accepted (the largest timer delay browsers and the retry
 /// policies accept, about 24.8 days).
@@ -702,6 +702,8 @@ fn failure_error(path: &str, err: FailureError) -> InvalidScenario {
         FailureError::Status(_) => "status",
         FailureError::RetryAfter(_) => "retryAfterMs",
         FailureError::EmptyRequestId => "requestId",
+        // A rule added to `Failure` later: the error names its own field.
+        _ => return InvalidScenario::new(path, err.to_string()),
     };
     let text = err.to_string();
     let message = text.split_once(": ").map_or(text.as_str(), |(_, m)| m);

@@ -478,7 +478,7 @@ fn reject_lists_plugin_event_types_in_file_order() {
         Scenario::from_value(set("/reject", json!(["llm/retry-started", "llm/retry"]))).unwrap();
     assert_eq!(scenario.reject, ["llm/retry-started", "llm/retry"]);
     assert!(Scenario::from_value(base()).unwrap().reject.is_empty(), "absent: nothing rejected");
-    for kind in crate::scenario::reject::REJECTABLE {
+    for kind in crate::reject::REJECTABLE {
         assert!(Scenario::from_value(set("/reject", json!([kind]))).is_ok(), "{kind}");
     }
 }

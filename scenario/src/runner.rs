@@ -49,17 +49,17 @@ use super::format::{Action, ActionKind, InvalidScenario, MAX_MS, Scenario};
 use super::registry::{PluginRegistry, ToolRegistry};
 use super::reject::RejectAppends;
 use super::report::{self, ConfigErrorRow, Report};
-use crate::clock::{Clock, VirtualClock};
-use crate::event::{CancelCause, Envelope};
-use crate::plugin::{ConfigError, Plugin};
-use crate::random::Samples;
-use crate::runtime::Runtime;
 use crate::scripted::ScriptedProvider;
-use crate::session::{Prompt, Session, SessionError};
-use crate::session::{TurnHandle, TurnOutcome};
-use crate::store::memory::MemoryStore;
-use crate::tool::Tool;
-use crate::validator::Rejection;
+use rein_runtime::clock::{Clock, VirtualClock};
+use rein_runtime::event::{CancelCause, Envelope};
+use rein_runtime::plugin::{ConfigError, Plugin};
+use rein_runtime::random::Samples;
+use rein_runtime::runtime::Runtime;
+use rein_runtime::session::{Prompt, Session, SessionError};
+use rein_runtime::session::{TurnHandle, TurnOutcome};
+use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::tool::Tool;
+use rein_runtime::validator::Rejection;
 
 /// The id of a scenario's session.
 pub const SESSION: &str = "scenario";
