@@ -22,8 +22,15 @@
 //!   wait, then `llm/retry-started`; shared by every plugin that writes `llm/retry`.
 //! - [`llm_retry::plugin`]: [`LlmRetry`](llm_retry::LlmRetry), the plugin the runtime runs; build
 //!   it from a configuration value with [`llm_retry::factory`].
+//! - [`auto_retry::plugin`]: [`AutoRetry`](auto_retry::AutoRetry), with its run-time settings
+//!   and the switch that ends its waits; [`auto_retry::factory`].
+//! - [`compaction::plugin`]: [`Compaction`](compaction::Compaction); [`compaction::factory`].
 //! - [`register_all`]: every plugin of the crate in a scenario/CLI
 //!   [`PluginRegistry`], under its name.
+//!
+//! The default chain is [`DEFAULT_CHAIN`]: `llm-retry`, `compaction`, `auto-retry` — the
+//! official executor first (it never consults downstream when it retries), then the overflow
+//! recovery, then the takeover of what both declined. Their budgets are independent and add up.
 
 pub mod auto_retry;
 pub mod backoff;
@@ -35,11 +42,17 @@ pub mod settings;
 
 use rein_runtime::scenario::PluginRegistry;
 
-/// Registers every plugin of this crate in `registry` under its name (`llm-retry`, and the test
-/// double `scripted`), each built from its configuration value (what a scenario's
-/// `plugins[i].config` holds).
+/// The plugins of the default chain, in chain order (first = outermost).
+pub const DEFAULT_CHAIN: [&str; 3] = [llm_retry::NAME, compaction::NAME, auto_retry::NAME];
+
+/// Registers every plugin of this crate in `registry` under its name (`llm-retry`, `compaction`,
+/// `auto-retry`, and the test double `scripted`), each built from its configuration value (what
+/// a scenario's `plugins[i].config` holds): strictly for `llm-retry` and `scripted`, leniently
+/// for `compaction` and `auto-retry` (their fallbacks come back as warnings).
 pub fn register_all(registry: &mut PluginRegistry) {
     registry.register(llm_retry::NAME, llm_retry::factory);
+    registry.register_lenient(compaction::NAME, compaction::factory);
+    registry.register_lenient(auto_retry::NAME, auto_retry::factory);
     registry.register(scripted::NAME, scripted::factory);
 }
 
@@ -53,10 +66,21 @@ mod tests {
     fn every_plugin_is_registered_under_its_own_name() {
         let mut registry = PluginRegistry::new();
         register_all(&mut registry);
-        assert_eq!(registry.names(), ["llm-retry", "scripted"]);
+        assert_eq!(registry.names(), ["auto-retry", "compaction", "llm-retry", "scripted"]);
         for name in registry.names() {
-            let factory = registry.get(name).unwrap();
-            assert_eq!(factory(&json!({})).unwrap().name(), name);
+            let built = registry.build(name, &json!({})).unwrap().unwrap();
+            assert_eq!(built.plugin.name(), name);
+            assert!(built.warnings.is_empty(), "{name}: {:?}", built.warnings);
         }
+        for name in DEFAULT_CHAIN {
+            assert!(registry.names().contains(&name));
+        }
+        let built = registry.build("auto-retry", &json!({"extraRetries": "3"})).unwrap().unwrap();
+        let warnings: Vec<String> = built.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            ["extraRetries: must be an integer, got \"3\"; using the default 3"],
+            "a lenient reader's fallbacks come back with the plugin"
+        );
     }
 }

@@ -8,13 +8,17 @@
 //! under their names, and the runner builds one per scenario from its configuration. A plugin
 //! that does not exist (yet) is simply not registered, and a scenario naming it is invalid
 //! (`plugins[0].use: unknown plugin "llm-retry"`), not a crash.
+//!
+//! A factory reads its configuration strictly ([`PluginRegistry::register`]: it builds, or names
+//! the wrong field) or leniently ([`PluginRegistry::register_lenient`]: it always builds, and
+//! returns the fallbacks it took as [`ConfigWarning`]s for the program to show).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::plugin::{ConfigError, Plugin};
+use crate::plugin::{ConfigError, ConfigWarning, Plugin};
 use crate::tool::Tool;
 use crate::tool::echo::EchoTool;
 
@@ -23,10 +27,33 @@ use crate::tool::echo::EchoTool;
 /// configuration object (`maxTransientRetries`), or empty for the object itself.
 pub type PluginFactory = Arc<dyn Fn(&Value) -> Result<Arc<dyn Plugin>, ConfigError> + Send + Sync>;
 
+/// Builds a plugin from a configuration read leniently: the plugin and the fallbacks taken
+/// ([`ConfigWarning`]s, paths relative to the configuration object), or an error for what even a
+/// lenient reader refuses.
+pub type LenientFactory = Arc<dyn Fn(&Value) -> Result<BuiltPlugin, ConfigError> + Send + Sync>;
+
+/// What a factory built.
+#[derive(Clone)]
+pub struct BuiltPlugin {
+    /// The plugin.
+    pub plugin: Arc<dyn Plugin>,
+    /// The fallbacks its configuration reader took (empty for a strict reader), in field order.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+impl std::fmt::Debug for BuiltPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltPlugin")
+            .field("plugin", &self.plugin.name())
+            .field("warnings", &self.warnings)
+            .finish()
+    }
+}
+
 /// Plugin factories by name.
 #[derive(Clone, Default)]
 pub struct PluginRegistry {
-    factories: BTreeMap<String, PluginFactory>,
+    factories: BTreeMap<String, LenientFactory>,
 }
 
 impl std::fmt::Debug for PluginRegistry {
@@ -41,14 +68,28 @@ impl PluginRegistry {
         Self::default()
     }
 
-    /// Registers `factory` under `name` (replacing an earlier registration of that name). The
-    /// plugins it builds are known by their own [`Plugin::name`] (actions, `plugin/crashed`):
-    /// normally `name`; a factory that lets its configuration choose another (`scripted`)
-    /// allows one scenario to use it twice.
+    /// Registers `factory` under `name` (replacing an earlier registration of that name): a
+    /// plugin whose configuration is read strictly (it either builds or names the field that is
+    /// wrong). The plugins it builds are known by their own [`Plugin::name`] (actions,
+    /// `plugin/crashed`): normally `name`; a factory that lets its configuration choose another
+    /// (`scripted`) allows one scenario to use it twice.
     pub fn register(
         &mut self,
         name: impl Into<String>,
         factory: impl Fn(&Value) -> Result<Arc<dyn Plugin>, ConfigError> + Send + Sync + 'static,
+    ) -> &mut Self {
+        self.register_lenient(name, move |config: &Value| {
+            factory(config).map(|plugin| BuiltPlugin { plugin, warnings: Vec::new() })
+        })
+    }
+
+    /// Registers a `factory` whose configuration is read leniently: it also returns the
+    /// fallbacks it took, which the program shows (the scenario runner as `warning:` lines,
+    /// placed under `plugins[i].config`).
+    pub fn register_lenient(
+        &mut self,
+        name: impl Into<String>,
+        factory: impl Fn(&Value) -> Result<BuiltPlugin, ConfigError> + Send + Sync + 'static,
     ) -> &mut Self {
         self.factories.insert(name.into(), Arc::new(factory));
         self
@@ -60,8 +101,14 @@ impl PluginRegistry {
     }
 
     /// The factory registered under `name`.
-    pub fn get(&self, name: &str) -> Option<&PluginFactory> {
+    pub fn get(&self, name: &str) -> Option<&LenientFactory> {
         self.factories.get(name)
+    }
+
+    /// Builds the plugin registered under `name` from `config`; `None` when nothing is
+    /// registered under that name.
+    pub fn build(&self, name: &str, config: &Value) -> Option<Result<BuiltPlugin, ConfigError>> {
+        self.factories.get(name).map(|factory| factory(config))
     }
 }
 
