@@ -268,3 +268,147 @@ fn failed<'a>(payload: &'a RequestErrorPayload, chains: &'a RetryChains) -> Fail
         chains,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use rein_runtime::clock::VirtualClock;
+    use rein_runtime::event::{Event, RequestError, RequestStart, StepRef, TurnStart};
+    use rein_runtime::failure::Failure;
+    use rein_runtime::plugin::{Downstream, DownstreamAnswer};
+    use rein_runtime::random::Constant;
+    use rein_runtime::session_log::SessionLog;
+    use rein_runtime::store::memory::MemoryStore;
+    use serde_json::json;
+
+    use super::*;
+
+    /// A log with turn 1, step 1, attempt 1 failed with `code` on `mock`.
+    async fn failed(code: &str) -> (MemoryStore, SessionLog, Failure) {
+        let store = MemoryStore::new();
+        let clock = Arc::new(VirtualClock::start());
+        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s").await.unwrap();
+        let failure = Failure::new(code, "boom").unwrap();
+        log.append(vec![
+            Event::TurnStart(TurnStart { turn: 1 }),
+            Event::StepStart(StepRef { turn: 1, step: 1 }),
+            Event::RequestStart(RequestStart {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                provider: "mock".into(),
+                model: "m".into(),
+            }),
+            Event::RequestError(RequestError {
+                turn: 1,
+                step: 1,
+                attempt: 1,
+                provider: "mock".into(),
+                failure: failure.clone(),
+            }),
+        ])
+        .await
+        .unwrap();
+        (store, log, failure)
+    }
+
+    fn recovery(
+        log: &SessionLog,
+        failure: Failure,
+        downstream: Downstream,
+        cancel: CancellationToken,
+    ) -> Recovery {
+        let payload = RequestErrorPayload {
+            session: Arc::from("s"),
+            turn: 1,
+            step: 1,
+            attempt: 1,
+            provider: "mock".into(),
+            failure,
+            retry_policy: None,
+            cancel,
+            log: log.clone(),
+        };
+        Recovery {
+            payload: Arc::new(payload),
+            downstream,
+            disposed: CancellationToken::new(),
+            jitter: Arc::new(Constant::new(0.5).unwrap()),
+        }
+    }
+
+    fn written(store: &MemoryStore) -> Vec<&'static str> {
+        store.events("s")[5..].iter().map(|e| e.kind()).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_it_could_never_retry_is_handed_on_without_reading_the_log_or_asking() {
+        let plugin = Arc::new(AutoRetry::default());
+        plugin.configure(json!({"retryableCodes": ["SERVER", "QUOTA"]}), 0).unwrap();
+        for code in ["AUTH", "ABORTED", "PI_AI_ERROR"] {
+            let (store, log, failure) = failed(code).await;
+            // A closed log: reading it (which comes before asking downstream) would make the
+            // recovery answer Stop.
+            log.clone().close().await;
+            let verdict = Arc::clone(&plugin)
+                .recover(recovery(&log, failure, Downstream::end(), CancellationToken::new()))
+                .await;
+            assert_eq!(verdict, Verdict::Next, "{code}");
+            assert_eq!(written(&store), Vec::<&str>::new());
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn downstream_speaks_first_and_its_retry_is_the_answer() {
+        let (store, log, failure) = failed("PROVIDER_ERROR").await;
+        let downstream = Downstream::answering(DownstreamAnswer::Retry);
+        let plugin = Arc::new(AutoRetry::default());
+        let verdict =
+            plugin.recover(recovery(&log, failure, downstream, CancellationToken::new())).await;
+        assert_eq!(verdict, Verdict::Next, "Next passes downstream's Retry on");
+        assert!(written(&store).is_empty(), "nothing written");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_own_retry_is_scheduled_waited_and_started() {
+        let (store, log, failure) = failed("PROVIDER_ERROR").await;
+        let plugin = Arc::new(AutoRetry::from_config(&json!({"jitterRatio": 0})).0);
+        let begun = tokio::time::Instant::now();
+        let verdict =
+            plugin.recover(recovery(&log, failure, Downstream::end(), CancellationToken::new()));
+        assert_eq!(verdict.await, Verdict::Retry);
+        assert_eq!(begun.elapsed(), Duration::from_millis(1000));
+        assert_eq!(written(&store), ["llm/retry", "llm/retry-started"]);
+        let Event::LlmRetry(retry) = &store.events("s")[5].event else { panic!("llm/retry") };
+        assert_eq!(
+            (retry.plugin.as_str(), retry.mode.as_str(), retry.retry, retry.max_retries),
+            ("auto-retry", "normal", 1, Some(3))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn switching_off_ends_the_wait_and_a_cancelled_turn_writes_nothing() {
+        let (store, log, failure) = failed("PROVIDER_ERROR").await;
+        let plugin = Arc::new(AutoRetry::default());
+        let waiting = tokio::spawn(Arc::clone(&plugin).recover(recovery(
+            &log,
+            failure.clone(),
+            Downstream::end(),
+            CancellationToken::new(),
+        )));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        plugin.configure(json!({"enabled": false}), 0).unwrap();
+        assert_eq!(waiting.await.unwrap(), Verdict::Stop);
+        assert_eq!(written(&store), ["llm/retry"], "no llm/retry-started");
+
+        // Switched on again; a turn cancelled before the recovery: nothing is written.
+        plugin.configure(json!({"enabled": true}), 1).unwrap();
+        let (store, log, failure) = failed("PROVIDER_ERROR").await;
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        let verdict = plugin.recover(recovery(&log, failure, Downstream::end(), cancel)).await;
+        assert_eq!(verdict, Verdict::Stop);
+        assert!(written(&store).is_empty());
+    }
+}

@@ -173,3 +173,174 @@ async fn recover(plugin: Arc<Compaction>, recovery: Recovery) -> Verdict {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use rein_runtime::clock::VirtualClock;
+    use rein_runtime::event::{
+        AssistantMessage, RequestError, RequestStart, StepRef, TurnStart, UserMessage,
+    };
+    use rein_runtime::failure::Failure;
+    use rein_runtime::plugin::{Downstream, RequestErrorPayload};
+    use rein_runtime::random::Constant;
+    use rein_runtime::scenario::reject::RejectAppends;
+    use rein_runtime::session_log::{OpenOptions, SessionLog};
+    use rein_runtime::store::memory::MemoryStore;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    /// A log with an earlier exchange and turn 2's first attempt failed with `code`.
+    async fn overflowed(code: &str) -> (MemoryStore, SessionLog, Failure) {
+        let store = MemoryStore::new();
+        let clock = Arc::new(VirtualClock::start());
+        let options = OpenOptions::new().projection(HistoryProjection);
+        let (log, _) =
+            SessionLog::open_with(Arc::new(store.clone()), clock, "s", options).await.unwrap();
+        let failure = Failure::new(code, "too long").unwrap();
+        let mut events = Vec::new();
+        for turn in 1..=2 {
+            events.push(Event::UserMessage(UserMessage { text: format!("q{turn}") }));
+            events.push(Event::TurnStart(TurnStart { turn }));
+            events.push(Event::StepStart(StepRef { turn, step: 1 }));
+            let attempt = RequestStart {
+                turn,
+                step: 1,
+                attempt: 1,
+                provider: "mock".into(),
+                model: "m".into(),
+            };
+            events.push(Event::RequestStart(attempt));
+            if turn == 1 {
+                events.push(Event::AssistantMessage(AssistantMessage {
+                    turn,
+                    step: 1,
+                    text: "a1".into(),
+                    tool_calls: None,
+                    usage: None,
+                }));
+                events.push(Event::StepEnd(StepRef { turn, step: 1 }));
+                events.push(Event::TurnEnd(rein_runtime::event::TurnEnd {
+                    turn,
+                    reason: rein_runtime::event::TurnEndReason::Completed,
+                }));
+            }
+        }
+        events.push(Event::RequestError(RequestError {
+            turn: 2,
+            step: 1,
+            attempt: 1,
+            provider: "mock".into(),
+            failure: failure.clone(),
+        }));
+        log.append(events).await.unwrap();
+        (store, log, failure)
+    }
+
+    async fn offer(
+        plugin: Compaction,
+        log: &SessionLog,
+        failure: Failure,
+        cancel: CancellationToken,
+        disposed: CancellationToken,
+    ) -> Verdict {
+        let payload = RequestErrorPayload {
+            session: Arc::from("s"),
+            turn: 2,
+            step: 1,
+            attempt: 1,
+            provider: "mock".into(),
+            failure,
+            retry_policy: None,
+            cancel,
+            log: log.clone(),
+        };
+        let recovery = Recovery {
+            payload: Arc::new(payload),
+            downstream: Downstream::end(),
+            disposed,
+            jitter: Arc::new(Constant::new(0.5).unwrap()),
+        };
+        Arc::new(plugin).recover(recovery).await
+    }
+
+    fn compactions(store: &MemoryStore) -> usize {
+        store.events("s").iter().filter(|e| e.kind() == "context/compacted").count()
+    }
+
+    fn keep_one() -> Compaction {
+        Compaction::from_config(&json!({"keepRecentMessages": 1})).0
+    }
+
+    #[tokio::test]
+    async fn an_overflow_is_compacted_and_retried() {
+        let (store, log, failure) = overflowed(CONTEXT_WINDOW_EXCEEDED).await;
+        let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
+        assert_eq!(offer(keep_one(), &log, failure, cancel, disposed).await, Verdict::Retry);
+        let last = store.events("s").pop().unwrap();
+        let Event::ContextCompacted(c) = last.event else { panic!("{last:?}") };
+        // q1 (seq 1) and a1 (seq 5) dropped; q2 kept.
+        assert_eq!((c.turn, c.step, c.removed, c.kept), (2, 1, vec![1, 5], 1));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_turn_or_a_disposed_plugin_writes_nothing_and_stops() {
+        for (cancelled, disposed_too) in [(true, false), (false, true)] {
+            let (store, log, failure) = overflowed(CONTEXT_WINDOW_EXCEEDED).await;
+            let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
+            if cancelled {
+                cancel.cancel();
+            }
+            if disposed_too {
+                disposed.cancel();
+            }
+            assert_eq!(offer(keep_one(), &log, failure, cancel, disposed).await, Verdict::Stop);
+            assert_eq!(compactions(&store), 0);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_refused_append_stops() {
+        let (store, log, failure) = overflowed(CONTEXT_WINDOW_EXCEEDED).await;
+        log.add_validator(Box::new(RejectAppends::new(["context/compacted"]))).await.unwrap();
+        let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
+        assert_eq!(offer(keep_one(), &log, failure, cancel, disposed).await, Verdict::Stop);
+        assert_eq!(compactions(&store), 0);
+    }
+
+    #[tokio::test]
+    async fn other_codes_an_inert_budget_or_nothing_to_drop_hand_the_failure_on() {
+        let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
+        let (store, log, failure) = overflowed("SERVER").await;
+        assert_eq!(
+            offer(keep_one(), &log, failure, cancel.clone(), disposed.clone()).await,
+            Verdict::Next
+        );
+        let (_, log, failure) = overflowed(CONTEXT_WINDOW_EXCEEDED).await;
+        let inert = Compaction::from_config(&json!({"maxOverflowRetries": 0})).0;
+        assert_eq!(
+            offer(inert, &log, failure, cancel.clone(), disposed.clone()).await,
+            Verdict::Next
+        );
+        let (_, log, failure) = overflowed(CONTEXT_WINDOW_EXCEEDED).await;
+        let keep_all = Compaction::default();
+        assert_eq!(offer(keep_all, &log, failure, cancel, disposed).await, Verdict::Next);
+        assert_eq!(compactions(&store), 0);
+    }
+
+    #[test]
+    fn settings_are_readable_checkable_and_patchable() {
+        let plugin = Compaction::default();
+        let read = plugin.settings().unwrap();
+        assert_eq!(read.settings, json!({"maxOverflowRetries": 1, "keepRecentMessages": 6}));
+        assert!(!read.read_only);
+        assert_eq!(
+            plugin.check_settings(&json!({"keepRecentMessages": 0}), 0).unwrap_err().to_string(),
+            "keepRecentMessages: must be an integer within 1..=1000, got 0"
+        );
+        let outcome = plugin.configure(json!({"maxOverflowRetries": 2}), 0).unwrap();
+        assert_eq!((outcome.revision, outcome.changed), (1, vec!["maxOverflowRetries".to_owned()]));
+        assert_eq!(plugin.current().max_overflow_retries(), 2);
+    }
+}
