@@ -500,3 +500,17 @@ fn the_budgets_of_the_three_plugins_add_up_in_one_turn() {
     assert_eq!(compactions, 1);
     assert_eq!(report["turns"][1]["reason"]["failure"]["message"], "503: six");
 }
+
+#[test]
+fn rein_codes_prints_the_catalogue_a_settings_page_renders() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["codes", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(printed, serde_json::to_value(rein::plugins::auto_retry::CATALOGUE).unwrap());
+    let never = &printed["groups"][2];
+    assert_eq!((&never["group"], &never["retried"]), (&json!("never"), &json!("never")));
+    assert_eq!(never["codes"].as_array().unwrap().len(), 9);
+}

@@ -1,7 +1,7 @@
 //! Running the scenario files of `tests/scenarios/` through `rein scenario run FILE --json` as a
 //! process, and reading what it printed: shared by the scenario test binaries.
 
-#![allow(dead_code, clippy::unwrap_used)]
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -236,10 +236,7 @@ impl ScenarioRunner {
     }
 
     /// The plugins, built from their configurations, and the warnings of the lenient readers.
-    fn instantiate_plugins(
-        &self,
-        scenario: &Scenario,
-    ) -> Result<(Vec<Arc<dyn Plugin>>, Vec<String>), RunError> {
+    fn instantiate_plugins(&self, scenario: &Scenario) -> Result<Instantiated, RunError> {
         let mut plugins = Vec::with_capacity(scenario.plugins.len());
         let mut warnings = Vec::new();
         for used in &scenario.plugins {
@@ -328,6 +325,10 @@ impl ScenarioRunner {
             .collect()
     }
 }
+
+/// The plugins of a scenario, in chain order, and their configuration warnings (each under its
+/// `plugins[i].config`).
+type Instantiated = (Vec<Arc<dyn Plugin>>, Vec<String>);
 
 /// One run's driving state.
 struct Drive<'a> {
