@@ -40,6 +40,17 @@
 //! every recovery settled, the plugin's own [`Plugin::dispose`] runs — once — and the chain lets
 //! go of the plugin.
 
+//!
+//! # Why settings are part of the trait
+//!
+//! A settings page or a CLI talks to the runtime, not to a plugin's type: it reads a plugin's
+//! settings with their revision ([`Plugin::settings`]), checks a patch without applying it
+//! ([`Plugin::check_settings`]) so it can block a save and name the field, and applies it under
+//! the revision fence ([`Plugin::configure`]), so of two pages saving from one revision exactly one
+//! wins. Each has a default (no settings, unsupported), so a plugin without settings writes
+//! nothing; a plugin whose settings cannot change at run time says so with
+//! [`ConfigError::ReadOnly`] rather than accepting a patch it would not apply.
+
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
