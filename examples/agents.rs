@@ -3,8 +3,9 @@
 //! Run: `cargo run --release --example agents -- [SESSIONS]` (default 200).
 //!
 //! Every agent is a session on one runtime with a durable JSONL store (in a temp directory), the
-//! `llm-retry` plugin (configured like the seed: 2 retries, 500 ms → 10 s, 10 % jitter, here
-//! scaled down to 5 ms → 100 ms so the example is quick on the wall clock) and the `echo` tool.
+//! default plugin chain — `llm-retry` (configured like the seed: 2 retries, 500 ms → 10 s, 10 %
+//! jitter, here scaled down to 5 ms → 100 ms so the example is quick on the wall clock),
+//! `compaction` and `auto-retry` (its delays scaled down the same way) — and the `echo` tool.
 //! The provider is a local simulation: per session, the first attempt is rate limited, the
 //! second streams a tool call, the third answers. One agent in ten is cancelled while its
 //! retry waits. At the end every log is read back from disk and checked by `rein-invariant`, and
@@ -15,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rein::invariant::check_finished_log;
+use rein::plugins::auto_retry::AutoRetry;
+use rein::plugins::compaction::Compaction;
 use rein::plugins::llm_retry::LlmRetry;
 use rein::runtime::BoxFuture;
 use rein::runtime::event::{CancelCause, ToolCall, TurnEndReason};
@@ -78,10 +81,18 @@ async fn main() -> anyhow::Result<()> {
     let llm_retry = LlmRetry::from_config(&serde_json::json!({
         "maxTransientRetries": 2, "initialDelayMs": 5, "maxDelayMs": 100, "jitterRatio": 0.1
     }))?;
+    // The default chain: the official executor, the overflow recovery, the takeover of what they
+    // decline (its delays scaled down like llm-retry's).
+    let (auto_retry, warnings) = AutoRetry::from_config(&serde_json::json!({
+        "initialDelayMs": 5, "maxDelayMs": 100
+    }));
+    anyhow::ensure!(warnings.is_empty(), "auto-retry configuration: {warnings:?}");
     let runtime = Runtime::builder()
         .store(store.clone())
         .route("sim", Arc::new(Simulated::default()), "sim-1", None)
         .plugin(Arc::new(llm_retry))
+        .plugin(Arc::new(Compaction::default()))
+        .plugin(Arc::new(auto_retry))
         .tool(Arc::new(EchoTool))
         .build()
         .await?;

@@ -5,6 +5,7 @@
 //! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
 //! - [`show`]: `rein show LOG…` — turn-tail panels in the terminal.
 //! - [`report`]: `rein report LOG… -o FILE` — a self-contained HTML report.
+//! - [`codes`]: `rein codes` — the failure codes `auto-retry` knows, in their three groups.
 //!
 //! Shared by them:
 //! - [`logs`]: reading the logs `show` and `report` look at.
@@ -12,6 +13,7 @@
 //! - [`output_file`]: files written whole (temporary file + rename), never through a link.
 
 pub(crate) mod check;
+pub(crate) mod codes;
 pub(crate) mod demo;
 pub(crate) mod logs;
 pub(crate) mod output_file;

@@ -32,6 +32,9 @@ enum Command {
     /// Each panel sums the turn up on one line; --expand adds every attempt with its origin,
     /// budget, wait, code, HTTP status and request id, and the provider's message verbatim.
     Show(cli::show::ShowArgs),
+    /// List the failure codes auto-retry knows: on by default, opt in, never retried.
+    #[command(after_help = cli::codes::CODES_HELP)]
+    Codes(cli::codes::CodesArgs),
     /// Write a self-contained HTML report of session logs.
     ///
     /// The conversation of each log, with a collapsed panel at the tail of each turn that retried
@@ -46,5 +49,6 @@ fn main() -> ExitCode {
         Command::Scenario(args) => cli::scenario::run(&args),
         Command::Show(args) => cli::show::run(&args),
         Command::Report(args) => cli::report::run(&args),
+        Command::Codes(args) => cli::codes::run(&args),
     }
 }

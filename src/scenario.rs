@@ -16,7 +16,7 @@ pub use rein_scenario::{InvalidScenario, Outcome, Report, RunError, Scenario, To
 pub fn plugins() -> PluginRegistry {
     let mut registry = PluginRegistry::new();
     for (name, factory) in rein_plugins::ALL {
-        registry.register(*name, *factory);
+        registry.register_lenient(*name, *factory);
     }
     registry
 }

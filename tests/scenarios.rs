@@ -1,103 +1,19 @@
 //! The scenario files of `tests/scenarios/`, one per `llm-retry` behaviour (SPEC §5), run through
 //! `rein scenario run FILE --json` as a process. Each test asserts the whole report (retry ids
 //! masked as `#1`, `#2`… in order of appearance: they are UUID v4s drawn from the scenario's seed,
-//! equal on every run but unreadable in an expectation) and its invariant verdict.
+//! equal on every run but unreadable in an expectation) and its invariant verdict. The files of
+//! `auto-retry`, `compaction` and the whole chain are run by `tests/recovery_scenarios.rs`.
 
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
 
+#[path = "support/scenario_cli.rs"]
+mod scenario_cli;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
+use scenario_cli::{LLM_RETRY, RECOVERY, dir, requests, run, run_with_log};
 use serde_json::{Value, json};
-
-const FILES: &[&str] = &[
-    "llm-retry-always-accepts-downstream-retry.json",
-    "llm-retry-always-any-code.json",
-    "llm-retry-always-downstream-crashed.json",
-    "llm-retry-budget-exhausted.json",
-    "llm-retry-budget-per-step.json",
-    "llm-retry-budget-per-turn.json",
-    "llm-retry-cancel-during-wait.json",
-    "llm-retry-dispose-during-wait.json",
-    "llm-retry-no-adapter.json",
-    "llm-retry-not-retryable.json",
-    "llm-retry-provider-delay-over-cap.json",
-    "llm-retry-provider-delay-within-cap.json",
-    "llm-retry-rate-limit.json",
-    "llm-retry-rejected-append.json",
-    "llm-retry-route-policy-wins.json",
-];
-
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
-}
-
-/// Runs `tests/scenarios/<name>` with `--json`: exit 0, one JSON line, a clean invariant verdict;
-/// returns the report with retry ids masked.
-fn run(name: &str) -> Value {
-    run_with(name, &[])
-}
-
-/// [`run`], also writing the session log (`--log`); returns the report and the log's events.
-fn run_with_log(name: &str) -> (Value, Vec<Value>) {
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("session.jsonl");
-    let report = run_with(name, &["--log", log.to_str().unwrap()]);
-    let text = std::fs::read_to_string(&log).unwrap();
-    let events = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
-    (report, events)
-}
-
-fn run_with(name: &str, extra: &[&str]) -> Value {
-    let file = dir().join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
-        .args(["scenario", "run", file.to_str().unwrap(), "--json"])
-        .args(extra)
-        .output()
-        .expect("rein runs");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
-    assert_eq!(stderr, "", "{name}: nothing to note, no panic message");
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(stdout.lines().count(), 1, "{name}: one JSON object on one line");
-    let mut report: Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(report["invariant"], json!({"ok": true, "violations": []}), "{name}");
-    mask_retry_ids(&mut report);
-    report
-}
-
-/// Replaces each retry id by `#n` (n = order of first appearance) after checking it is a UUID
-/// v4, so reports compare exactly while a chain's id stays visibly the same.
-fn mask_retry_ids(report: &mut Value) {
-    let mut seen: Vec<String> = Vec::new();
-    for list in ["retries", "retriesStarted"] {
-        for row in report[list].as_array_mut().unwrap() {
-            let id = row["retryId"].as_str().unwrap().to_owned();
-            let parsed = uuid::Uuid::parse_str(&id).unwrap();
-            assert_eq!(parsed.get_version_num(), 4, "{id} is a UUID v4");
-            let n = match seen.iter().position(|s| *s == id) {
-                Some(i) => i + 1,
-                None => {
-                    seen.push(id);
-                    seen.len()
-                }
-            };
-            row["retryId"] = json!(format!("#{n}"));
-        }
-    }
-}
-
-/// `(atMs, attempt)` of every request.
-fn requests(report: &Value) -> Vec<(u64, u64)> {
-    report["requests"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| (r["atMs"].as_u64().unwrap(), r["attempt"].as_u64().unwrap()))
-        .collect()
-}
 
 const DEFAULT_FLAT: &str =
     r#"["normal",2,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],500,10000,0]"#;
@@ -109,7 +25,8 @@ fn every_scenario_file_is_run_by_a_test() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.ends_with(".json"))
         .collect();
-    let listed: BTreeSet<String> = FILES.iter().map(|f| (*f).to_owned()).collect();
+    let listed: BTreeSet<String> =
+        LLM_RETRY.iter().chain(RECOVERY).map(|f| (*f).to_owned()).collect();
     assert_eq!(on_disk, listed);
 }
 

@@ -18,15 +18,20 @@
 //! - [`decision`]: what to do with a failure, before and after consulting downstream, and the
 //!   `llm/retry` of a scheduled retry.
 //!
-//! Run-time updates go through a [`Revisioned`](crate::settings::Revisioned) fence around the
-//! settings; the retry itself is performed by [`crate::schedule`] like `llm-retry`'s.
+//! Shell:
+//! - [`plugin`]: [`AutoRetry`], the runtime [`Plugin`](rein_runtime::plugin::Plugin): settings
+//!   behind a [`Revisioned`](crate::settings::Revisioned) fence (readable, checkable and
+//!   patchable at run time), the decision, and the retry performed by [`crate::schedule`] like
+//!   `llm-retry`'s; [`factory`] builds it from a configuration value, leniently.
 
 pub mod catalogue;
 pub mod decision;
+pub mod plugin;
 pub mod settings;
 
 pub use catalogue::{CATALOGUE, Catalogue, CodeGroup, CodeInfo};
 pub use decision::{Decision, Declined, DelaySource, Failed, Gone, Schedule};
+pub use plugin::{AutoRetry, factory};
 pub use settings::AutoRetrySettings;
 
 /// The name the plugin is registered under (scenarios, the CLI, `llm/retry.plugin`, the first

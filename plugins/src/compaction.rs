@@ -17,12 +17,19 @@
 //!   the strict run-time patch.
 //! - [`shrink`]: the cut rule — which model-visible events to drop ([`shrink::cut`]).
 //! - [`decision`]: code, budget, cut → `Next` or a compaction to write.
+//!
+//! Shell:
+//! - [`plugin`]: [`Compaction`], the runtime [`Plugin`](rein_runtime::plugin::Plugin): reads the
+//!   history, decides, appends `context/compacted`; [`factory`] builds it from a configuration
+//!   value, leniently.
 
 pub mod decision;
+pub mod plugin;
 pub mod settings;
 pub mod shrink;
 
 pub use decision::{Decision, Declined};
+pub use plugin::{Compaction, factory};
 pub use settings::CompactionSettings;
 pub use shrink::Cut;
 

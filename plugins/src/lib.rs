@@ -22,7 +22,15 @@
 //!   wait, then `llm/retry-started`; shared by every plugin that writes `llm/retry`.
 //! - [`llm_retry::plugin`]: [`LlmRetry`](llm_retry::LlmRetry), the plugin the runtime runs; build
 //!   it from a configuration value with [`llm_retry::factory`].
-//! - [`ALL`]: every plugin of the crate under its name, with its factory.
+//! - [`auto_retry::plugin`]: [`AutoRetry`](auto_retry::AutoRetry), with its run-time settings
+//!   and the switch that ends its waits; [`auto_retry::factory`].
+//! - [`compaction::plugin`]: [`Compaction`](compaction::Compaction); [`compaction::factory`].
+//! - [`ALL`]: every plugin of the crate under its name, with the factory that builds it from a
+//!   configuration value.
+//!
+//! The default chain is [`DEFAULT_CHAIN`]: `llm-retry`, `compaction`, `auto-retry` — the
+//! official executor first (it never consults downstream when it retries), then the overflow
+//! recovery, then the takeover of what both declined. Their budgets are independent and add up.
 
 pub mod auto_retry;
 pub mod backoff;
@@ -32,19 +40,34 @@ pub mod schedule;
 pub mod scripted;
 pub mod settings;
 
-use std::sync::Arc;
-
-use rein_runtime::plugin::{ConfigError, Plugin};
+use rein_runtime::plugin::{BuiltPlugin, ConfigError};
 use serde_json::Value;
 
 /// Builds a plugin from its configuration value (what a scenario's `plugins[i].config` or the
-/// CLI's configuration holds).
-pub type Factory = fn(&Value) -> Result<Arc<dyn Plugin>, ConfigError>;
+/// CLI's configuration holds): strictly for `llm-retry` and `scripted` (an error names the field),
+/// leniently for `compaction` and `auto-retry` (their fallbacks come back as warnings).
+pub type Factory = fn(&Value) -> Result<BuiltPlugin, ConfigError>;
 
-/// Every plugin of this crate under its name (`llm-retry`, and the test double `scripted`), with
-/// the factory that builds it: what a scenario runner or a CLI registers.
-pub const ALL: &[(&str, Factory)] =
-    &[(llm_retry::NAME, llm_retry::factory), (scripted::NAME, scripted::factory)];
+/// Every plugin of this crate under its name (`llm-retry`, `compaction`, `auto-retry`, and the
+/// test double `scripted`), with the factory that builds it: what a scenario runner or a CLI
+/// registers.
+pub const ALL: &[(&str, Factory)] = &[
+    (llm_retry::NAME, llm_retry_factory),
+    (compaction::NAME, compaction::factory),
+    (auto_retry::NAME, auto_retry::factory),
+    (scripted::NAME, scripted_factory),
+];
+
+/// The plugins of the default chain, in chain order (first = outermost).
+pub const DEFAULT_CHAIN: [&str; 3] = [llm_retry::NAME, compaction::NAME, auto_retry::NAME];
+
+fn llm_retry_factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
+    llm_retry::factory(config).map(BuiltPlugin::strict)
+}
+
+fn scripted_factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
+    scripted::factory(config).map(BuiltPlugin::strict)
+}
 
 #[cfg(test)]
 mod tests {
@@ -55,9 +78,21 @@ mod tests {
     #[test]
     fn every_plugin_is_listed_under_its_own_name() {
         let names: Vec<&str> = ALL.iter().map(|(name, _)| *name).collect();
-        assert_eq!(names, ["llm-retry", "scripted"]);
+        assert_eq!(names, ["llm-retry", "compaction", "auto-retry", "scripted"]);
         for (name, factory) in ALL {
-            assert_eq!(factory(&json!({})).unwrap().name(), *name);
+            let built = factory(&json!({})).unwrap();
+            assert_eq!(built.plugin.name(), *name);
+            assert!(built.warnings.is_empty(), "{name}: {:?}", built.warnings);
         }
+        for name in DEFAULT_CHAIN {
+            assert!(names.contains(&name), "{name}");
+        }
+        let built = auto_retry::factory(&json!({"extraRetries": "3"})).unwrap();
+        let warnings: Vec<String> = built.warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            ["extraRetries: must be an integer, got \"3\"; using the default 3"],
+            "a lenient reader's fallbacks come back with the plugin"
+        );
     }
 }

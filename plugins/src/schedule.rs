@@ -6,8 +6,9 @@
 //!    ([`Scheduled::NotScheduled`]);
 //! 2. append `llm/retry` and wait for the log's acknowledgement; a rejected append (a live
 //!    invariant, a closed log) abandons the retry ([`Scheduled::Rejected`]);
-//! 3. wait `delayMs`, racing the turn's cancellation and the plugin's disposal; either ends the
-//!    wait at once and nothing more is written ([`Scheduled::Aborted`]);
+//! 3. wait `delayMs`, racing the turn's cancellation and the plugin's disposal (and, for
+//!    `auto-retry`, its switch to `enabled = false`); any of them ends the wait at once and
+//!    nothing more is written ([`Scheduled::Aborted`]);
 //! 4. append `llm/retry-started` ([`Scheduled::Started`]: answer `Retry`).
 //!
 //! Every outcome but `Started` answers `Stop` ([`Scheduled::verdict`]): a retry that was decided
@@ -40,13 +41,17 @@ use rein_runtime::plugin::Verdict;
 use rein_runtime::session_log::{AppendError, SessionLog};
 use tokio_util::sync::CancellationToken;
 
-/// The two signals that end a retry early: the turn's cancellation and the plugin's disposal.
+/// The signals that end a retry early: the turn's cancellation, the plugin's disposal and,
+/// for a plugin that can be switched off at run time (`auto-retry`'s `enabled = false`), its
+/// switch.
 #[derive(Debug, Clone, Copy)]
 pub struct Aborts<'a> {
     /// The turn's cancellation (`payload.cancel`).
     pub cancel: &'a CancellationToken,
     /// The plugin's disposal (`recovery.disposed`).
     pub disposed: &'a CancellationToken,
+    /// Cancelled when the plugin is switched off at run time, if it can be.
+    pub switched_off: Option<&'a CancellationToken>,
 }
 
 /// Which signal ended a retry early.
@@ -56,15 +61,31 @@ pub enum Abort {
     Cancelled,
     /// The plugin was disposed.
     Disposed,
+    /// The plugin was switched off at run time.
+    SwitchedOff,
 }
 
-impl Aborts<'_> {
+impl<'a> Aborts<'a> {
+    /// The turn's cancellation and the plugin's disposal.
+    pub fn new(cancel: &'a CancellationToken, disposed: &'a CancellationToken) -> Self {
+        Aborts { cancel, disposed, switched_off: None }
+    }
+
+    /// Also ended when `switched_off` is cancelled.
+    #[must_use]
+    pub fn or_switched_off(mut self, switched_off: &'a CancellationToken) -> Self {
+        self.switched_off = Some(switched_off);
+        self
+    }
+
     /// Which signal has fired, if any (cancellation first: it decides how the turn ends).
     pub fn fired(&self) -> Option<Abort> {
         if self.cancel.is_cancelled() {
             Some(Abort::Cancelled)
         } else if self.disposed.is_cancelled() {
             Some(Abort::Disposed)
+        } else if self.switched_off.is_some_and(CancellationToken::is_cancelled) {
+            Some(Abort::SwitchedOff)
         } else {
             None
         }
@@ -72,10 +93,17 @@ impl Aborts<'_> {
 
     /// Sleeps `delay`, unless a signal fires first.
     async fn sleep(&self, delay: Duration) -> Result<(), Abort> {
+        let switched_off = async {
+            match self.switched_off {
+                Some(token) => token.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             biased;
             () = self.cancel.cancelled() => Err(Abort::Cancelled),
             () = self.disposed.cancelled() => Err(Abort::Disposed),
+            () = switched_off => Err(Abort::SwitchedOff),
             () = tokio::time::sleep(delay) => Ok(()),
         }
     }
@@ -232,7 +260,7 @@ mod tests {
     async fn writes_the_retry_waits_then_writes_the_start() {
         let (store, log) = failed_attempt().await;
         let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
-        let aborts = Aborts { cancel: &cancel, disposed: &disposed };
+        let aborts = Aborts::new(&cancel, &disposed);
         let begun = tokio::time::Instant::now();
         let outcome = run(&log, aborts, retry(1500.0)).await;
         assert!(matches!(outcome, Scheduled::Started), "{outcome:?}");
@@ -265,7 +293,7 @@ mod tests {
             if disposed {
                 dispose.cancel();
             }
-            let outcome = run(&log, Aborts { cancel: &cancel, disposed: &dispose }, retry(5.0));
+            let outcome = run(&log, Aborts::new(&cancel, &dispose), retry(5.0));
             let outcome = outcome.await;
             assert!(matches!(outcome, Scheduled::NotScheduled(a) if a == abort), "{outcome:?}");
             assert_eq!(outcome.verdict(), Verdict::Stop);
@@ -280,7 +308,7 @@ mod tests {
         log.add_validator(Box::new(RejectAppends::new(["llm/retry"]))).await.unwrap();
         let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
         let begun = tokio::time::Instant::now();
-        let outcome = run(&log, Aborts { cancel: &cancel, disposed: &disposed }, retry(500.0));
+        let outcome = run(&log, Aborts::new(&cancel, &disposed), retry(500.0));
         let outcome = outcome.await;
         assert!(matches!(outcome, Scheduled::Rejected(AppendError::Rejected(_))), "{outcome:?}");
         assert_eq!(outcome.verdict(), Verdict::Stop);
@@ -295,14 +323,13 @@ mod tests {
             let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
             let signal = match abort {
                 Abort::Cancelled => cancel.clone(),
-                Abort::Disposed => disposed.clone(),
+                Abort::Disposed | Abort::SwitchedOff => disposed.clone(),
             };
             let begun = tokio::time::Instant::now();
             let waiting = {
                 let (cancel, disposed) = (cancel.clone(), disposed.clone());
                 tokio::spawn(async move {
-                    run(&log, Aborts { cancel: &cancel, disposed: &disposed }, retry(10_000.0))
-                        .await
+                    run(&log, Aborts::new(&cancel, &disposed), retry(10_000.0)).await
                 })
             };
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -316,11 +343,36 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn switching_the_plugin_off_aborts_its_wait_or_keeps_it_from_scheduling() {
+        let (store, log) = failed_attempt().await;
+        let (cancel, disposed, off) =
+            (CancellationToken::new(), CancellationToken::new(), CancellationToken::new());
+        let waiting = {
+            let (cancel, disposed, off) = (cancel.clone(), disposed.clone(), off.clone());
+            tokio::spawn(async move {
+                let aborts = Aborts::new(&cancel, &disposed).or_switched_off(&off);
+                run(&log, aborts, retry(10_000.0)).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        off.cancel();
+        let outcome = waiting.await.unwrap();
+        assert!(matches!(outcome, Scheduled::Aborted(Abort::SwitchedOff)), "{outcome:?}");
+        assert_eq!(written(&store), [("llm/retry", 0)], "no llm/retry-started");
+
+        let (store, log) = failed_attempt().await;
+        let aborts = Aborts::new(&cancel, &disposed).or_switched_off(&off);
+        let outcome = run(&log, aborts, retry(5.0)).await;
+        assert!(matches!(outcome, Scheduled::NotScheduled(Abort::SwitchedOff)), "{outcome:?}");
+        assert_eq!(written(&store), []);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_closed_log_abandons_the_retry() {
         let (store, log) = failed_attempt().await;
         log.clone().close().await;
         let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
-        let outcome = run(&log, Aborts { cancel: &cancel, disposed: &disposed }, retry(1.0));
+        let outcome = run(&log, Aborts::new(&cancel, &disposed), retry(1.0));
         let outcome = outcome.await;
         assert!(matches!(outcome, Scheduled::Rejected(AppendError::Closed)), "{outcome:?}");
         assert_eq!(written(&store), []);

@@ -40,6 +40,17 @@
 //! every recovery settled, the plugin's own [`Plugin::dispose`] runs — once — and the chain lets
 //! go of the plugin.
 
+//!
+//! # Why settings are part of the trait
+//!
+//! A settings page or a CLI talks to the runtime, not to a plugin's type: it reads a plugin's
+//! settings with their revision ([`Plugin::settings`]), checks a patch without applying it
+//! ([`Plugin::check_settings`]) so it can block a save and name the field, and applies it under
+//! the revision fence ([`Plugin::configure`]), so of two pages saving from one revision exactly one
+//! wins. Each has a default (no settings, unsupported), so a plugin without settings writes
+//! nothing; a plugin whose settings cannot change at run time says so with
+//! [`ConfigError::ReadOnly`] rather than accepting a patch it would not apply.
+
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -259,6 +270,70 @@ pub struct ConfigOutcome {
     pub changed: Vec<String>,
 }
 
+/// A plugin's settings as a settings page or a CLI reads them ([`Plugin::settings`]): the values
+/// with the keys a patch uses, the revision a patch must name, and whether patches are accepted
+/// at all.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginSettings {
+    /// The revision the next patch must be based on (0 for the settings the plugin was built
+    /// with).
+    pub revision: u64,
+    /// The settings, as a JSON object with the keys of the plugin's configuration and patches.
+    pub settings: Value,
+    /// Whether run-time patches are refused ([`ConfigError::ReadOnly`]): a page shows the
+    /// values without a form.
+    pub read_only: bool,
+}
+
+/// A fallback taken while reading a plugin's configuration file leniently: the value used
+/// instead of the one written, and why. Nothing was refused; a program shows it where a person
+/// reads it (`rein scenario run` prints it on stderr).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigWarning {
+    /// The field, relative to the configuration object (`extraRetries`, `retryableCodes[2]`;
+    /// empty for the object itself).
+    pub path: String,
+    /// What was done (`-1 is negative; using the default 3`).
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigWarning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path, self.message)
+        }
+    }
+}
+
+/// A plugin built from its configuration file, and the fallbacks the reader took (empty for a
+/// strict reader, which refuses instead), in field order.
+#[derive(Clone)]
+pub struct BuiltPlugin {
+    /// The plugin.
+    pub plugin: Arc<dyn Plugin>,
+    /// The fallbacks its configuration reader took.
+    pub warnings: Vec<ConfigWarning>,
+}
+
+impl BuiltPlugin {
+    /// A plugin whose configuration was read strictly: no fallback taken.
+    pub fn strict(plugin: Arc<dyn Plugin>) -> Self {
+        Self { plugin, warnings: Vec::new() }
+    }
+}
+
+impl std::fmt::Debug for BuiltPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuiltPlugin")
+            .field("plugin", &self.plugin.name())
+            .field("warnings", &self.warnings)
+            .finish()
+    }
+}
+
 /// Why a run-time settings change was refused. Nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -287,6 +362,14 @@ pub enum ConfigError {
         /// What is wrong with it.
         message: String,
     },
+    /// The plugin's settings can be read but not changed at run time.
+    #[error("the settings of plugin {plugin} are read-only at run time: {reason}")]
+    ReadOnly {
+        /// The plugin.
+        plugin: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
 }
 
 /// A policy plugin (SPEC §1, §4). Implemented by `rein-plugins` and by users; the runtime knows
@@ -313,6 +396,25 @@ pub trait Plugin: Send + Sync + 'static {
     /// The current settings revision (the base a run-time patch names). Default 0.
     fn revision(&self) -> u64 {
         0
+    }
+
+    /// The current settings and their revision, for a settings page or a CLI. Default: `None`,
+    /// the plugin has no settings to show.
+    fn settings(&self) -> Option<PluginSettings> {
+        None
+    }
+
+    /// Checks a run-time patch exactly as [`Plugin::configure`] would — the revision fence, then
+    /// every field — without applying it: the names of the fields it would change, or the error
+    /// that would refuse it (what a settings page calls to block a save and name the field).
+    /// Default: unsupported.
+    fn check_settings(
+        &self,
+        patch: &Value,
+        base_revision: u64,
+    ) -> Result<Vec<String>, ConfigError> {
+        let _ = (patch, base_revision);
+        Err(ConfigError::Unsupported(self.name().to_owned()))
     }
 
     /// The runtime's default route policy this plugin's configuration sets, if any (SPEC §5.1:

@@ -43,7 +43,8 @@ pub use crate::context::ValidatorFactory;
 use crate::context::{Route, Shared};
 use crate::event::ConfigChanged;
 use crate::fault::Faults;
-use crate::plugin::{ConfigError, ConfigOutcome, Plugin};
+use crate::plugin::{ConfigError, ConfigOutcome, Plugin, PluginSettings};
+use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
 use crate::plugin_host::{DisposeError, PluginChain, PluginHost, RestartIntensity};
 use crate::provider::Adapter;
 use crate::provider::actor::{ProviderActor, ProviderMsg};
@@ -412,6 +413,52 @@ impl Runtime {
     /// The current settings revision of the plugin named `name`, if it is in the chain.
     pub fn plugin_revision(&self, name: &str) -> Option<u64> {
         self.inner.sessions.shared.chain.plugin(name).map(|p| p.revision())
+    }
+
+    /// The current settings of the plugin named `name` and their revision (what a settings page
+    /// shows, and the revision its patch names). [`ConfigError::UnknownPlugin`] when it is not in
+    /// the chain, [`ConfigError::Unsupported`] when it has no settings.
+    pub fn plugin_settings(&self, name: &str) -> Result<PluginSettings, ConfigError> {
+        let plugin = self.plugin_in_chain(name)?;
+        plugin.settings().ok_or_else(|| ConfigError::Unsupported(name.to_owned()))
+    }
+
+    /// Checks a run-time patch for the plugin named `name` as [`Runtime::configure_plugin`] would
+    /// (revision fence, then every field) without applying it: the fields it would change, or the
+    /// error that would refuse it, naming the field. Nothing is written anywhere.
+    pub fn check_plugin_settings(
+        &self,
+        name: &str,
+        patch: &Value,
+        base_revision: u64,
+    ) -> Result<Vec<String>, ConfigError> {
+        self.plugin_in_chain(name)?.check_settings(patch, base_revision)
+    }
+
+    fn plugin_in_chain(&self, name: &str) -> Result<Arc<dyn Plugin>, ConfigError> {
+        self.inner
+            .sessions
+            .shared
+            .chain
+            .plugin(name)
+            .ok_or_else(|| ConfigError::UnknownPlugin(name.to_owned()))
+    }
+
+    /// Fault injection (tests, scenarios): fails the live actor of the plugin named `name` as a
+    /// panicking recovery would. Its supervisor restarts it — the crash counts against the
+    /// restart intensity, so past it the plugin leaves the chain — and its recoveries in flight
+    /// keep running (they belong to the plugin's place in the chain, not to the actor). Nothing
+    /// is written to any log: no session is involved. Returns the restarts within the intensity
+    /// window after this crash.
+    pub async fn crash_plugin(&self, name: &str) -> Result<u32, DisposeError> {
+        let unknown = || DisposeError::UnknownPlugin(name.to_owned());
+        let slot = self.inner.sessions.shared.chain.slot(name).ok_or_else(unknown)?;
+        let actor = slot.current().ok_or_else(unknown)?;
+        let (report, restarts) = tokio::sync::oneshot::channel();
+        let error = format!("plugin {name} crashed on request (fault injection)");
+        let notice = CrashNotice { error, report };
+        actor.send_message(PluginMsg::RecoveryCrashed(notice)).map_err(|_| unknown())?;
+        restarts.await.map_err(|_| unknown())
     }
 
     /// The names of the plugins in the chain, in order.

@@ -129,7 +129,11 @@ mod tests {
     fn due_actions_run_before_the_first_turn_and_in_order() {
         let configure = action(
             0,
-            ActionKind::Configure { plugin: "p".into(), patch: serde_json::json!({}) },
+            ActionKind::Configure {
+                plugin: "p".into(),
+                patch: serde_json::json!({}),
+                revision: None,
+            },
             0,
         );
         let mut agenda = Agenda::new(vec![turn("a")], vec![configure.clone(), dispose(0, 1)]);

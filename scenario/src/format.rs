@@ -13,10 +13,10 @@
 //! them, and reports its errors with the paths this module records ([`PluginUse::path`],
 //! [`Action::path`], …), so a scenario is rejected, whole, before anything runs.
 //!
-//! # rein's extensions of SPEC §10
+//! # rein's extensions of the scenario format
 //!
-//! Two optional fields make the waterfall's failure modes expressible; a file without them reads
-//! exactly as SPEC §10 says, and the report keeps its shape:
+//! A few optional fields make the waterfall's failure modes expressible; a file without them
+//! reads exactly as the format says, and the report keeps its shape:
 //!
 //! - `providers[i].adapter` (default `true`): `false` declares a route no adapter serves. It
 //!   takes no `script` and no `retryPolicy`; the runner registers no route for it, so a turn on
@@ -27,6 +27,13 @@
 //!   [`super::reject::RejectAppends`]). Only the types written for plugins ([`REJECTABLE`]) may
 //!   be listed: refusing the runtime's own lifecycle (`turn/start`, `session/start`…) would make
 //!   the run an internal fault instead of showing what a plugin does with a refusal.
+//! - `actions[i].revision` (`configure` only): the revision the patch is based on, instead of the
+//!   plugin's current one — a stale settings page, or two pages saving from one revision.
+//! - `{"do": "crash", "plugin": NAME}`: the plugin's actor fails as a panicking recovery would
+//!   and its supervisor restarts it (fault injection: a plugin's state must live in the log).
+//!
+//! A tool call may leave out its `id`: the scripted provider gives it `call_<turn>_<step>_<n>`
+//! when it plays the reply. An action's `atMs` may be any non-negative integer.
 //!
 //! # Why a reply's `text` and `chunks` must agree
 //!
@@ -50,8 +57,8 @@ use rein_runtime::event::{Event, ToolCall, Usage};
 use rein_runtime::failure::{Failure, FailureError};
 use rein_runtime::retry_policy::RetryPolicy;
 
-/// The largest `latencyMs` and `atMs` accepted (the largest timer delay browsers and the retry
-/// policies accept, about 24.8 days).
+/// The largest `latencyMs` accepted (the largest timer delay browsers and the retry policies
+/// accept, about 24.8 days). An action's `atMs` may be any non-negative integer.
 pub const MAX_MS: u64 = 2_147_483_647;
 
 /// A scenario file that is not valid. `path` is the JSON path of the offending field (`.` for the
@@ -154,15 +161,24 @@ pub enum ActionKind {
         /// Its name (the runner checks it names one of the scenario's plugins).
         plugin: String,
     },
-    /// Update a plugin's settings through the run-time update path, based on its current revision.
+    /// Update a plugin's settings through the run-time update path, based on its current revision
+    /// (or on `revision`, rein's extension, to provoke a stale one).
     Configure {
         /// Its name (the runner checks it names one of the scenario's plugins).
         plugin: String,
         /// The patch, as written; the plugin judges it (errors go to the report's `configErrors`).
         patch: Value,
+        /// The revision the patch is based on; `None`: the plugin's current revision, as a
+        /// settings page that just read it would send.
+        revision: Option<u64>,
     },
     /// Retry the last failed turn.
     Retry,
+    /// rein's extension: crash the plugin's actor (fault injection); its supervisor restarts it.
+    Crash {
+        /// Its name (the runner checks it names one of the scenario's plugins).
+        plugin: String,
+    },
 }
 
 impl Scenario {
@@ -308,7 +324,8 @@ struct RawReply {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct RawToolCall {
-    id: String,
+    #[serde(default)]
+    id: Option<String>,
     name: String,
     #[serde(default)]
     arguments: Option<Value>,
@@ -359,11 +376,14 @@ struct RawAction {
     plugin: Option<String>,
     #[serde(default)]
     config: Option<Value>,
+    #[serde(default)]
+    revision: Option<Number>,
 }
 
 // ---- the second pass -------------------------------------------------------------------------
 
-const ACTIONS: &str = "expected one of \"cancel\", \"dispose\", \"configure\", \"retry\"";
+const ACTIONS: &str =
+    "expected one of \"cancel\", \"dispose\", \"configure\", \"retry\", \"crash\"";
 
 impl RawScenario {
     fn validate(self) -> Result<Scenario, InvalidScenario> {
@@ -557,16 +577,24 @@ impl RawReply {
         let mut tool_calls: Vec<ToolCall> = Vec::with_capacity(self.tool_calls.len());
         for (k, Obj(call)) in self.tool_calls.into_iter().enumerate() {
             let call_path = format!("{path}.toolCalls[{k}]");
-            non_empty(&call.id, || format!("{call_path}.id"))?;
+            // No id: the scripted provider gives the call a stable one when it plays the reply
+            // (an empty id is its "assign one").
+            let id = match call.id {
+                None => String::new(),
+                Some(id) => {
+                    non_empty(&id, || format!("{call_path}.id"))?;
+                    if tool_calls.iter().any(|c| c.id == id) {
+                        return Err(InvalidScenario::new(
+                            format!("{call_path}.id"),
+                            format!("tool call id {id:?} is used twice in this reply"),
+                        ));
+                    }
+                    id
+                }
+            };
             non_empty(&call.name, || format!("{call_path}.name"))?;
-            if tool_calls.iter().any(|c| c.id == call.id) {
-                return Err(InvalidScenario::new(
-                    format!("{call_path}.id"),
-                    format!("tool call id {:?} is used twice in this reply", call.id),
-                ));
-            }
             let arguments = call.arguments.unwrap_or_else(|| Value::Object(Default::default()));
-            tool_calls.push(ToolCall { id: call.id, name: call.name, arguments });
+            tool_calls.push(ToolCall { id, name: call.name, arguments });
         }
         reply.tool_calls = tool_calls;
         reply.usage = self
@@ -603,10 +631,15 @@ impl RawFail {
 
 impl RawAction {
     fn validate(self, path: &str) -> Result<Action, InvalidScenario> {
-        let at_ms =
-            self.at_ms.as_u64().filter(|ms| *ms <= MAX_MS).ok_or_else(|| {
-                InvalidScenario::new(format!("{path}.atMs"), ms_range(&self.at_ms))
-            })?;
+        let at_ms = self.at_ms.as_u64().ok_or_else(|| {
+            InvalidScenario::new(
+                format!("{path}.atMs"),
+                format!(
+                    "must be a non-negative integer number of milliseconds, got {}",
+                    self.at_ms
+                ),
+            )
+        })?;
         let forbid = |field: &str, present: bool| {
             if present {
                 Err(InvalidScenario::new(
@@ -629,22 +662,42 @@ impl RawAction {
             non_empty(&name, || format!("{path}.plugin"))?;
             Ok(name)
         };
+        if self.action != "configure" {
+            forbid("revision", self.revision.is_some())?;
+        }
         let kind = match self.action.as_str() {
             "cancel" | "retry" => {
                 forbid("plugin", self.plugin.is_some())?;
                 forbid("config", self.config.is_some())?;
                 if self.action == "cancel" { ActionKind::Cancel } else { ActionKind::Retry }
             }
-            "dispose" => {
+            "dispose" | "crash" => {
                 forbid("config", self.config.is_some())?;
-                ActionKind::Dispose { plugin: plugin()? }
+                let plugin = plugin()?;
+                if self.action == "dispose" {
+                    ActionKind::Dispose { plugin }
+                } else {
+                    ActionKind::Crash { plugin }
+                }
             }
             "configure" => {
                 let plugin = plugin()?;
                 let patch = self.config.clone().ok_or_else(|| {
                     InvalidScenario::new(format!("{path}.config"), "required for \"configure\"")
                 })?;
-                ActionKind::Configure { plugin, patch }
+                let revision = self
+                    .revision
+                    .as_ref()
+                    .map(|n| {
+                        n.as_u64().ok_or_else(|| {
+                            InvalidScenario::new(
+                                format!("{path}.revision"),
+                                non_negative_integer(n),
+                            )
+                        })
+                    })
+                    .transpose()?;
+                ActionKind::Configure { plugin, patch, revision }
             }
             other => {
                 return Err(InvalidScenario::new(

@@ -24,13 +24,20 @@
 //! the clock jump while a thread works), hence the in-memory store; `--log` writes the log after
 //! the run.
 //!
-//! # Why a watchdog
+//! # Why a watchdog, and why far actions are jumped to
 //!
 //! A `stall` that nothing cancels would never end, and a paused runtime with no timer left would
-//! park forever. No legitimate wait is longer than [`MAX_MS`] (the bound of latencies, retry
-//! delays and `atMs`), so a running turn that writes no event for [`STALL_MS`] of virtual time
-//! is stalled: the run stops there, the runtime is shut down (the turn ends `aborted` with cause
-//! `disposed`, as for any shutdown) and a note says so. On virtual time this costs nothing.
+//! park forever. No timer of the runtime is set further ahead than [`MAX_MS`] (the bound of
+//! latencies and retry delays), so after [`STALL_MS`] of virtual time without progress (no event
+//! of the running turn, no turn ending, no action run) nothing can happen on its own any more.
+//! Then, if an action is still ahead — an action's `atMs` may be any non-negative integer — the
+//! run advances the clock straight to it (tokio's timer wheel would take real time to walk to a
+//! deadline centuries away); if none is, a running turn is stalled: the run stops there, the
+//! runtime is shut down (the turn ends `aborted` with cause `disposed`, as for any shutdown) and
+//! a note says so. On virtual time this costs nothing.
+//!
+//! Before anything runs, the plugins are built from their configurations; a lenient reader's
+//! fallbacks come back as [`Outcome::warnings`], each under `plugins[i].config`.
 //!
 //! # Why the checker is injected
 //!
@@ -96,6 +103,10 @@ pub struct Outcome {
     /// Things a person should know that the report has no place for (an action that did not
     /// apply, a stalled turn), in the order they happened.
     pub notes: Vec<String>,
+    /// The fallbacks the plugins' lenient configuration readers took, each naming its field
+    /// under `plugins[i].config` (`plugins[2].config.extraRetries: -1 is negative; using the
+    /// default 3`), in plugin order.
+    pub warnings: Vec<String>,
 }
 
 /// Runs scenarios with a set of plugins, tools and an invariant checker.
@@ -171,7 +182,7 @@ impl ScenarioRunner {
     /// with its clock paused (`#[tokio::test(start_paused = true)]`) for the run to be
     /// deterministic and instant.
     pub async fn run_here(&self, scenario: &Scenario) -> Result<Outcome, RunError> {
-        let plugins = self.instantiate_plugins(scenario)?;
+        let (plugins, warnings) = self.instantiate_plugins(scenario)?;
         Self::check_actions(scenario, &plugins)?;
         let tools = self.resolve_tools(scenario)?;
         let jitter = Samples::new(scenario.random.iter().copied(), scenario.seed).map_err(|e| {
@@ -221,13 +232,15 @@ impl ScenarioRunner {
         let events = store.events(SESSION);
         let violations = (self.checker)(&events);
         let report = report::build(&events, drive.config_errors, violations, end_ms);
-        Ok(Outcome { report, events, notes: drive.notes })
+        Ok(Outcome { report, events, notes: drive.notes, warnings })
     }
 
-    fn instantiate_plugins(&self, scenario: &Scenario) -> Result<Vec<Arc<dyn Plugin>>, RunError> {
+    /// The plugins, built from their configurations, and the warnings of the lenient readers.
+    fn instantiate_plugins(&self, scenario: &Scenario) -> Result<Instantiated, RunError> {
         let mut plugins = Vec::with_capacity(scenario.plugins.len());
+        let mut warnings = Vec::new();
         for used in &scenario.plugins {
-            let Some(factory) = self.plugins.get(&used.name) else {
+            let Some(built) = self.plugins.build(&used.name, &used.config) else {
                 return Err(InvalidScenario::new(
                     format!("{}.use", used.path),
                     format!(
@@ -238,7 +251,16 @@ impl ScenarioRunner {
                 )
                 .into());
             };
-            let plugin = factory(&used.config).map_err(|e| config_error(&used.path, e))?;
+            let built = built.map_err(|e| config_error(&used.path, e))?;
+            let base = format!("{}.config", used.path);
+            warnings.extend(built.warnings.iter().map(|w| {
+                if w.path.is_empty() {
+                    format!("{base}: {}", w.message)
+                } else {
+                    format!("{base}.{}: {}", w.path, w.message)
+                }
+            }));
+            let plugin = built.plugin;
             let name = plugin.name();
             if name.is_empty() {
                 return Err(RunError::Internal(format!(
@@ -258,15 +280,16 @@ impl ScenarioRunner {
             }
             plugins.push(plugin);
         }
-        Ok(plugins)
+        Ok((plugins, warnings))
     }
 
     /// Every `dispose`/`configure` action names one of the plugins built (by the name it was
     /// built with, which is its `use` name unless its configuration gives another).
     fn check_actions(scenario: &Scenario, plugins: &[Arc<dyn Plugin>]) -> Result<(), RunError> {
         for action in &scenario.actions {
-            let (ActionKind::Dispose { plugin } | ActionKind::Configure { plugin, .. }) =
-                &action.kind
+            let (ActionKind::Dispose { plugin }
+            | ActionKind::Configure { plugin, .. }
+            | ActionKind::Crash { plugin }) = &action.kind
             else {
                 continue;
             };
@@ -303,6 +326,10 @@ impl ScenarioRunner {
     }
 }
 
+/// The plugins of a scenario, in chain order, and their configuration warnings (each under its
+/// `plugins[i].config`).
+type Instantiated = (Vec<Arc<dyn Plugin>>, Vec<String>);
+
 /// One run's driving state.
 struct Drive<'a> {
     runtime: &'a Runtime,
@@ -331,7 +358,10 @@ impl Drive<'_> {
         loop {
             match agenda.next(self.clock.now_ms(), running) {
                 Move::Done => return Ok(()),
-                Move::Act(action) => self.act(&session, &action).await,
+                Move::Act(action) => {
+                    self.act(&session, &action).await;
+                    last_progress = Instant::now();
+                }
                 Move::Retry(action) => match session.retry().await {
                     Ok(handle) => {
                         follow(handle, news_tx.clone());
@@ -352,18 +382,31 @@ impl Drive<'_> {
                     last_progress = Instant::now();
                 }
                 Move::Wait { until_ms } => {
-                    let action_at = until_ms.map(|ms| self.start + Duration::from_millis(ms));
-                    let stalled_at = last_progress + Duration::from_millis(STALL_MS);
+                    let action_at = until_ms.map(|ms| self.instant(ms)).transpose()?;
+                    // Every timer of the runtime is set at most MAX_MS ahead, so after STALL_MS
+                    // without progress nothing but an action can happen any more.
+                    let quiet_at = last_progress + Duration::from_millis(STALL_MS);
                     tokio::select! {
                         biased;
                         item = news.recv(), if running => match item {
                             Some(News::Event) => last_progress = Instant::now(),
-                            Some(News::Ended(Ok(_))) => running = false,
+                            Some(News::Ended(Ok(_))) => {
+                                running = false;
+                                last_progress = Instant::now();
+                            }
                             Some(News::Ended(Err(e))) => return Err(internal("running a turn", e)),
                             None => return Err(RunError::Internal("the turn follower vanished".into())),
                         },
                         () = sleep_until(action_at) => {}
-                        () = tokio::time::sleep_until(stalled_at), if running => {
+                        () = tokio::time::sleep_until(quiet_at), if action_at.is_some() => {
+                            // Quiet until an action far ahead: go straight to it (waiting for
+                            // the timer wheel would take real time for virtual centuries).
+                            if let Some(at) = action_at {
+                                tokio::time::advance(at.saturating_duration_since(Instant::now()))
+                                    .await;
+                            }
+                        }
+                        () = tokio::time::sleep_until(quiet_at), if running => {
                             self.notes.push(format!(
                                 "at {} ms: the running turn wrote no event for {STALL_MS} ms of \
                                  virtual time (a stall nothing cancelled); the run stops here and \
@@ -395,17 +438,24 @@ impl Drive<'_> {
                     self.note(action, &format!("dispose {plugin:?} did not apply: {e}"));
                 }
             }
-            ActionKind::Configure { plugin, patch } => self.configure(plugin, patch.clone()).await,
+            ActionKind::Configure { plugin, patch, revision } => {
+                self.configure(plugin, patch.clone(), *revision).await;
+            }
+            ActionKind::Crash { plugin } => {
+                if let Err(e) = self.runtime.crash_plugin(plugin).await {
+                    self.note(action, &format!("crash {plugin:?} did not apply: {e}"));
+                }
+            }
             // The agenda hands retries to the loop as `Move::Retry`.
             ActionKind::Retry => {}
         }
     }
 
-    /// The run-time update path, based on the plugin's current revision; a refusal is a
-    /// `configErrors` row.
-    async fn configure(&mut self, plugin: &str, patch: Value) {
+    /// The run-time update path, based on the plugin's current revision (or on `revision`, when
+    /// the file names one); a refusal is a `configErrors` row.
+    async fn configure(&mut self, plugin: &str, patch: Value, revision: Option<u64>) {
         let at_ms = self.clock.now_ms();
-        let refused = match self.runtime.plugin_revision(plugin) {
+        let refused = match revision.or_else(|| self.runtime.plugin_revision(plugin)) {
             None => Some(ConfigError::UnknownPlugin(plugin.to_owned())),
             Some(revision) => self.runtime.configure_plugin(plugin, patch, revision).await.err(),
         };
@@ -416,6 +466,13 @@ impl Drive<'_> {
                 error: e.to_string(),
             });
         }
+    }
+
+    /// The instant of virtual time `ms`.
+    fn instant(&self, ms: u64) -> Result<Instant, RunError> {
+        self.start.checked_add(Duration::from_millis(ms)).ok_or_else(|| {
+            RunError::Internal(format!("atMs {ms} is beyond what this platform's clock can hold"))
+        })
     }
 
     fn note(&mut self, action: &Action, what: &str) {

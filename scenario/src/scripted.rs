@@ -71,7 +71,9 @@ impl Scripted {
 pub struct ScriptedReply {
     /// The raw chunks, streamed in order before the outcome.
     pub chunks: Vec<String>,
-    /// The tool calls the model asks for.
+    /// The tool calls the model asks for. A call with an empty `id` gets a stable one when the
+    /// reply is played: `call_<turn>_<step>_<n>`, `n` its 1-based place in the reply (see
+    /// [`assign_call_ids`]).
     pub tool_calls: Vec<ToolCall>,
     /// The usage reported.
     pub usage: Option<Usage>,
@@ -200,12 +202,33 @@ impl ScriptedProvider {
     }
 }
 
+/// Gives every call with an empty id the id `call_<turn>_<step>_<n>`, `n` its 1-based place in
+/// `calls`: stable across the attempts of a step (a retried step asks for the same calls), and
+/// different between steps and turns. Should another call of the reply already carry that id,
+/// `_2`, `_3`… is appended until it is unique.
+pub fn assign_call_ids(calls: &mut [ToolCall], turn: u32, step: u32) {
+    for n in 0..calls.len() {
+        if !calls[n].id.is_empty() {
+            continue;
+        }
+        let base = format!("call_{turn}_{step}_{}", n + 1);
+        let mut id = base.clone();
+        let mut k = 1;
+        while calls.iter().any(|c| c.id == id) {
+            k += 1;
+            id = format!("{base}_{k}");
+        }
+        calls[n].id = id;
+    }
+}
+
 impl Adapter for ScriptedProvider {
     fn call(
         &self,
         request: Request,
         chunks: ChunkSink,
     ) -> BoxFuture<'static, Result<Completion, Failure>> {
+        let (turn, step) = (request.turn, request.step);
         let (entry, exhausted) = {
             let mut state = self.lock();
             let entry = state.script.pop_front();
@@ -221,7 +244,8 @@ impl Adapter for ScriptedProvider {
                     SCRIPT_EXHAUSTED,
                     exhausted.as_deref().unwrap_or("script exhausted"),
                 )),
-                Some(Scripted::Reply(reply)) => {
+                Some(Scripted::Reply(mut reply)) => {
+                    assign_call_ids(&mut reply.tool_calls, turn, step);
                     stream(chunks, reply.chunks);
                     wait(reply.latency).await;
                     Ok(Completion { tool_calls: reply.tool_calls, usage: reply.usage })
@@ -449,5 +473,40 @@ mod tests {
         let (tx, rx) = ChunkSink::channel();
         drop(rx);
         assert!(provider.call(request(1, 1), tx).await.is_ok());
+    }
+
+    #[test]
+    fn calls_without_an_id_get_a_stable_one_from_turn_step_and_place() {
+        let call = |id: &str| ToolCall {
+            id: id.into(),
+            name: "echo".into(),
+            arguments: serde_json::json!({}),
+        };
+        // (ids as written, turn, step) → ids as played
+        let cases: [(&[&str], u32, u32, &[&str]); 4] = [
+            (&["", ""], 2, 3, &["call_2_3_1", "call_2_3_2"]),
+            (&["mine", ""], 1, 1, &["mine", "call_1_1_2"]),
+            // An explicit id that happens to be the generated one: the generated one gives way.
+            (&["", "call_1_1_1"], 1, 1, &["call_1_1_1_2", "call_1_1_1"]),
+            (&["a", "b"], 1, 1, &["a", "b"]),
+        ];
+        for (written, turn, step, played) in cases {
+            let mut calls: Vec<ToolCall> = written.iter().map(|id| call(id)).collect();
+            assign_call_ids(&mut calls, turn, step);
+            let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+            assert_eq!(ids, played, "{written:?}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_attempt_of_a_step_gets_the_same_generated_ids() {
+        let unnamed =
+            ToolCall { id: String::new(), name: "echo".into(), arguments: serde_json::json!({}) };
+        let reply = Scripted::Reply(ScriptedReply::text("x").with_tool_calls(vec![unnamed]));
+        let provider = ScriptedProvider::new([reply.clone(), reply]);
+        let first = call(&provider, request(4, 1)).await.1.unwrap();
+        let second = call(&provider, request(4, 2)).await.1.unwrap();
+        assert_eq!(first.tool_calls[0].id, "call_4_1_1");
+        assert_eq!(first, second);
     }
 }

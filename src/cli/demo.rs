@@ -1,11 +1,13 @@
 //! `rein demo [--json] [--dir DIR]`: the main job on a fresh machine — no API key, no server.
 //!
-//! Runs the embedded scenario `examples/scenarios/demo.json` on virtual time: a turn whose first
-//! attempt is rate limited (the provider asks for 1.5 s) and whose second hits a server error,
-//! both recovered by `llm-retry`, then a tool call through `echo`; a second turn that fails with
-//! `AUTH` (never retried) and is retried by hand a minute later. It prints what happened (the
-//! summary names the manual retry and shows the tool call), writes the session log as JSONL and
-//! says where, so `rein check` can be run on it. Output and exit status: [`DEMO_HELP`].
+//! Runs the embedded scenario `examples/scenarios/demo.json` on virtual time with the default
+//! plugin chain (`llm-retry`, `compaction`, `auto-retry`): a turn whose first attempt is rate
+//! limited (the provider asks for 1.5 s) and whose second hits a server error, both recovered by
+//! `llm-retry`, then a tool call through `echo`; a second turn that fails with `AUTH` (never
+//! retried, not even by `auto-retry`: the hard floor) and is retried by hand a minute later. It
+//! prints what happened (the summary names the manual retry and shows the tool call), writes the
+//! session log as JSONL and says where, so `rein check` can be run on it. Output and exit status:
+//! [`DEMO_HELP`].
 //!
 //! # Why a fresh directory per run, and no links
 //!

@@ -33,7 +33,9 @@ Output:
            summary for a person (turns, manual retries, tool calls, retries, configuration
            errors, the invariant verdict).
   stderr   `error: ...` (an invalid file, naming the field path; a failed run; a log that could
-           not be written) and `note: ...` (an action that did not apply, a stalled turn).
+           not be written), `warning: ...` (a plugin configuration value that could not be used
+           and what was used instead, naming the field path) and `note: ...` (an action that
+           did not apply, a stalled turn).
   --log    the session log, one JSON event per line. It is written to a temporary file in the
            same directory and renamed over PATH when complete: PATH holds the previous log or
            the whole new one, never part of one. A PATH that is a symbolic link is refused.
@@ -118,6 +120,9 @@ pub(crate) fn run_text(
         if let Err(e) = output_file::write(path, access, |out| write_log(out, &outcome.events)) {
             return fail(FAULT, &format!("cannot write the log: {e}"));
         }
+    }
+    for warning in &outcome.warnings {
+        eprintln!("warning: {warning}");
     }
     for note in &outcome.notes {
         eprintln!("note: {note}");

@@ -27,6 +27,14 @@
 //! ([`Plugin::default_route_policy`]) and the payload carries the result, so `auto-retry` and
 //! `llm-retry` see the same curve.
 //!
+//! # Why its settings are read-only at run time
+//!
+//! Its configuration is the runtime's default route policy, which the runtime resolves into
+//! every route's effective policy when it is built. [`Plugin::settings`] shows it (with the
+//! configuration's keys, revision 0); a run-time patch is refused with
+//! [`ConfigError::ReadOnly`] rather than accepted and silently not applied. A changed policy
+//! would anyway start new retry chains, which a restart with a new configuration does too.
+//!
 //! # Why disposal needs no code here
 //!
 //! The plugin host cancels `recovery.disposed` first thing when the plugin is disposed and then
@@ -38,8 +46,10 @@ use std::sync::Arc;
 
 use rein_runtime::BoxFuture;
 use rein_runtime::event::LlmRetry as LlmRetryEvent;
+use rein_runtime::json_number;
 use rein_runtime::plugin::{
-    ConfigError, DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict,
+    ConfigError, ConfigOutcome, DownstreamAnswer, Plugin, PluginSettings, Recovery,
+    RequestErrorPayload, Verdict,
 };
 use rein_runtime::random::Jitter;
 use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
@@ -135,6 +145,56 @@ impl Plugin for LlmRetry {
     fn default_route_policy(&self) -> Option<RetryPolicy> {
         Some(self.policy.clone())
     }
+
+    fn settings(&self) -> Option<PluginSettings> {
+        Some(PluginSettings { revision: 0, settings: config_json(&self.policy), read_only: true })
+    }
+
+    fn check_settings(
+        &self,
+        _patch: &Value,
+        _base_revision: u64,
+    ) -> Result<Vec<String>, ConfigError> {
+        Err(read_only())
+    }
+
+    fn configure(&self, _patch: Value, _base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
+        Err(read_only())
+    }
+}
+
+/// Why `llm-retry` refuses run-time patches.
+fn read_only() -> ConfigError {
+    ConfigError::ReadOnly {
+        plugin: NAME.to_owned(),
+        reason: "its policy is the runtime's default route policy, fixed when the runtime is \
+                 built; change its configuration and start the runtime again"
+            .to_owned(),
+    }
+}
+
+/// The configured policy with the configuration's keys (a normal policy, the seed's keys);
+/// an always-mode policy given in code also names its `mode`.
+fn config_json(policy: &RetryPolicy) -> Value {
+    let backoff = policy.backoff();
+    let number = |ms: f64| Value::Number(json_number::number(ms));
+    let mut fields = serde_json::Map::new();
+    match policy {
+        RetryPolicy::Normal { max_retries, retryable_codes, .. } => {
+            fields.insert("maxTransientRetries".into(), (*max_retries).into());
+            fields.insert("initialDelayMs".into(), number(backoff.initial_delay_ms()));
+            fields.insert("maxDelayMs".into(), number(backoff.max_delay_ms()));
+            fields.insert("jitterRatio".into(), number(backoff.jitter_ratio()));
+            fields.insert("retryableCodes".into(), retryable_codes.as_slice().into());
+        }
+        RetryPolicy::Always { .. } => {
+            fields.insert("mode".into(), policy.mode().into());
+            fields.insert("initialDelayMs".into(), number(backoff.initial_delay_ms()));
+            fields.insert("maxDelayMs".into(), number(backoff.max_delay_ms()));
+            fields.insert("jitterRatio".into(), number(backoff.jitter_ratio()));
+        }
+    }
+    Value::Object(fields)
 }
 
 /// One recovery (see the module docs for the steps).
@@ -182,7 +242,7 @@ async fn recover(recovery: Recovery) -> Verdict {
             span.record("retry.delay_ms", scheduled.delay_ms);
             span.record("retry.number", scheduled.retry);
             let event = retry_event(&payload, policy, policy_key, scheduled, jitter.as_ref());
-            let aborts = Aborts { cancel: &payload.cancel, disposed: &disposed };
+            let aborts = Aborts::new(&payload.cancel, &disposed);
             let outcome = schedule::run(&payload.log, aborts, event).await;
             match &outcome {
                 Scheduled::Started => tracing::debug!("retry started"),

@@ -45,6 +45,15 @@ impl fmt::Display for Warning {
     }
 }
 
+impl From<Warning> for rein_runtime::plugin::ConfigWarning {
+    fn from(warning: Warning) -> Self {
+        rein_runtime::plugin::ConfigWarning {
+            path: warning.path,
+            message: warning.kind.to_string(),
+        }
+    }
+}
+
 /// What a [`Warning`] is about. Values are written as JSON text (`-1`, `"3"`, `null`).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]

@@ -150,9 +150,12 @@ pub(crate) struct SessionState {
     grace: Option<DropGuard>,
     /// Which arming of the grace timer is current.
     generation: u64,
+    /// The census mark; declared before the lease so it is dropped first: shutdown waits for the
+    /// leases, and must then find no session actor counted (on a multi-threaded runtime the
+    /// other order let it see one for an instant).
+    _alive: Alive,
     /// Forgets this actor's directory entry if it ends without hibernating; counts it live.
     lease: Lease,
-    _alive: Alive,
 }
 
 struct SessionInit {

@@ -268,6 +268,10 @@ fn every_invalid_field_is_reported_at_its_path() {
         (remove("/actions/2/plugin"), "actions[2].plugin", "required for \"configure\""),
         (set("/actions/3/config", json!({})), "actions[3].config", "not allowed for \"retry\""),
         (set("/actions/3/when", json!(1)), "actions[3].when", "unknown field"),
+        (set("/actions/3/revision", json!(1)), "actions[3].revision", "not allowed for \"retry\""),
+        (set("/actions/2/revision", json!(-1)), "actions[2].revision", "got -1"),
+        (set("/actions/2/revision", json!("1")), "actions[2].revision", "invalid type"),
+        (set("/actions/0/do", json!("crash")), "actions[0].plugin", "required for \"crash\""),
         // rein's `reject` extension
         (set("/reject", json!("llm/retry")), "reject", "invalid type"),
         (set("/reject", json!([7])), "reject[0]", "invalid type"),
@@ -382,7 +386,8 @@ fn the_example_parses_to_the_validated_scenario() {
                 100,
                 &ActionKind::Configure {
                     plugin: "auto-retry".into(),
-                    patch: json!({"enabled": false})
+                    patch: json!({"enabled": false}),
+                    revision: None,
                 },
                 "actions[2]"
             ),
@@ -481,4 +486,40 @@ fn reject_lists_plugin_event_types_in_file_order() {
     for kind in crate::reject::REJECTABLE {
         assert!(Scenario::from_value(set("/reject", json!([kind]))).is_ok(), "{kind}");
     }
+}
+
+#[test]
+fn a_tool_call_may_leave_its_id_to_the_scripted_provider() {
+    let doc =
+        set(&format!("{REPLY}/toolCalls"), json!([{"name": "echo"}, {"id": "c2", "name": "echo"}]));
+    let scenario = Scenario::from_value(doc).unwrap();
+    let Scripted::Reply(reply) = &scenario.providers[0].script[1] else { panic!("a reply") };
+    let ids: Vec<&str> = reply.tool_calls.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["", "c2"], "an empty id is the provider's to assign");
+}
+
+#[test]
+fn an_action_may_come_at_any_non_negative_time() {
+    for at_ms in [0, MAX_MS + 1, u64::MAX] {
+        let scenario = Scenario::from_value(set("/actions/0/atMs", json!(at_ms))).unwrap();
+        assert!(scenario.actions.iter().any(|a| a.at_ms == at_ms && a.kind == ActionKind::Cancel));
+    }
+}
+
+#[test]
+fn rein_extends_actions_with_a_crash_and_a_configure_revision() {
+    let doc = set("/actions/4", json!({"atMs": 5, "do": "crash", "plugin": "auto-retry"}));
+    let mut doc = doc;
+    doc["actions"][2]["revision"] = json!(3);
+    let scenario = Scenario::from_value(doc).unwrap();
+    let kinds: Vec<&ActionKind> = scenario.actions.iter().map(|a| &a.kind).collect();
+    assert_eq!(kinds[0], &ActionKind::Crash { plugin: "auto-retry".into() });
+    assert_eq!(
+        kinds[1],
+        &ActionKind::Configure {
+            plugin: "auto-retry".into(),
+            patch: json!({"enabled": false}),
+            revision: Some(3),
+        }
+    );
 }

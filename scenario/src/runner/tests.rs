@@ -109,6 +109,20 @@ impl Plugin for SampleDelay {
 
 fn runner() -> ScenarioRunner {
     let mut plugins = PluginRegistry::new();
+    plugins.register_lenient("lenient", |config: &Value| {
+        // Takes any configuration; says what it ignored.
+        let warnings = config
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(key, _)| rein_runtime::plugin::ConfigWarning {
+                path: key.clone(),
+                message: "unknown key; ignored".into(),
+            })
+            .collect();
+        let plugin = WaitThenRetry::factory("lenient")(&json!({}))?;
+        Ok(rein_runtime::plugin::BuiltPlugin { plugin, warnings })
+    });
     plugins.register("sample-delay", |_: &Value| Ok(Arc::new(SampleDelay) as Arc<dyn Plugin>));
     plugins.register("wait-then-retry", WaitThenRetry::factory("wait-then-retry"));
     plugins.register("misnamed", WaitThenRetry::factory("other-name"));
@@ -396,7 +410,7 @@ fn names_the_registries_do_not_know_make_the_scenario_invalid() {
         (
             base(json!([{"use": "wait-then-retry"}, {"use": "llm-retry"}]), json!([])),
             "plugins[1].use",
-            "unknown plugin \"llm-retry\"; registered: \"misnamed\", \"sample-delay\", \"wait-then-retry\"",
+            "unknown plugin \"llm-retry\"; registered: \"lenient\", \"misnamed\", \"sample-delay\", \"wait-then-retry\"",
         ),
         (
             base(json!([{"use": "wait-then-retry", "config": {"delaysMs": 1}}]), json!([])),
@@ -592,4 +606,85 @@ fn rejected_event_types_are_refused_by_the_log_and_the_run_goes_on() {
     assert_eq!(reasons(&refused), [(1, TurnEndReason::Completed)]);
     assert_eq!(refused.report.events + 1, accepted.report.events, "nothing else changed");
     assert!(refused.report.config_errors.is_empty(), "the plugin accepted the patch");
+}
+
+#[test]
+fn the_warnings_of_lenient_configuration_readers_are_placed_under_the_plugin() {
+    let outcome = run(json!({
+        "plugins": [{"use": "wait-then-retry"}, {"use": "lenient", "config": {"b": 1, "a": 2}}],
+        "providers": [{"id": "mock", "script": [{"reply": {"text": "done"}}]}],
+        "turns": [{"prompt": "hello", "provider": "mock"}]
+    }));
+    assert_eq!(
+        outcome.warnings,
+        ["plugins[1].config.a: unknown key; ignored", "plugins[1].config.b: unknown key; ignored",]
+    );
+    assert!(outcome.notes.is_empty());
+}
+
+#[test]
+fn an_action_far_beyond_every_timer_is_reached_at_once_and_on_time() {
+    // After the turn ended, nothing but the action is left: the run goes straight to it.
+    for at_ms in [STALL_MS + 5, 1 << 50, u64::MAX / 4, u64::MAX] {
+        let outcome = run(json!({
+            "providers": [{"id": "mock", "script": [
+                {"fail": {"code": "SERVER", "message": "down"}},
+                {"reply": {"text": "done"}}
+            ]}],
+            "turns": [{"prompt": "hello", "provider": "mock"}],
+            "actions": [{"atMs": at_ms, "do": "retry"}]
+        }));
+        assert_eq!(requests(&outcome), [(0, 1, 1, 1), (at_ms, 2, 1, 1)], "{at_ms}");
+        assert_eq!(outcome.report.end_ms, at_ms);
+    }
+    // A stalled turn waits for an action that can end it, however far.
+    let at_ms = 3 * STALL_MS;
+    let outcome = run(json!({
+        "providers": [{"id": "mock", "script": [{"stall": {}}]}],
+        "turns": [{"prompt": "hello", "provider": "mock"}],
+        "actions": [{"atMs": at_ms, "do": "cancel"}]
+    }));
+    assert_eq!(reasons(&outcome), [(1, TurnEndReason::Aborted { cause: CancelCause::User })]);
+    assert_eq!(outcome.report.end_ms, at_ms);
+    assert!(outcome.notes.is_empty(), "{:?}", outcome.notes);
+}
+
+#[test]
+fn a_configure_action_may_name_the_revision_it_is_based_on() {
+    let outcome = run(json!({
+        "plugins": [{"use": "wait-then-retry"}],
+        "providers": [{"id": "mock", "script": [{"reply": {"text": "done"}}]}],
+        "turns": [{"prompt": "hello", "provider": "mock"}],
+        "actions": [
+            {"atMs": 0, "do": "configure", "plugin": "wait-then-retry", "config": {"delayMs": 5},
+             "revision": 0},
+            {"atMs": 0, "do": "configure", "plugin": "wait-then-retry", "config": {"delayMs": 6},
+             "revision": 0}
+        ]
+    }));
+    let errors: Vec<&str> = outcome.report.config_errors.iter().map(|e| e.error.as_str()).collect();
+    assert_eq!(errors, ["stale revision: the patch is based on revision 0, the settings are at 1"]);
+}
+
+#[test]
+fn a_crash_action_restarts_the_plugin_and_it_keeps_serving() {
+    let outcome = run(json!({
+        "plugins": [{"use": "wait-then-retry", "config": {"delayMs": 100}}],
+        "providers": [{"id": "mock", "script": [
+            {"fail": {"code": "SERVER", "message": "one", "latencyMs": 200}},
+            {"fail": {"code": "SERVER", "message": "two", "latencyMs": 200}},
+            {"reply": {"text": "done"}}
+        ]}],
+        "turns": [{"prompt": "hello", "provider": "mock"}],
+        "actions": [
+            {"atMs": 100, "do": "crash", "plugin": "wait-then-retry"},
+            {"atMs": 400, "do": "crash", "plugin": "wait-then-retry"}
+        ]
+    }));
+    // Crashed before the first failure and during the wait of the first recovery (which goes
+    // on: it belongs to the plugin's place in the chain, not to the actor).
+    assert_eq!(requests(&outcome), [(0, 1, 1, 1), (300, 1, 1, 2), (600, 1, 1, 3)]);
+    assert_eq!(reasons(&outcome), [(1, TurnEndReason::Completed)]);
+    assert!(outcome.notes.is_empty(), "{:?}", outcome.notes);
+    assert!(!kinds(&outcome).contains(&"plugin/crashed"), "no session was involved");
 }

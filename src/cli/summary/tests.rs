@@ -61,7 +61,8 @@ fn report() -> Report {
 
 #[test]
 fn the_summary_names_every_turn_retry_config_error_and_violation() {
-    let outcome = Outcome { report: report(), events: Vec::new(), notes: Vec::new() };
+    let outcome =
+        Outcome { report: report(), events: Vec::new(), notes: Vec::new(), warnings: Vec::new() };
     assert_eq!(
         summary("s.json", &outcome),
         "scenario s.json: 2 turns, 0 requests, 1 retry, 17 events, ended at 1500 ms (virtual)\n\
@@ -90,7 +91,10 @@ fn many_turns_are_tallied_and_only_the_unfinished_ones_listed() {
     report.retries.clear();
     report.config_errors.clear();
     report.invariant = InvariantRow { ok: true, violations: Vec::new() };
-    let text = summary("s.json", &Outcome { report, events: Vec::new(), notes: Vec::new() });
+    let text = summary(
+        "s.json",
+        &Outcome { report, events: Vec::new(), notes: Vec::new(), warnings: Vec::new() },
+    );
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[1], "  turns: 14 max-steps, 16 completed");
     assert_eq!(lines[2], "  turn 1: max-steps");
@@ -206,7 +210,8 @@ fn the_summary_names_the_manual_retry_and_the_tool_call() {
         turn(2),
         end(2),
     ]);
-    let text = summary("s.json", &Outcome { report, events, notes: Vec::new() });
+    let text =
+        summary("s.json", &Outcome { report, events, notes: Vec::new(), warnings: Vec::new() });
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[1], "  turn 1: error SERVER: busy three");
     assert_eq!(lines[2], "  turn 2 (manual retry of turn 1): completed");
