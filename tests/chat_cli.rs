@@ -226,6 +226,28 @@ fn with_a_deepseek_key_the_answer_streams_from_the_server() {
 }
 
 #[test]
+fn with_only_an_openai_key_the_generic_preset_talks_to_its_base_url() {
+    let (_rt, server) = serve(vec![answer(&["generic ", "answer"])]);
+    let dir = tempfile::tempdir().unwrap();
+    let vars = [
+        ("OPENAI_API_KEY", KEY),
+        ("OPENAI_BASE_URL", &server.base_url()),
+        ("OPENAI_MODEL", "local-model"),
+    ];
+    let run = rein(dir.path(), &["chat", "hello"], &vars, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "generic answer\n");
+    assert!(run.stderr.contains("local-model on OpenAI at http://127.0.0.1:"), "{run:?}");
+    assert_eq!(server.seen()[0].json()["model"], "local-model");
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    let provider = events.iter().find_map(|e| match &e.event {
+        Event::RequestStart(r) => Some(r.provider.clone()),
+        _ => None,
+    });
+    assert_eq!(provider.as_deref(), Some("openai"));
+}
+
+#[test]
 fn a_429_then_success_shows_the_retry_line_the_panel_and_the_spans() {
     let (_rt, server) = serve(vec![
         status_reply(

@@ -1,4 +1,4 @@
-//! `rein demo [--json] [--dir DIR]`: the main job on a fresh machine — no API key, no server.
+//! `rein demo [--json] [--dir DIR]`: the embedded demo scenario — no API key, no server.
 //!
 //! Runs the embedded scenario `examples/scenarios/demo.json` on virtual time: a turn whose first
 //! attempt is rate limited (the provider asks for 1.5 s) and whose second hits a server error,
