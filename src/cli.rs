@@ -1,6 +1,7 @@
 //! The subcommands of the `rein` command line, one file each.
 //!
-//! - [`demo`]: `rein demo` — the embedded demo scenario (the README's main job).
+//! - [`chat`]: `rein chat [PROMPT]` — a conversation with a model (the README's main job).
+//! - [`demo`]: `rein demo` — the embedded demo scenario on virtual time.
 //! - [`check`]: `rein check LOG…` — the offline invariant checker.
 //! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
 //! - [`show`]: `rein show LOG…` — turn-tail panels in the terminal.
@@ -12,6 +13,7 @@
 //! - [`summary`]: the summary of a scenario run a person reads (`demo`, `scenario run`).
 //! - [`output_file`]: files written whole (temporary file + rename), never through a link.
 
+pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod codes;
 pub(crate) mod demo;

@@ -18,6 +18,13 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Chat with a model: DeepSeek with DEEPSEEK_API_KEY, else the embedded simulated provider.
+    ///
+    /// One turn for a PROMPT, else one per line of stdin. The answer streams to stdout; retries
+    /// and the turn-tail panel of a turn that retried or failed go to stderr; the session is
+    /// kept in a JSONL store and resumed with --session ID.
+    #[command(after_help = cli::chat::CHAT_HELP)]
+    Chat(cli::chat::ChatArgs),
     /// Run the embedded demo scenario (retries, a tool call, a manual retry) and write its log.
     #[command(after_help = cli::demo::DEMO_HELP)]
     Demo(cli::demo::DemoArgs),
@@ -44,6 +51,7 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Chat(args) => cli::chat::run(&args),
         Command::Demo(args) => cli::demo::run(&args),
         Command::Check(args) => cli::check::run(&args),
         Command::Scenario(args) => cli::scenario::run(&args),

@@ -571,7 +571,7 @@ async fn a_sqlite_store_in_a_read_only_directory_is_checked_and_nothing_is_writt
 
 #[test]
 fn every_subcommand_help_states_its_output_and_exit_status() {
-    for command in [&["check"][..], &["demo"], &["scenario", "run"], &["codes"]] {
+    for command in [&["chat"][..], &["check"], &["demo"], &["scenario", "run"], &["codes"]] {
         let mut args = command.to_vec();
         args.push("--help");
         let run = rein(&args);

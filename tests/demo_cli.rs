@@ -1,4 +1,4 @@
-//! `rein demo` — the README's main job — run as a process: it must run on a fresh machine with
+//! `rein demo` — the embedded scenario, on a fresh machine — run as a process: it must run with
 //! no key and no server, recover the scripted failures with `llm-retry`, leave a log that
 //! `rein check` accepts, write it only where it should (a fresh owner-only directory per run, or
 //! `--dir`, never through a symbolic link), and say what happened.

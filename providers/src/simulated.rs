@@ -55,12 +55,17 @@ pub struct SimulatedConfig {
     pub chunk_latency_ms: RangeInclusive<u64>,
     /// How long a stall lasts before it fails `TIMEOUT`; `None`: until cancelled.
     pub idle_timeout: Option<Duration>,
+    /// Whether the session id is part of what the draws are keyed by. `true` (the default):
+    /// every session of a seed meets its own faults and answers. `false`: the draws depend on
+    /// the seed and the attempt's place (turn, step, attempt) only, so a one-session program
+    /// (`rein chat`) replays by its seed alone, whatever its session's fresh id.
+    pub per_session: bool,
 }
 
 impl Default for SimulatedConfig {
     /// Seed 0; 15 % rate limits (Retry-After 0.5–3 s), 10 % server errors, 5 % drops, 2 %
     /// stalls (ended by a 300 s watchdog); 200–900 ms to the first word, 20–90 ms between
-    /// words.
+    /// words; draws keyed per session.
     fn default() -> Self {
         Self {
             seed: 0,
@@ -73,6 +78,7 @@ impl Default for SimulatedConfig {
             first_chunk_latency_ms: 200..=900,
             chunk_latency_ms: 20..=90,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            per_session: true,
         }
     }
 }

@@ -213,7 +213,9 @@ impl StepActor {
         state.chunks = Vec::new();
         let request = state.request(attempt).await?;
         let model = request.model.clone();
+        // A root span: the step's messages run inside the previous attempt's span.
         state.span = tracing::info_span!(
+            parent: None,
             "attempt",
             session.id = %state.ctx.session_id,
             turn = state.ctx.turn,

@@ -1,4 +1,4 @@
-//! `rein demo [--json] [--dir DIR]`: the main job on a fresh machine — no API key, no server.
+//! `rein demo [--json] [--dir DIR]`: the embedded demo scenario — no API key, no server.
 //!
 //! Runs the embedded scenario `examples/scenarios/demo.json` on virtual time with the default
 //! plugin chain (`llm-retry`, `compaction`, `auto-retry`): a turn whose first attempt is rate

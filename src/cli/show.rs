@@ -13,7 +13,7 @@ use anstream::{AutoStream, ColorChoice};
 
 use super::logs;
 
-mod text;
+pub(crate) mod text;
 
 /// Exit status and format, for `--help`.
 const AFTER_HELP: &str = "\

@@ -4,7 +4,8 @@
 //! Two seeded RNGs (ChaCha8): one keyed by (seed, session, turn, step) writes the answer, so
 //! every attempt of a step streams the same words however many faults came first; one keyed by
 //! (seed, session, turn, step, attempt) draws the fault and the latencies. Nothing depends on
-//! the order in which sessions run, so a seed replays exactly.
+//! the order in which sessions run, so a seed replays exactly. With
+//! [`SimulatedConfig::per_session`] off, the session is left out of both keys.
 //!
 //! HTTP faults are built by the real classification ([`classify::http_failure`]) from the status,
 //! headers and body a server would send, so they carry what the adapter's failures carry.
@@ -47,10 +48,10 @@ pub(crate) enum Outcome {
 
 /// The plan of `request`'s attempt under `config`.
 pub(crate) fn plan(config: &SimulatedConfig, request: &Request) -> Plan {
-    let step_key = key(config.seed, request, None);
+    let step_key = key(config, request, None);
     let text = answer::answer(last_prompt(&request.messages), &mut rng(step_key));
     let words = answer::words(&text);
-    let mut rng = rng(key(config.seed, request, Some(request.attempt)));
+    let mut rng = rng(key(config, request, Some(request.attempt)));
 
     let first = Duration::from_millis(rng.random_range(config.first_chunk_latency_ms.clone()));
     let mut delays = vec![first];
@@ -148,9 +149,9 @@ fn text_of(message: &Message) -> &str {
     }
 }
 
-/// A stable 64-bit key (FNV-1a) of the seed and the attempt's place; `attempt` is left out for
-/// the answer's key.
-fn key(seed: u64, request: &Request, attempt: Option<u32>) -> u64 {
+/// A stable 64-bit key (FNV-1a) of the seed and the attempt's place (the session left out unless
+/// `per_session`); `attempt` is left out for the answer's key.
+fn key(config: &SimulatedConfig, request: &Request, attempt: Option<u32>) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
         for byte in bytes {
@@ -158,8 +159,10 @@ fn key(seed: u64, request: &Request, attempt: Option<u32>) -> u64 {
             hash = hash.wrapping_mul(0x0100_0000_01b3);
         }
     };
-    eat(&seed.to_le_bytes());
-    eat(request.session.as_bytes());
+    eat(&config.seed.to_le_bytes());
+    if config.per_session {
+        eat(request.session.as_bytes());
+    }
     eat(&[0xff]);
     eat(&request.turn.to_le_bytes());
     eat(&request.step.to_le_bytes());
@@ -216,6 +219,19 @@ mod tests {
         let differs = (1..40)
             .any(|a| plan(&config, &request("s", 1, a)) != plan(&other, &request("s", 1, a)));
         assert!(differs, "another seed, other plans");
+    }
+
+    #[test]
+    fn without_per_session_keys_every_session_of_a_seed_replays_the_same_attempts() {
+        let shared = SimulatedConfig { per_session: false, ..SimulatedConfig::default() };
+        let keyed = SimulatedConfig::default();
+        let plans = |config: &SimulatedConfig, session: &str| -> Vec<Plan> {
+            (1..20).map(|a| plan(config, &request(session, 1, a))).collect()
+        };
+        assert_eq!(plans(&shared, "a"), plans(&shared, "b"));
+        assert_ne!(plans(&keyed, "a"), plans(&keyed, "b"));
+        let other_seed = SimulatedConfig { seed: 1, ..shared.clone() };
+        assert_ne!(plans(&shared, "a"), plans(&other_seed, "a"), "the seed still decides");
     }
 
     #[test]

@@ -47,11 +47,19 @@ pub(crate) fn render(name: &str, log: &[Envelope], expand: bool) -> String {
         n => writeln!(out, "{turns} turn(s), {n} retried or failed"),
     };
     for panel in &panels {
-        summary(&mut out, panel, expand);
-        if expand {
-            for line in &panel.lines {
-                self::line(&mut out, line);
-            }
+        out.push_str(&self::panel(panel, expand));
+    }
+    out
+}
+
+/// One panel: its summary line, then (when `expand`) every line of it. `rein chat` prints the
+/// panel of a turn that retried or failed this way.
+pub(crate) fn panel(panel: &TurnPanel, expand: bool) -> String {
+    let mut out = String::new();
+    summary(&mut out, panel, expand);
+    if expand {
+        for line in &panel.lines {
+            self::line(&mut out, line);
         }
     }
     out
@@ -191,7 +199,7 @@ fn verbatim(out: &mut String, indent: usize, text: &str) {
 }
 
 /// `text` with every control character but tab written as a Rust-style escape (`\u{1b}`).
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_control() && c != '\t' {

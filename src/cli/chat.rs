@@ -1,0 +1,344 @@
+//! `rein chat [PROMPT]`: a conversation with a model — one turn for a prompt given on the command
+//! line, or one turn per line of stdin without one. The README's main job.
+//!
+//! With `DEEPSEEK_API_KEY` set it talks to DeepSeek (or, with `OPENAI_API_KEY`, to any
+//! OpenAI-compatible server); with no key it uses the embedded simulated provider, whose seeded
+//! faults (rate limits with `Retry-After`, server errors, dropped connections, stalls) show the
+//! retry machinery at work with no key and no server. The answer streams to stdout; a status
+//! line per scheduled retry, and the turn-tail panel of a turn that retried or failed, go to
+//! stderr. The session is kept in a JSONL store (`--store`, default `.rein/sessions`) under
+//! `--session` (a new id by default, printed), and a later `--session ID` resumes it: the
+//! requests then carry the earlier history. Ctrl-C cancels the running turn rather than killing
+//! the process mid-write. Output and exit status: [`CHAT_HELP`]; the decisions behind them are
+//! in `docs/runtime-semantics.md` ("rein chat").
+//!
+//! Pure core: [`provider`] (which provider, its configuration and refusals), [`view`] (what a
+//! turn's events show, the exit status), [`input`] (what a line asks for), [`plugins`] (the
+//! default chain by name). Shells: [`sessions`] (the store and the session's place, checked
+//! before anything is written), [`turn`] (one turn, its signals and its panel), [`console`],
+//! [`signals`], [`telemetry`] (the subscriber and the session/turn/step spans).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anstream::ColorChoice;
+use rein_runtime::event::TurnEndReason;
+use rein_runtime::random::SeededJitter;
+use rein_runtime::runtime::Runtime;
+use rein_runtime::session::Session;
+use tokio::sync::mpsc;
+
+use super::show::ColorWhen;
+
+mod console;
+mod input;
+mod plugins;
+mod provider;
+mod sessions;
+mod signals;
+mod telemetry;
+mod turn;
+mod view;
+
+use console::Console;
+use provider::{ProviderKind, Wanted};
+use signals::Signal;
+use telemetry::Spans;
+
+/// Exit status: a usage error or bad input (nothing was written).
+const BAD_INPUT: u8 = 2;
+/// Exit status: the last turn failed or was cancelled, or the runtime failed.
+const FAILED: u8 = 1;
+
+/// What `rein chat --help` says after the options: providers, files, output, exit status.
+pub(crate) const CHAT_HELP: &str = "\
+Providers:
+  Without --provider: DeepSeek when DEEPSEEK_API_KEY is set (DEEPSEEK_BASE_URL, DEEPSEEK_MODEL),
+  else an OpenAI-compatible server when OPENAI_API_KEY is set (OPENAI_BASE_URL, OPENAI_MODEL),
+  else the embedded simulated provider: no key, no network, seeded faults (rate limits with a
+  Retry-After, server errors, dropped connections, stalls) retried by llm-retry. --seed N
+  replays the simulated provider's faults and answers exactly; without it a random seed is
+  used and printed. The API key never appears in any output or log.
+
+Modes:
+  With PROMPT, one turn. Without, one turn per line of stdin (a terminal or a pipe); a blank
+  line is skipped; /exit or the end of input ends the chat. Ctrl-C cancels the running turn
+  (the log records it cancelled by the user); at the interactive prompt, or pressed twice, it
+  ends the chat.
+
+Files:
+  The session log is STORE/ID.jsonl (STORE: --store, default .rein/sessions, created
+  owner-only). A new session gets a fresh id unless --session names one; --session with an
+  existing id resumes that session, its history sent with every request.
+
+Output:
+  stdout   the answer, streamed as it arrives (an attempt that fails after streaming text is
+           marked on stderr: that text is not part of the answer). Control characters are
+           escaped when stdout is a terminal.
+  stderr   the provider and session at the start; `retry 1/2 in 1.5 s · RATE_LIMIT 429` for each
+           retry scheduled; the turn-tail panel of a turn that retried or failed (expanded when
+           it failed, or with --expand); how to continue the session at the end; `error: ...`.
+           With RUST_LOG (e.g. RUST_LOG=info), tracing spans per session, turn, step and
+           attempt with OpenTelemetry GenAI fields.
+
+Exit status:
+  0  the last turn completed (or no turn ran)
+  1  the last turn failed or was cancelled, or the runtime failed
+  2  bad input, nothing written: a usage error, an invalid provider variable, a missing key for
+     the --provider asked, an invalid --session id, a store that is not a readable directory,
+     a session log that cannot be read (the error names the file and line)";
+
+/// Arguments of `rein chat`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChatArgs {
+    /// The prompt (one turn); without it, prompts are read from stdin, one per line.
+    #[arg(value_name = "PROMPT")]
+    prompt: Option<String>,
+    /// The provider (default: deepseek when DEEPSEEK_API_KEY is set, else openai when
+    /// OPENAI_API_KEY is, else simulated).
+    #[arg(long, value_enum, value_name = "PROVIDER")]
+    provider: Option<ProviderKind>,
+    /// The model to ask (default: the provider's, or its *_MODEL variable).
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
+    /// The simulated provider's seed: the same seed replays the same faults and answers.
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// The directory of session logs.
+    #[arg(long, value_name = "DIR", default_value = sessions::DEFAULT_STORE)]
+    store: PathBuf,
+    /// The session: an existing id resumes it, a new one starts it (default: a fresh id).
+    #[arg(long, value_name = "ID")]
+    session: Option<String>,
+    /// Show every attempt of a turn's panel, not only its summary line.
+    #[arg(short, long)]
+    expand: bool,
+    /// When to colour stderr.
+    #[arg(long, value_name = "WHEN", value_enum, default_value_t = ColorWhen::Auto)]
+    color: ColorWhen,
+}
+
+/// Runs `rein chat`.
+pub(crate) fn run(args: &ChatArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    let status = runtime.block_on(chat(args));
+    // Stdin's reader thread may still be blocked in a read; it is not waited for.
+    runtime.shutdown_background();
+    ExitCode::from(status)
+}
+
+async fn chat(args: &ChatArgs) -> u8 {
+    let choice = match args.color {
+        ColorWhen::Auto => ColorChoice::Auto,
+        ColorWhen::Always => ColorChoice::Always,
+        ColorWhen::Never => ColorChoice::Never,
+    };
+    let mut console = Console::new(choice);
+    // First, so that no Ctrl-C from here on kills the process mid-write.
+    let mut signals = match signals::listen() {
+        Ok(signals) => signals,
+        Err(e) => {
+            console.error(&format!("cannot listen for Ctrl-C: {e}"));
+            return FAILED;
+        }
+    };
+    telemetry::init();
+
+    let (route, place) = match prepare(args) {
+        Ok(prepared) => prepared,
+        Err(e) => {
+            console.error(&e);
+            return BAD_INPUT;
+        }
+    };
+    let chain = match plugins::default_chain() {
+        Ok(chain) => chain,
+        Err(e) => {
+            console.error(&e);
+            return FAILED;
+        }
+    };
+
+    let mut builder = Runtime::builder().store(Arc::new(place.store.clone())).route(
+        route.name.clone(),
+        route.adapter.clone(),
+        route.model.clone(),
+        None,
+    );
+    for plugin in chain {
+        builder = builder.plugin(plugin);
+    }
+    if let Some(seed) = route.seed {
+        builder = builder.jitter(Arc::new(SeededJitter::new(seed)));
+    }
+    let runtime = match builder.build().await {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            console.error(&format!("cannot start the runtime: {e}"));
+            return FAILED;
+        }
+    };
+    let session = match runtime.session(&place.id).await {
+        Ok(session) => session,
+        Err(e) => {
+            console.error(&format!("{}: {e}", place.path.display()));
+            runtime.shutdown().await;
+            return BAD_INPUT;
+        }
+    };
+
+    banner(&mut console, &route, &place, args.prompt.is_none());
+    let mut spans = Spans::new(&place.id, &route.name, &route.model);
+    let last = match &args.prompt {
+        Some(prompt) => {
+            one_shot(&session, prompt, &mut signals, &mut spans, &mut console, args).await
+        }
+        None => interactive(&session, &mut signals, &mut spans, &mut console, args).await,
+    };
+    drop(spans);
+    runtime.shutdown().await;
+    let resume = match args.store.as_path() == Path::new(sessions::DEFAULT_STORE) {
+        true => format!("rein chat --session {}", place.id),
+        false => format!("rein chat --store {} --session {}", args.store.display(), place.id),
+    };
+    console.note(&format!("session {} · continue it: {resume}", place.id));
+    match last {
+        Ok(last) => view::exit_status(last.as_ref()),
+        Err(status) => status,
+    }
+}
+
+/// The route and the session's place, checked: every refusal is bad input.
+fn prepare(args: &ChatArgs) -> Result<(provider::Route, sessions::Place), String> {
+    if args.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
+        return Err("PROMPT: must not be empty (omit it to chat line by line)".to_owned());
+    }
+    let lookup = |name: &str| std::env::var(name).ok();
+    let wanted = Wanted {
+        kind: provider::choose(args.provider, &lookup),
+        model: args.model.clone(),
+        seed: args.seed,
+    };
+    let random_seed = uuid::Uuid::new_v4().as_u64_pair().0 % 1_000_000;
+    let plan = provider::plan(&wanted, random_seed, lookup)?;
+    let place = sessions::open(&args.store, args.session.as_deref())?;
+    let route = provider::build(plan)?;
+    Ok((route, place))
+}
+
+/// The lines on stderr before the first turn: the provider, the session, how to use the mode.
+fn banner(console: &mut Console, route: &provider::Route, place: &sessions::Place, lines: bool) {
+    let mut provider = format!("rein chat · {} on {}", route.model, route.label);
+    if let Some(seed) = route.seed {
+        provider.push_str(&format!(
+            " (seed {seed}) · no API key set: DEEPSEEK_API_KEY or OPENAI_API_KEY talks to a real \
+             model"
+        ));
+    }
+    console.note(&provider);
+    let state = match &place.resumed {
+        None => "new".to_owned(),
+        Some(resumed) => format!("resumed, {} turn(s)", resumed.turns),
+    };
+    console.note(&format!("session {} ({state}) · log {}", place.id, place.path.display()));
+    if let Some(torn) = place.resumed.as_ref().and_then(|r| r.torn.as_ref()) {
+        console.warning(&format!(
+            "{}: torn last line {} ({} bytes, a crash during an append): cut on reopen, kept in \
+             {}.torn",
+            place.path.display(),
+            torn.line,
+            torn.bytes,
+            place.path.display()
+        ));
+    }
+    if lines {
+        console.note(
+            "one prompt per line; /exit or the end of input ends the chat; Ctrl-C cancels a turn",
+        );
+    }
+}
+
+/// One turn; the last turn's ending, or the exit status of a failure to run it.
+async fn one_shot(
+    session: &Session,
+    prompt: &str,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+    spans: &mut Spans,
+    console: &mut Console,
+    args: &ChatArgs,
+) -> Result<Option<TurnEndReason>, u8> {
+    match turn::run(session, prompt.to_owned(), signals, spans, console, args.expand).await {
+        Ok(ran) => Ok(Some(ran.reason)),
+        Err(e) => {
+            console.error(&format!("the turn could not run: {e}"));
+            Err(FAILED)
+        }
+    }
+}
+
+/// A turn per line of stdin until `/exit`, the end of input, Ctrl-C at the prompt or SIGTERM.
+async fn interactive(
+    session: &Session,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+    spans: &mut Spans,
+    console: &mut Console,
+    args: &ChatArgs,
+) -> Result<Option<TurnEndReason>, u8> {
+    let mut lines = input::read_stdin();
+    let terminal = console.input_is_terminal();
+    let mut last = None;
+    loop {
+        if terminal {
+            console.marker();
+        }
+        let line = tokio::select! {
+            line = lines.recv() => line,
+            Some(_) = signals.recv() => {
+                if terminal {
+                    console.note("");
+                }
+                break;
+            }
+        };
+        let prompt = match line {
+            None => {
+                if terminal {
+                    console.note("");
+                }
+                break;
+            }
+            Some(Err(e)) => {
+                console.error(&e);
+                return Err(BAD_INPUT);
+            }
+            Some(Ok(line)) => match input::classify(&line) {
+                input::Line::Blank => continue,
+                input::Line::Exit => break,
+                input::Line::Prompt(prompt) => prompt,
+            },
+        };
+        if !terminal {
+            console.note(&format!("> {}", crate::cli::show::text::escape(&prompt)));
+        }
+        match turn::run(session, prompt, signals, spans, console, args.expand).await {
+            Ok(ran) => {
+                last = Some(ran.reason);
+                if ran.quit {
+                    break;
+                }
+            }
+            Err(e) => {
+                console.error(&format!("the turn could not run: {e}"));
+                return Err(FAILED);
+            }
+        }
+    }
+    Ok(last)
+}

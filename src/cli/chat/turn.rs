@@ -1,0 +1,105 @@
+//! One turn of `rein chat`: prompt the session, show the turn's events as they are committed,
+//! cancel it on Ctrl-C, and print its turn-tail panel when it retried or failed.
+//!
+//! The turn's events are forwarded from its [`TurnHandle`](rein_runtime::turn_handle::TurnHandle)
+//! by a task of their own, so waiting for the next one can race the signals without dropping a
+//! half-read event. A Ctrl-C (or SIGTERM) cancels the turn with cause `user`; the turn still ends
+//! the normal way — the session writes its `turn/end {aborted}` — and the events keep coming
+//! until then. A second Ctrl-C while the cancellation settles, or a SIGTERM, also ends the chat.
+
+use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
+use rein_runtime::panel::panels;
+use rein_runtime::session::{Session, SessionError};
+use tokio::sync::mpsc;
+
+use super::console::Console;
+use super::signals::Signal;
+use super::telemetry::Spans;
+use super::view::{self, View};
+use crate::cli::show::text;
+
+/// How a turn went.
+#[derive(Debug)]
+pub(crate) struct Ran {
+    /// How it ended.
+    pub(crate) reason: TurnEndReason,
+    /// The chat should end after it (SIGTERM, or Ctrl-C twice).
+    pub(crate) quit: bool,
+}
+
+/// Runs the turn of `prompt` to its end.
+pub(crate) async fn run(
+    session: &Session,
+    prompt: String,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+    spans: &mut Spans,
+    console: &mut Console,
+    expand: bool,
+) -> Result<Ran, SessionError> {
+    let mut handle = session.prompt(prompt).await?;
+    let (tx, mut events) = mpsc::unbounded_channel::<Envelope>();
+    let forward = tokio::spawn(async move {
+        while let Some(event) = handle.next_event().await {
+            if tx.send(event).is_err() {
+                break;
+            }
+        }
+        handle.outcome().await
+    });
+
+    let mut view = View::new(console.answer_is_terminal());
+    let (mut cancelled, mut quit) = (false, false);
+    loop {
+        tokio::select! {
+            event = events.recv() => match event {
+                Some(event) => {
+                    spans.observe(&event.event);
+                    console.show(view.on(&event.event));
+                }
+                None => break,
+            },
+            Some(signal) = signals.recv() => {
+                quit |= signal == Signal::Terminate || cancelled;
+                if !cancelled {
+                    cancelled = true;
+                    console.show(view.close());
+                    console.note("cancelling the turn…");
+                    session.cancel(CancelCause::User).await?;
+                }
+            }
+        }
+    }
+    console.show(view.close());
+    let outcome = forward.await.map_err(|_| SessionError::Stopped)??;
+    tail(session, outcome.turn, &outcome.reason, console, expand).await;
+    Ok(Ran { reason: outcome.reason, quit })
+}
+
+/// The turn's panel when it has one (it retried or failed; expanded when it failed or
+/// `expand`), else a line when it did not complete.
+async fn tail(
+    session: &Session,
+    turn: u32,
+    reason: &TurnEndReason,
+    console: &mut Console,
+    expand: bool,
+) {
+    let panel = match session.events().await {
+        Ok(log) => panels(&log).into_iter().find(|p| p.turn == turn),
+        Err(e) => {
+            console.warning(&format!("the turn's panel cannot be shown: {e}"));
+            None
+        }
+    };
+    match panel {
+        Some(panel) => {
+            let failed = matches!(reason, TurnEndReason::Error { .. });
+            console.styled(&text::panel(&panel, expand || failed));
+        }
+        None => {
+            if let Some(line) = view::ending(turn, reason) {
+                console.note(&line);
+            }
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! What a person sees of a turn while it runs: a pure function of the turn's events.
+//!
+//! - The answer streams to stdout as its chunks arrive ([`Out::Answer`]), every attempt's chunks
+//!   as they come: a person watches the model type.
+//! - Everything else is a line for stderr ([`Out::Note`]): one status line per scheduled retry
+//!   (`retry 1/2 in 1.5 s · RATE_LIMIT 429`), a note when an attempt that streamed text fails
+//!   (that text is not part of the answer: the log keeps only the successful attempt's chunks),
+//!   tool calls and results, route switches, compactions, plugin crashes.
+//! - A note never lands on the same line as streamed text: an open answer line is ended first.
+//!
+//! When stdout is a terminal, control characters in the answer (other than newline and tab) are
+//! written as escapes (`\u{1b}`), as `rein show` does with provider text: a model's output must
+//! not drive the terminal. Piped, the answer is written verbatim.
+
+use rein_runtime::event::{CancelCause, Event, LlmRetry, TurnEndReason};
+use rein_runtime::failure::Failure;
+
+use crate::cli::show::text::escape;
+
+/// The longest tool argument or result shown, in characters.
+const SHOWN: usize = 80;
+
+/// How a note should look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tone {
+    /// Progress: retries, tool calls.
+    Status,
+    /// Something was lost or cut short.
+    Warning,
+}
+
+/// A piece of output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Out {
+    /// Answer text for stdout, written as it is (no newline added).
+    Answer(String),
+    /// One line for stderr (without its newline).
+    Note(Tone, String),
+}
+
+/// The state of the output while a turn runs.
+#[derive(Debug)]
+pub(crate) struct View {
+    /// Escape control characters in the answer (stdout is a terminal).
+    escape_answer: bool,
+    /// Stdout's last character is not a newline.
+    open_line: bool,
+    /// The running attempt streamed text.
+    streamed: bool,
+}
+
+impl View {
+    /// A view; `escape_answer` when stdout is a terminal.
+    pub(crate) fn new(escape_answer: bool) -> Self {
+        Self { escape_answer, open_line: false, streamed: false }
+    }
+
+    /// What `event` shows.
+    pub(crate) fn on(&mut self, event: &Event) -> Vec<Out> {
+        let mut out = Vec::new();
+        match event {
+            Event::RequestStart(_) => self.streamed = false,
+            Event::AssistantChunk(chunk) if !chunk.text.is_empty() => {
+                let text = if self.escape_answer {
+                    escape_answer(&chunk.text)
+                } else {
+                    chunk.text.clone()
+                };
+                self.open_line = !text.ends_with('\n');
+                self.streamed = true;
+                out.push(Out::Answer(text));
+            }
+            Event::RequestError(error) if self.streamed => {
+                self.streamed = false;
+                let note = format!(
+                    "cut off: attempt {} failed with {}; the text above is not part of the answer",
+                    error.attempt,
+                    error.failure.code()
+                );
+                self.note(&mut out, Tone::Warning, note);
+            }
+            Event::LlmRetry(retry) => self.note(&mut out, Tone::Status, retry_line(retry)),
+            Event::ToolCall(call) => {
+                let arguments = shorten(&call.arguments.to_string());
+                self.note(
+                    &mut out,
+                    Tone::Status,
+                    format!("tool {} {arguments}", escape(&call.name)),
+                );
+            }
+            Event::ToolResult(result) => {
+                let what = if result.is_error { "tool error" } else { "tool result" };
+                self.note(&mut out, Tone::Status, format!("{what}: {}", shorten(&result.output)));
+            }
+            Event::RouteSwitched(switch) => {
+                let note = format!(
+                    "route switched: {} → {} ({}, {})",
+                    switch.from, switch.to, switch.code, switch.reason
+                );
+                self.note(&mut out, Tone::Status, note);
+            }
+            Event::ContextCompacted(compacted) => {
+                let note = format!(
+                    "context compacted: {} event(s) removed, {} kept",
+                    compacted.removed.len(),
+                    compacted.kept
+                );
+                self.note(&mut out, Tone::Status, note);
+            }
+            Event::PluginCrashed(crash) => {
+                let note = format!(
+                    "plugin {} crashed (restart {}): {}",
+                    crash.plugin,
+                    crash.restarts,
+                    shorten(&crash.error)
+                );
+                self.note(&mut out, Tone::Warning, note);
+            }
+            Event::TurnEnd(_) => out.extend(self.close()),
+            _ => {}
+        }
+        out
+    }
+
+    /// Ends an open answer line (before anything else is printed, and at a turn's end).
+    pub(crate) fn close(&mut self) -> Option<Out> {
+        std::mem::take(&mut self.open_line).then(|| Out::Answer("\n".to_owned()))
+    }
+
+    fn note(&mut self, out: &mut Vec<Out>, tone: Tone, text: String) {
+        out.extend(self.close());
+        out.push(Out::Note(tone, text));
+    }
+}
+
+/// The status line of a scheduled retry: `retry 1/2 in 1.5 s · RATE_LIMIT 429`, the budget `∞`
+/// in always mode, the plugin named when it is not `llm-retry`.
+pub(crate) fn retry_line(retry: &LlmRetry) -> String {
+    let budget = match retry.max_retries {
+        Some(max) if retry.mode != "always" => max.to_string(),
+        _ => "∞".to_owned(),
+    };
+    let mut line = format!(
+        "retry {}/{budget} in {} · {}",
+        retry.retry,
+        wait(retry.delay_ms),
+        failure_label(&retry.failure)
+    );
+    if retry.plugin != rein_plugins::llm_retry::NAME {
+        line.push_str(&format!(" · {}", retry.plugin));
+    }
+    line
+}
+
+/// `RATE_LIMIT 429`, or the code alone when no HTTP status came with it.
+fn failure_label(failure: &Failure) -> String {
+    match failure.status() {
+        Some(status) => format!("{} {status}", failure.code()),
+        None => failure.code().to_owned(),
+    }
+}
+
+/// A wait as a person reads it: `250 ms` under a second, else seconds with one decimal (`1.5 s`).
+pub(crate) fn wait(ms: f64) -> String {
+    let rounded = ms.round();
+    if rounded < 1000.0 { format!("{rounded} ms") } else { format!("{:.1} s", ms / 1000.0) }
+}
+
+/// The line that says how a turn ended, for a turn that has no panel (one that retried or
+/// failed has one, which says it): `None` for a completed turn.
+pub(crate) fn ending(turn: u32, reason: &TurnEndReason) -> Option<String> {
+    let how = match reason {
+        TurnEndReason::Completed => return None,
+        TurnEndReason::Error { failure } => {
+            format!("failed with {}: {}", failure.code(), escape(failure.message()))
+        }
+        TurnEndReason::Aborted { cause: CancelCause::User } => "cancelled".to_owned(),
+        TurnEndReason::Aborted { cause: CancelCause::Parent } => {
+            "cancelled with its session".to_owned()
+        }
+        TurnEndReason::Aborted { cause: CancelCause::Disposed } => {
+            "cancelled: the runtime shut down".to_owned()
+        }
+        TurnEndReason::Aborted { cause: CancelCause::Hook { reason } } => {
+            format!("cancelled by a hook: {}", escape(reason))
+        }
+        TurnEndReason::MaxSteps => "stopped at the step limit".to_owned(),
+        TurnEndReason::Interrupted => "interrupted".to_owned(),
+    };
+    Some(format!("turn {turn} {how}"))
+}
+
+/// The exit status of a chat whose last turn ended `last` (`None`: no turn ran): 0 when it
+/// completed (or none ran), 1 otherwise.
+pub(crate) fn exit_status(last: Option<&TurnEndReason>) -> u8 {
+    match last {
+        None | Some(TurnEndReason::Completed) => 0,
+        Some(_) => 1,
+    }
+}
+
+/// Answer text for a terminal: control characters other than newline and tab escaped.
+fn escape_answer(text: &str) -> String {
+    text.split('\n').map(escape).collect::<Vec<_>>().join("\n")
+}
+
+/// `text` on one line, escaped, cut at [`SHOWN`] characters with `…`.
+fn shorten(text: &str) -> String {
+    let flat = escape(&text.replace('\n', " "));
+    match flat.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}…", &flat[..cut]),
+        None => flat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rein_runtime::event::{
+        AssistantChunk, LlmRetry, RequestError, RequestStart, StepRef, ToolResult, TurnEnd,
+    };
+
+    fn failure(code: &str, status: Option<u16>) -> Failure {
+        let failure = Failure::new(code, "m").unwrap();
+        match status {
+            Some(status) => failure.with_status(status).unwrap(),
+            None => failure,
+        }
+    }
+
+    fn retry(retry: u64, max: Option<u64>, mode: &str, delay_ms: f64, plugin: &str) -> LlmRetry {
+        LlmRetry {
+            retry_id: "r".into(),
+            turn: 1,
+            step: 1,
+            provider: "simulated".into(),
+            plugin: plugin.into(),
+            mode: mode.into(),
+            policy_key: "k".into(),
+            retry,
+            max_retries: max,
+            delay_ms,
+            failure: failure("RATE_LIMIT", Some(429)),
+        }
+    }
+
+    #[test]
+    fn a_retry_is_one_status_line() {
+        let cases = [
+            (
+                retry(1, Some(2), "normal", 1000.0, "llm-retry"),
+                "retry 1/2 in 1.0 s · RATE_LIMIT 429",
+            ),
+            (
+                retry(2, Some(2), "normal", 1499.0, "llm-retry"),
+                "retry 2/2 in 1.5 s · RATE_LIMIT 429",
+            ),
+            (
+                retry(1, Some(3), "normal", 250.4, "llm-retry"),
+                "retry 1/3 in 250 ms · RATE_LIMIT 429",
+            ),
+            (retry(7, None, "always", 500.0, "llm-retry"), "retry 7/∞ in 500 ms · RATE_LIMIT 429"),
+            (
+                retry(1, Some(5), "normal", 30_000.0, "auto-retry"),
+                "retry 1/5 in 30.0 s · RATE_LIMIT 429 · auto-retry",
+            ),
+            (
+                LlmRetry {
+                    failure: failure("TRANSPORT", None),
+                    ..retry(1, Some(2), "normal", 500.0, "llm-retry")
+                },
+                "retry 1/2 in 500 ms · TRANSPORT",
+            ),
+        ];
+        for (retry, want) in cases {
+            assert_eq!(retry_line(&retry), want);
+        }
+    }
+
+    fn chunk(attempt: u32, text: &str) -> Event {
+        Event::AssistantChunk(AssistantChunk { turn: 1, step: 1, attempt, text: text.into() })
+    }
+
+    fn start(attempt: u32) -> Event {
+        Event::RequestStart(RequestStart {
+            turn: 1,
+            step: 1,
+            attempt,
+            provider: "p".into(),
+            model: "m".into(),
+        })
+    }
+
+    fn error(attempt: u32, code: &str) -> Event {
+        Event::RequestError(RequestError {
+            turn: 1,
+            step: 1,
+            attempt,
+            provider: "p".into(),
+            failure: failure(code, None),
+        })
+    }
+
+    fn run(view: &mut View, events: &[Event]) -> Vec<Out> {
+        events.iter().flat_map(|e| view.on(e)).collect()
+    }
+
+    fn answer(text: &str) -> Out {
+        Out::Answer(text.into())
+    }
+
+    #[test]
+    fn the_answer_streams_and_a_cut_off_attempt_is_marked_before_the_retry_line() {
+        let mut view = View::new(false);
+        let out = run(
+            &mut view,
+            &[
+                start(1),
+                chunk(1, "Hel"),
+                error(1, "TRANSPORT"),
+                Event::LlmRetry(retry(1, Some(2), "normal", 500.0, "llm-retry")),
+                start(2),
+                chunk(2, "Hello"),
+                chunk(2, " world"),
+                Event::TurnEnd(TurnEnd { turn: 1, reason: TurnEndReason::Completed }),
+            ],
+        );
+        assert_eq!(
+            out,
+            [
+                answer("Hel"),
+                answer("\n"),
+                Out::Note(
+                    Tone::Warning,
+                    "cut off: attempt 1 failed with TRANSPORT; the text above is not part of the answer"
+                        .into()
+                ),
+                Out::Note(Tone::Status, "retry 1/2 in 500 ms · RATE_LIMIT 429".into()),
+                answer("Hello"),
+                answer(" world"),
+                answer("\n"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failure_before_any_text_adds_nothing_and_a_closed_line_stays_closed() {
+        let mut view = View::new(false);
+        let out = run(&mut view, &[start(1), error(1, "SERVER")]);
+        assert_eq!(out, []);
+        let out = run(
+            &mut view,
+            &[
+                start(2),
+                chunk(2, "done\n"),
+                Event::ToolResult(ToolResult {
+                    turn: 1,
+                    step: 1,
+                    id: "c".into(),
+                    output: "x".repeat(100),
+                    is_error: false,
+                }),
+                Event::StepEnd(StepRef { turn: 1, step: 1 }),
+                Event::TurnEnd(TurnEnd { turn: 1, reason: TurnEndReason::Completed }),
+            ],
+        );
+        assert_eq!(
+            out,
+            [
+                answer("done\n"),
+                Out::Note(Tone::Status, format!("tool result: {}…", "x".repeat(80))),
+            ]
+        );
+    }
+
+    #[test]
+    fn on_a_terminal_control_characters_in_the_answer_are_escaped() {
+        let cases = [
+            (false, "a\u{1b}[2J\tb\nc", "a\u{1b}[2J\tb\nc"),
+            (true, "a\u{1b}[2J\tb\nc", "a\\u{1b}[2J\tb\nc"),
+            (true, "line\r\n", "line\\u{d}\n"),
+        ];
+        for (terminal, text, want) in cases {
+            let out = View::new(terminal).on(&chunk(1, text));
+            assert_eq!(out, [answer(want)], "{text:?}");
+        }
+    }
+
+    #[test]
+    fn endings_without_a_panel_and_exit_statuses() {
+        let failed = TurnEndReason::Error { failure: failure("AUTH", Some(401)) };
+        let cases = [
+            (TurnEndReason::Completed, None, 0),
+            (failed, Some("turn 2 failed with AUTH: m"), 1),
+            (TurnEndReason::Aborted { cause: CancelCause::User }, Some("turn 2 cancelled"), 1),
+            (
+                TurnEndReason::Aborted { cause: CancelCause::Disposed },
+                Some("turn 2 cancelled: the runtime shut down"),
+                1,
+            ),
+            (TurnEndReason::MaxSteps, Some("turn 2 stopped at the step limit"), 1),
+            (TurnEndReason::Interrupted, Some("turn 2 interrupted"), 1),
+        ];
+        for (reason, line, status) in cases {
+            assert_eq!(ending(2, &reason).as_deref(), line, "{reason:?}");
+            assert_eq!(exit_status(Some(&reason)), status, "{reason:?}");
+        }
+        assert_eq!(exit_status(None), 0, "no turn ran: nothing failed");
+    }
+
+    #[test]
+    fn waits_read_as_a_person_writes_them() {
+        for (ms, want) in [(0.0, "0 ms"), (999.4, "999 ms"), (999.6, "1.0 s"), (2600.0, "2.6 s")] {
+            assert_eq!(wait(ms), want);
+        }
+    }
+}

@@ -1,0 +1,450 @@
+//! `rein chat` — the README's main job — run as a process: on the embedded simulated provider with
+//! no key and no server; against a real HTTP server on 127.0.0.1 through the DeepSeek preset;
+//! interactively with piped stdin; cancelled with Ctrl-C; refusing bad input. Every run that
+//! writes a session log ends with the invariant check of that log.
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "../providers/tests/support/server.rs"]
+mod server;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
+use rein_runtime::store::jsonl::read_log;
+use serde_json::json;
+use server::{Part, Reply, Server, answer, delta, status_reply};
+
+/// Every variable that would change what `rein chat` does, removed from the child's environment.
+const ENVIRONMENT: [&str; 10] = [
+    "DEEPSEEK_API_KEY",
+    "DEEPSEEK_BASE_URL",
+    "DEEPSEEK_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+    "RUST_LOG",
+    "NO_COLOR",
+    "CLICOLOR_FORCE",
+    "CLICOLOR",
+];
+
+const KEY: &str = "sk-chat-test-secret";
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {:?}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
+    }
+}
+
+/// `rein` in `dir` (where the default store `.rein/sessions` goes) with `env` and `stdin`.
+fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
+    command.args(args).current_dir(dir);
+    for name in ENVIRONMENT {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    command
+}
+
+fn rein(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Run {
+    let mut child = command(dir, args, env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// The session id the banner printed (`session ID (new) · log …`).
+fn session_id(run: &Run) -> String {
+    let line =
+        run.stderr.lines().find(|l| l.starts_with("session ") && l.contains(" · log ")).unwrap();
+    line["session ".len()..].split(' ').next().unwrap().to_owned()
+}
+
+fn log_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join(".rein/sessions").join(format!("{id}.jsonl"))
+}
+
+/// The session's log, after its invariant check (a finished log: no turn left open).
+fn checked_log(path: &Path) -> Vec<Envelope> {
+    let events = read_log(path).unwrap().events;
+    let violations = rein_invariant::check_finished_log(&events);
+    assert!(
+        violations.is_empty(),
+        "{}: {}",
+        path.display(),
+        violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
+    );
+    events
+}
+
+fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::TurnEnd(end) => Some(end.reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn answers(events: &[Envelope]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::AssistantMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `line` is the close of a span named `name` (the innermost span of the line).
+fn closes(line: &str, name: &str) -> bool {
+    let Some(start) = line.rfind(&format!("{name}{{")) else { return false };
+    let rest = &line[start..];
+    let inner = rest.find('}').is_some_and(|end| rest[end + 1..].starts_with(": "));
+    let named = start == 0 || [b' ', b':'].contains(&line.as_bytes()[start - 1]);
+    inner && named && line.contains(" close ")
+}
+
+/// The lines of `text` that start with `prefix`.
+fn lines_starting<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+    text.lines().filter(|l| l.starts_with(prefix)).collect()
+}
+
+#[test]
+fn with_no_key_a_seeded_prompt_meets_a_rate_limit_recovers_and_replays_exactly() {
+    let runs: Vec<(tempfile::TempDir, Run)> = (0..2)
+        .map(|_| {
+            let dir = tempfile::tempdir().unwrap();
+            let run = rein(dir.path(), &["chat", "--seed", "1", "what is a retry?"], &[], "");
+            (dir, run)
+        })
+        .collect();
+    let (dir, run) = &runs[0];
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stderr.contains("simulated-1 on the simulated provider (seed 1)"), "{run:?}");
+
+    // Seed 1: the first attempt is rate limited (the simulated server asks for 519 ms), the
+    // second answers.
+    assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 519 ms · RATE_LIMIT 429"]);
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    let id = session_id(run);
+    assert!(run.stderr.contains(&format!("continue it: rein chat --session {id}")), "{run:?}");
+
+    let path = log_path(dir.path(), &id);
+    let events = checked_log(&path);
+    assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+    let [answer] = answers(&events).try_into().unwrap();
+    assert!(answer.contains("“what is a retry?”"), "{answer}");
+    assert_eq!(run.stdout, format!("{answer}\n"), "stdout is the streamed answer");
+    let check = rein(dir.path(), &["check", "--finished", path.to_str().unwrap()], &[], "");
+    assert_eq!(check.code, Some(0), "{check:?}");
+
+    // The same seed, another fresh session: the same answer and the same retries.
+    let (other_dir, other) = &runs[1];
+    assert_eq!(other.code, Some(0), "{other:?}");
+    assert_ne!(session_id(other), id);
+    assert_eq!(other.stdout, run.stdout);
+    assert_eq!(lines_starting(&other.stderr, "retry "), lines_starting(&run.stderr, "retry "));
+    checked_log(&log_path(other_dir.path(), &session_id(other)));
+}
+
+#[test]
+fn interactive_mode_reads_prompts_from_piped_stdin_until_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let stdin = "first prompt\n\n   \nsecond prompt\n/exit\nnever sent\n";
+    let run = rein(dir.path(), &["chat", "--seed", "9"], &[], stdin);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(lines_starting(&run.stderr, "> "), ["> first prompt", "> second prompt"]);
+    // Seed 9: turn 2's first attempt gets a 500; the retry answers.
+    assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 461 ms · SERVER 500"]);
+    assert!(run.stderr.contains("▸ turn 2 · Retried 1 time(s) this turn · recovered"));
+
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    assert_eq!(turn_ends(&events), [TurnEndReason::Completed, TurnEndReason::Completed]);
+    let answers = answers(&events);
+    assert!(answers[0].contains("“first prompt”") && answers[1].contains("“second prompt”"));
+    assert_eq!(run.stdout, format!("{}\n{}\n", answers[0], answers[1]));
+    assert!(!run.stdout.contains("never sent") && !run.stderr.contains("never sent"));
+
+    // The end of input ends it too; no prompt at all is not a failure.
+    let empty = rein(dir.path(), &["chat", "--seed", "9"], &[], "");
+    assert_eq!(empty.code, Some(0), "{empty:?}");
+    checked_log(&log_path(dir.path(), &session_id(&empty)));
+}
+
+/// A tokio runtime for the scripted server, and the server.
+fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(Server::start(script));
+    (runtime, server)
+}
+
+fn deepseek(server: &Server) -> Vec<(&'static str, String)> {
+    vec![("DEEPSEEK_API_KEY", KEY.to_owned()), ("DEEPSEEK_BASE_URL", server.base_url())]
+}
+
+fn env<'a>(vars: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    vars.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[test]
+fn with_a_deepseek_key_the_answer_streams_from_the_server() {
+    let (_rt, server) = serve(vec![answer(&["Hello", " from", " the server"])]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = rein(dir.path(), &["chat", "hi there"], &env(&deepseek(&server)), "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "Hello from the server\n");
+    assert!(run.stderr.contains("deepseek-chat on DeepSeek at http://127.0.0.1:"), "{run:?}");
+    assert!(!run.stderr.contains("retry ") && !run.stderr.contains("▸"), "no retry, no panel");
+
+    let seen = server.seen();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].headers["authorization"], format!("Bearer {KEY}"));
+    assert_eq!(seen[0].json()["messages"], json!([{"role": "user", "content": "hi there"}]));
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    assert_eq!(answers(&events), ["Hello from the server"]);
+}
+
+#[test]
+fn with_only_an_openai_key_the_generic_preset_talks_to_its_base_url() {
+    let (_rt, server) = serve(vec![answer(&["generic ", "answer"])]);
+    let dir = tempfile::tempdir().unwrap();
+    let vars = [
+        ("OPENAI_API_KEY", KEY),
+        ("OPENAI_BASE_URL", &server.base_url()),
+        ("OPENAI_MODEL", "local-model"),
+    ];
+    let run = rein(dir.path(), &["chat", "hello"], &vars, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "generic answer\n");
+    assert!(run.stderr.contains("local-model on OpenAI at http://127.0.0.1:"), "{run:?}");
+    assert_eq!(server.seen()[0].json()["model"], "local-model");
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    let provider = events.iter().find_map(|e| match &e.event {
+        Event::RequestStart(r) => Some(r.provider.clone()),
+        _ => None,
+    });
+    assert_eq!(provider.as_deref(), Some("openai"));
+}
+
+#[test]
+fn a_429_then_success_shows_the_retry_line_the_panel_and_the_spans() {
+    let (_rt, server) = serve(vec![
+        status_reply(
+            429,
+            &[("retry-after-ms", "50")],
+            r#"{"error":{"message":"Rate limit reached, slow down"}}"#,
+        ),
+        answer(&["recovered ", "answer"]),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let owned = deepseek(&server);
+    let mut vars = env(&owned);
+    vars.push(("RUST_LOG", "info"));
+    let run = rein(dir.path(), &["chat", "hello"], &vars, "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "recovered answer\n");
+    assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 50 ms · RATE_LIMIT 429"]);
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+
+    // The spans of the session, the turn and its step, with GenAI fields, beside the runtime's
+    // attempt spans and the adapter's chat spans.
+    let span =
+        |name: &str| -> Vec<&str> { run.stderr.lines().filter(|l| closes(l, name)).collect() };
+    let turn = span("turn");
+    assert_eq!(turn.len(), 1, "{run:?}");
+    for field in [
+        "turn=1",
+        "gen_ai.provider.name=deepseek",
+        "gen_ai.request.model=deepseek-chat",
+        "gen_ai.usage.input_tokens=10",
+        "retries=1",
+        "turn.end=\"completed\"",
+    ] {
+        assert!(turn[0].contains(field), "{field}: {}", turn[0]);
+    }
+    assert!(span("step").iter().any(|l| l.contains("attempts=2")), "{run:?}");
+    assert!(span("session").iter().any(|l| l.contains("gen_ai.conversation.id=")), "{run:?}");
+    assert!(
+        span("chat").iter().any(|l| l.contains("error.type=\"RATE_LIMIT\"")
+            && l.contains("http.response.status_code=429")),
+        "{run:?}"
+    );
+    assert!(span("attempt").iter().any(|l| l.contains("attempt=2")), "{run:?}");
+    assert!(!run.stderr.contains(KEY) && !run.stdout.contains(KEY));
+
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+    assert_eq!(server.seen().len(), 2);
+}
+
+#[test]
+fn a_401_fails_the_turn_naming_the_failure_and_the_key_appears_nowhere() {
+    // The server echoes the key it was sent in its error message.
+    let (_rt, server) = serve(vec![Reply::EchoAuth]);
+    let dir = tempfile::tempdir().unwrap();
+    let owned = deepseek(&server);
+    let mut vars = env(&owned);
+    vars.push(("RUST_LOG", "debug"));
+    let run = rein(dir.path(), &["chat", "hello"], &vars, "");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(run.stdout, "");
+    assert!(run.stderr.contains("▾ turn 1 · Not retried · failed with AUTH"), "{run:?}");
+    assert!(run.stderr.contains("failed AUTH · HTTP 401"), "{run:?}");
+    assert!(run.stderr.contains("Incorrect API key provided"), "the message verbatim: {run:?}");
+    assert!(!run.stderr.contains(KEY), "{run:?}");
+
+    let path = log_path(dir.path(), &session_id(&run));
+    let events = checked_log(&path);
+    let ends = turn_ends(&events);
+    let [TurnEndReason::Error { failure }] = ends.as_slice() else { panic!("an error: {ends:?}") };
+    assert_eq!((failure.code(), failure.status()), ("AUTH", Some(401)));
+    let bytes = std::fs::read_to_string(&path).unwrap();
+    assert!(!bytes.contains(KEY), "the log never holds the key");
+    assert_eq!(server.seen().len(), 1, "AUTH is not retried");
+}
+
+#[test]
+fn resuming_a_session_sends_its_earlier_history() {
+    let (_rt, server) = serve(vec![answer(&["Paris."]), answer(&["About 2 million."])]);
+    let dir = tempfile::tempdir().unwrap();
+    let vars = deepseek(&server);
+    let args = |prompt: &'static str| ["chat", "--session", "trip-1", prompt];
+    let first = rein(dir.path(), &args("capital of France?"), &env(&vars), "");
+    assert_eq!(first.code, Some(0), "{first:?}");
+    assert!(first.stderr.contains("session trip-1 (new)"), "{first:?}");
+    let second = rein(dir.path(), &args("and its population?"), &env(&vars), "");
+    assert_eq!(second.code, Some(0), "{second:?}");
+    assert!(second.stderr.contains("session trip-1 (resumed, 1 turn(s))"), "{second:?}");
+    assert_eq!(second.stdout, "About 2 million.\n");
+
+    let seen = server.seen();
+    assert_eq!(
+        seen[1].json()["messages"],
+        json!([
+            {"role": "user", "content": "capital of France?"},
+            {"role": "assistant", "content": "Paris."},
+            {"role": "user", "content": "and its population?"},
+        ])
+    );
+    let events = checked_log(&log_path(dir.path(), "trip-1"));
+    assert_eq!(answers(&events), ["Paris.", "About 2 million."]);
+}
+
+#[test]
+fn ctrl_c_cancels_the_turn_and_the_log_says_the_user_cancelled_it() {
+    let (_rt, server) = serve(vec![Reply::Sse(vec![delta("partial "), Part::Stall])]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child =
+        command(dir.path(), &["chat", "--session", "c1", "hello"], &env(&deepseek(&server)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    // Wait for the streamed text, then press Ctrl-C.
+    let mut stdout = child.stdout.take().unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 64];
+    while !String::from_utf8_lossy(&seen).contains("partial") {
+        let n = stdout.read(&mut buf).unwrap();
+        assert!(n > 0, "stdout closed before the answer streamed");
+        seen.extend_from_slice(&buf[..n]);
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    stdout.read_to_end(&mut seen).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(String::from_utf8(seen).unwrap(), "partial \n");
+    assert!(stderr.contains("cancelling the turn"), "{stderr}");
+    assert!(stderr.contains("turn 1 cancelled"), "{stderr}");
+
+    let events = checked_log(&log_path(dir.path(), "c1"));
+    assert_eq!(turn_ends(&events), [TurnEndReason::Aborted { cause: CancelCause::User }]);
+    assert_eq!(events.last().unwrap().kind(), "agent/idle", "the session closed the turn itself");
+}
+
+/// Arguments, environment, and the error wanted.
+type Refusal<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], String);
+
+#[test]
+fn bad_input_is_refused_with_exit_2_naming_the_path_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let file = root.join("a-file");
+    std::fs::write(&file, "x").unwrap();
+    let store = root.join(".rein/sessions");
+    std::fs::create_dir_all(&store).unwrap();
+    let corrupt = store.join("broken.jsonl");
+    let bytes = concat!(
+        r#"{"seq":0,"time":0,"type":"session/start","data":{"session":"broken","format":1}}"#,
+        "\n",
+        r#"{"seq":1,"oops"}"#,
+        "\n"
+    );
+    std::fs::write(&corrupt, bytes).unwrap();
+
+    let cases: [Refusal; 6] = [
+        (
+            &["chat", "--store", file.to_str().unwrap(), "hi"],
+            &[],
+            format!("--store {}: not a directory", file.display()),
+        ),
+        (
+            &["chat", "--session", "../escape", "hi"],
+            &[],
+            "--session: invalid session id \"../escape\"".to_owned(),
+        ),
+        (
+            &["chat", "--session", "broken", "hi"],
+            &[],
+            format!("{}:2: corrupt log line", ".rein/sessions/broken.jsonl"),
+        ),
+        (
+            &["chat", "--provider", "deepseek", "hi"],
+            &[],
+            "--provider deepseek: DEEPSEEK_API_KEY is not set".to_owned(),
+        ),
+        (
+            &["chat", "hi"],
+            &[("DEEPSEEK_API_KEY", KEY), ("DEEPSEEK_BASE_URL", "ftp://x")],
+            "DEEPSEEK_BASE_URL: must be an http(s) URL".to_owned(),
+        ),
+        (&["chat", "  "], &[], "PROMPT: must not be empty".to_owned()),
+    ];
+    for (args, vars, want) in cases {
+        let run = rein(root, args, vars, "");
+        assert_eq!(run.code, Some(2), "{args:?}: {run:?}");
+        assert!(run.stderr.contains(&format!("error: {want}")), "{args:?}: {run:?}");
+        assert!(!run.stderr.contains(KEY), "{run:?}");
+        assert_eq!(run.stdout, "");
+    }
+    assert_eq!(std::fs::read_to_string(&corrupt).unwrap(), bytes, "the log is left as it was");
+    let listing: Vec<String> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(listing, ["broken.jsonl"], "no log, no .torn file, nothing else");
+}
