@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 /// One tail event: its `seq` as stored and its line (the bytes of the `line` column).
-pub(super) type TailLine = (i64, Box<[u8]>);
+pub(super) type TailLine = (i64, Vec<u8>);
 
 /// The events after the fold point, by session.
 #[derive(Debug, Default)]
@@ -85,7 +85,7 @@ mod tests {
     use super::*;
 
     fn line(seq: i64) -> TailLine {
-        (seq, format!("line {seq}").into_bytes().into())
+        (seq, format!("line {seq}").into_bytes())
     }
 
     #[test]

@@ -254,7 +254,7 @@ impl State {
                 let lines = std::mem::take(&mut request.lines);
                 tail.push(
                     &request.session,
-                    lines.into_iter().map(|(seq, line)| (seq, line.into_bytes().into())),
+                    lines.into_iter().map(|(seq, line)| (seq, line.into_bytes())),
                 );
             }
         }
@@ -353,7 +353,7 @@ impl State {
             // line, which the load reports as corrupt at its session and seq.
             let session = String::from_utf8_lossy(row.get_ref(0)?.as_bytes().unwrap_or_default());
             let line = row.get_ref(2)?.as_bytes().unwrap_or_default();
-            tail.push(&session, [(row.get(1)?, line.into())]);
+            tail.push(&session, [(row.get(1)?, line.to_vec())]);
         }
         *tail::lock(&self.tail) = tail;
         Ok(())
