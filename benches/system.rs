@@ -13,11 +13,13 @@
 //! # Adding a metric
 //!
 //! Write `benches/system/<name>.rs` with a `pub(crate) fn run(&Options) -> anyhow::Result<Metric>`
-//! and a `pub(crate) const NAME`, declare the module below, and add it to [`METRICS`].
+//! (or `Vec<Metric>`, for metrics measured together) and a `pub(crate) const NAME`, declare the
+//! module below, and add it to [`METRICS`].
 //!
 //! # The metrics
 //!
-//! - `append`: durable appends/s, 256 sessions, SQLite at `Disk` vs raw `write`+`fdatasync`.
+//! - `append`: 256 sessions appending to SQLite at `Disk`: appends per `fdatasync`, and appends/s
+//!   against bare rusqlite inserting the same rows into an append-ordered table (two lines).
 //! - `turn_overhead`: a turn through the runtime minus a plain loop making the same appends,
 //!   in ractor `call` round trips.
 //! - `waterfall_hop`: one pass-through plugin in the waterfall, in ractor `call` round trips.
@@ -93,17 +95,17 @@ impl Options {
     }
 }
 
-/// A metric: its name and how to measure it.
-type Measure = fn(&Options) -> anyhow::Result<Metric>;
+/// A metric (or metrics measured together): its name and how to measure it.
+type Measure = fn(&Options) -> anyhow::Result<Vec<Metric>>;
 
 /// Every metric, in the order they run.
 const METRICS: &[(&str, Measure)] = &[
     (append::NAME, append::run),
-    (turn_overhead::NAME, turn_overhead::run),
-    (waterfall_hop::NAME, waterfall_hop::run),
-    (mass_cancel::NAME, mass_cancel::run),
-    (heap_parked_turn::NAME, heap_parked_turn::run),
-    (heap_idle_session::NAME, heap_idle_session::run),
+    (turn_overhead::NAME, |o| Ok(vec![turn_overhead::run(o)?])),
+    (waterfall_hop::NAME, |o| Ok(vec![waterfall_hop::run(o)?])),
+    (mass_cancel::NAME, |o| Ok(vec![mass_cancel::run(o)?])),
+    (heap_parked_turn::NAME, |o| Ok(vec![heap_parked_turn::run(o)?])),
+    (heap_idle_session::NAME, |o| Ok(vec![heap_idle_session::run(o)?])),
 ];
 
 /// A temporary directory for a metric's files: under `$REIN_BENCH_DIR` when set (to measure a
@@ -122,9 +124,11 @@ fn main() -> ExitCode {
     let mut all_ok = true;
     for (name, measure) in METRICS.iter().filter(|(name, _)| options.selects(name)) {
         match measure(&options) {
-            Ok(metric) => {
-                all_ok &= metric.ok;
-                println!("{}", metric.to_json_line());
+            Ok(metrics) => {
+                for metric in metrics {
+                    all_ok &= metric.ok;
+                    println!("{}", metric.to_json_line());
+                }
             }
             Err(error) => {
                 all_ok = false;

@@ -1,39 +1,36 @@
 //! [`SqliteStore`]: the logs of many sessions in one SQLite database (WAL mode).
 //!
-//! One table, which other tools read, so its shape is fixed:
+//! Every event is a row of `events (session, seq, line)`, in commit order; `events_by_session`
+//! indexes them by `(session, seq)` (the full layout, and how an older database is migrated or
+//! refused, is in [`layout`]). `line` is exactly the JSONL line of the event (without its
+//! newline), so a session exported from here is byte for byte what
+//! [`JsonlStore`](super::jsonl::JsonlStore) would have written.
 //!
-//! ```sql
-//! CREATE TABLE IF NOT EXISTS events (
-//!     session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL,
-//!     PRIMARY KEY (session, seq)) WITHOUT ROWID
-//! ```
-//!
-//! `line` is exactly the JSONL line of the event (without its newline), so a session exported
-//! from here is byte for byte what [`JsonlStore`](super::jsonl::JsonlStore) would have written.
-//!
-//! - `writer`: the single writer thread and its group commit (see there for durability).
+//! - `layout`: the tables, their version, migration of the first layout.
+//! - `writer`: the single writer thread, its group commit and its folds into the index (see
+//!   there for durability and for why the index lags behind the table).
+//! - `tail`: the newest events, not yet indexed, kept in memory for the readers.
 //! - `flusher`: for `Disk`, the thread that syncs committed batches and answers their callers.
 //!
 //! Appends go to the writer over a channel and wait for its reply on a `oneshot`, so no tokio
 //! worker ever blocks in SQLite. Reads use a second connection (`query_only`) behind a mutex, on
-//! tokio's blocking pool; in WAL mode they never wait for the writer. A stored line that does not
-//! parse, or a gap in a session's `seq`s, is [`StoreError::Corrupt`] with the path
-//! `<db>#<session>` and line `seq + 1`; so is a line over the line limit, which the reader's
-//! length limit ([`reader_length_limit`]) makes SQLite refuse before it allocates it.
-//! Transactions are atomic, so there is never a torn line.
+//! tokio's blocking pool; in WAL mode they never wait for the writer. Reading a session is one
+//! range scan of the index (joined to its rows) plus the session's events in the tail, both from
+//! one snapshot. A stored line that does not parse, or a gap or a repeat in a session's `seq`s,
+//! is [`StoreError::Corrupt`] with the path `<db>#<session>` and line `seq + 1`; so is a line over
+//! the line limit, which the reader's length limit ([`reader_length_limit`]) makes SQLite refuse
+//! before it allocates it. Nothing is ever rewritten. Transactions are atomic, so there is never a
+//! torn line.
 //!
 //! Dropping the store closes the writer's queue and joins its thread and the flusher's (after
-//! they answered what was already queued): no thread outlives the store.
+//! they answered what was already queued and indexed the tail): no thread outlives the store.
 //!
 //! # Why a larger WAL and page cache than SQLite's defaults
 //!
-//! The table is clustered by `(session, seq)`: with many sessions appending at once, each append
-//! lands on its own B-tree page, and every commit writes one WAL frame per page it dirtied. With
-//! SQLite's default checkpoint every 1 000 pages, a writer serving 256 sessions checkpoints every
-//! few commits, copying (and syncing) the same tail pages over and over. Checkpointing every
-//! 10 000 pages (a WAL of about 40 MiB) lets a checkpoint copy each hot page once for many
-//! commits, and a 16 MiB writer cache keeps those pages in memory; together they halved the
-//! writer's cost per append in our measurements.
+//! A fold writes one index page per session it touches, and a checkpoint copies each page once
+//! however many commits dirtied it. Checkpointing every 10 000 pages (a WAL of about 40 MiB)
+//! rather than every 1 000 lets a checkpoint cover several folds, and a 16 MiB writer cache keeps
+//! the index pages a fold touches in memory between folds.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -41,6 +38,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
+use self::tail::SharedTail;
 use self::writer::{Request, Writer};
 use super::sync::{Fdatasync, Syncer};
 use super::{
@@ -50,10 +48,9 @@ use super::{
 use crate::event::Envelope;
 
 mod flusher;
+mod layout;
+mod tail;
 mod writer;
-
-/// The schema, exactly (other tools read this table).
-const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID";
 
 /// The writer checkpoints the WAL into the database after this many pages (see the module docs).
 const WAL_AUTOCHECKPOINT_PAGES: i64 = 10_000;
@@ -71,6 +68,7 @@ pub struct SqliteStore {
     durability: Durability,
     writer: Writer,
     reader: Arc<Mutex<Connection>>,
+    tail: SharedTail,
 }
 
 impl SqliteStore {
@@ -107,7 +105,8 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sqlite)?;
         conn.pragma_update(None, "wal_autocheckpoint", WAL_AUTOCHECKPOINT_PAGES).map_err(sqlite)?;
         conn.pragma_update(None, "cache_size", -WRITER_CACHE_KIB).map_err(sqlite)?;
-        conn.execute_batch(SCHEMA).map_err(sqlite)?;
+        layout::prepare(&conn)
+            .map_err(|e| StoreError::Sqlite(format!("{}: {e}", path.display())))?;
 
         let reader = Connection::open(&path).map_err(sqlite)?;
         reader.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
@@ -116,8 +115,9 @@ impl SqliteStore {
             .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, reader_length_limit())
             .map_err(sqlite)?;
 
-        let writer = Writer::spawn(conn, path.clone(), durability, syncer)?;
-        Ok(Self { path, durability, writer, reader: Arc::new(Mutex::new(reader)) })
+        let tail = SharedTail::default();
+        let writer = Writer::spawn(conn, path.clone(), durability, syncer, tail.clone())?;
+        Ok(Self { path, durability, writer, reader: Arc::new(Mutex::new(reader)), tail })
     }
 
     /// The database file.
@@ -135,6 +135,25 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
+/// Starts a read transaction on `conn` and, under the tail's lock, fixes its snapshot and takes
+/// what `copy` wants of the tail: the indexed rows read later in the transaction and the copy
+/// meet at the same fold point. The transaction ends when the returned guard drops.
+fn snapshot<'c, T>(
+    conn: &'c Connection,
+    tail: &SharedTail,
+    copy: impl FnOnce(&tail::Tail) -> T,
+) -> Result<(rusqlite::Transaction<'c>, T), rusqlite::Error> {
+    let transaction = conn.unchecked_transaction()?;
+    let tail = tail::lock(tail);
+    let upto: i64 = transaction.query_row("SELECT upto FROM events_indexed", [], |r| r.get(0))?;
+    if upto != tail.upto() {
+        // The writer changes both under the lock this read holds: this cannot happen.
+        return Err(rusqlite::Error::InvalidQuery);
+    }
+    let copied = copy(&tail);
+    Ok((transaction, copied))
+}
+
 /// The longest value a reader of the table lets SQLite hand it: a line of the line limit, with
 /// room for the rest of its row (SQLite's own default is about 1 GB). A longer value fails with
 /// `SQLITE_TOOBIG` instead of being read into memory.
@@ -147,68 +166,108 @@ pub fn is_too_big(error: &rusqlite::Error) -> bool {
     error.sqlite_error_code() == Some(rusqlite::ErrorCode::TooBig)
 }
 
-/// Reads one session's rows and decodes them, checking `seq` runs 0, 1, 2, ….
-fn load_rows(conn: &Connection, db: &Path, session: &str) -> Result<Option<Loaded>, StoreError> {
+/// Reads one session's events (its indexed rows, then its tail) and decodes them, checking that
+/// `seq` runs 0, 1, 2, ….
+fn load_rows(
+    conn: &Connection,
+    tail: &SharedTail,
+    db: &Path,
+    session: &str,
+) -> Result<Option<Loaded>, StoreError> {
     let sqlite = |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", db.display()));
+    let (_read, tail_lines) = snapshot(conn, tail, |tail| tail.lines(session)).map_err(sqlite)?;
+    let mut decoder = Decoder { db, session, events: Vec::new() };
     let mut query = conn
-        .prepare_cached("SELECT seq, line FROM events WHERE session = ?1 ORDER BY seq")
+        .prepare_cached(
+            "SELECT e.seq, e.line FROM events_by_session b JOIN events e ON e.rowid = b.row \
+             WHERE b.session = ?1 ORDER BY b.seq",
+        )
         .map_err(sqlite)?;
     let mut rows = query.query(params![session]).map_err(sqlite)?;
-    let mut events = Vec::new();
-    let corrupt = |line: u64, message: String| StoreError::Corrupt {
-        path: format!("{}#{session}", db.display()),
-        line,
-        message,
-    };
     loop {
-        let expected = events.len() as u64;
         let row = match rows.next() {
             Ok(Some(row)) => row,
             Ok(None) => break,
             Err(e) if is_too_big(&e) => {
                 let limit = line::MAX_LINE_BYTES;
-                return Err(corrupt(
-                    expected + 1,
-                    format!("the line is over the limit of {limit} bytes"),
-                ));
+                return Err(decoder.corrupt(format!("the line is over the limit of {limit} bytes")));
             }
             Err(e) => return Err(sqlite(e)),
         };
         let seq: i64 = row.get(0).map_err(sqlite)?;
-        if u64::try_from(seq).ok() != Some(expected) {
-            return Err(corrupt(
-                expected + 1,
-                format!("row seq {seq} where seq {expected} was expected (a gap in the log)"),
-            ));
-        }
-        let text = row.get_ref(1).map_err(sqlite)?;
-        let bytes = match text {
-            rusqlite::types::ValueRef::Text(bytes) => bytes,
+        match row.get_ref(1).map_err(sqlite)? {
+            rusqlite::types::ValueRef::Text(bytes) => decoder.push(seq, bytes)?,
             other => {
-                let kind = other.data_type();
-                return Err(corrupt(expected + 1, format!("line is {kind}, not TEXT")));
+                return Err(decoder.corrupt(format!("line is {}, not TEXT", other.data_type())));
             }
-        };
-        events.push(line::decode(bytes, expected).map_err(|m| corrupt(expected + 1, m))?);
+        }
     }
+    for (seq, line) in &tail_lines {
+        decoder.push(*seq, line)?;
+    }
+    let events = decoder.events;
     Ok(if events.is_empty() { None } else { Some(Loaded { events, torn: None }) })
 }
 
-/// Every session id, one index probe per session (a "loose index scan" over the primary key).
-fn list_sessions(conn: &Connection, db: &Path) -> Result<Vec<String>, StoreError> {
+/// Decodes a session's rows in order, checking their `seq`s.
+struct Decoder<'a> {
+    db: &'a Path,
+    session: &'a str,
+    events: Vec<Envelope>,
+}
+
+impl Decoder<'_> {
+    /// The next row, stored with `seq` and holding `line`.
+    fn push(&mut self, seq: i64, line: &[u8]) -> Result<(), StoreError> {
+        let expected = self.events.len() as u64;
+        if u64::try_from(seq).ok() != Some(expected) {
+            let what =
+                if u64::try_from(seq).is_ok_and(|s| s < expected) { "a repeat" } else { "a gap" };
+            return Err(self.corrupt(format!(
+                "row seq {seq} where seq {expected} was expected ({what} in the log)"
+            )));
+        }
+        let event = line::decode(line, expected).map_err(|m| self.corrupt(m))?;
+        self.events.push(event);
+        Ok(())
+    }
+
+    /// Corruption at the next expected row.
+    fn corrupt(&self, message: String) -> StoreError {
+        StoreError::Corrupt {
+            path: format!("{}#{}", self.db.display(), self.session),
+            line: self.events.len() as u64 + 1,
+            message,
+        }
+    }
+}
+
+/// Every session id, in order: one index probe per indexed session (a "loose index scan"),
+/// and the sessions in the tail.
+fn list_sessions(
+    conn: &Connection,
+    tail: &SharedTail,
+    db: &Path,
+) -> Result<Vec<String>, StoreError> {
     let sqlite = |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", db.display()));
+    let (_read, in_tail) = snapshot(conn, tail, |tail| {
+        tail.sessions().map(str::to_owned).collect::<std::collections::BTreeSet<String>>()
+    })
+    .map_err(sqlite)?;
     let mut query = conn
         .prepare_cached(
             "WITH RECURSIVE s(id) AS (
-                 SELECT min(session) FROM events
+                 SELECT min(session) FROM events_by_session
                  UNION ALL
-                 SELECT (SELECT min(session) FROM events WHERE session > s.id) FROM s
+                 SELECT (SELECT min(session) FROM events_by_session WHERE session > s.id) FROM s
                  WHERE s.id IS NOT NULL)
              SELECT id FROM s WHERE id IS NOT NULL",
         )
         .map_err(sqlite)?;
     let ids = query.query_map([], |row| row.get::<_, String>(0)).map_err(sqlite)?;
-    ids.collect::<Result<Vec<_>, _>>().map_err(sqlite)
+    let mut all = ids.collect::<Result<std::collections::BTreeSet<_>, _>>().map_err(sqlite)?;
+    all.extend(in_tail);
+    Ok(all.into_iter().collect())
 }
 
 /// Runs a read on the blocking pool with the reader connection.
@@ -262,16 +321,16 @@ impl SessionStore for SqliteStore {
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         Box::pin(async move {
             check_session_id(session)?;
-            let db = self.path.clone();
+            let (db, tail) = (self.path.clone(), self.tail.clone());
             let session = session.to_owned();
-            read(&self.reader, &self.path, move |conn| load_rows(conn, &db, &session)).await
+            read(&self.reader, &self.path, move |conn| load_rows(conn, &tail, &db, &session)).await
         })
     }
 
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(async move {
-            let db = self.path.clone();
-            read(&self.reader, &self.path, move |conn| list_sessions(conn, &db)).await
+            let (db, tail) = (self.path.clone(), self.tail.clone());
+            read(&self.reader, &self.path, move |conn| list_sessions(conn, &tail, &db)).await
         })
     }
 }
@@ -290,22 +349,36 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_table_has_the_documented_schema_and_holds_jsonl_lines() {
+    async fn the_tables_have_the_documented_layout_and_hold_jsonl_lines() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("events.db");
         let store = SqliteStore::open(&db, Durability::Os).unwrap();
         store.append("s", &[idle(0), idle(1)]).await.unwrap();
         let conn = raw(&db);
-        let sql: String = conn
-            .query_row("SELECT sql FROM sqlite_master WHERE name = 'events'", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(format!("CREATE TABLE IF NOT EXISTS {}", &sql["CREATE TABLE ".len()..]), SCHEMA);
+        let mut query = conn.prepare("SELECT sql FROM sqlite_master ORDER BY name").unwrap();
+        let sql: Vec<String> =
+            query.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
+        assert_eq!(
+            sql,
+            [
+                "CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL)",
+                "CREATE TABLE events_by_session (session TEXT NOT NULL, seq INTEGER NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID",
+                "CREATE TABLE events_indexed (upto INTEGER NOT NULL)",
+            ]
+        );
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, 2);
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
         assert_eq!(mode, "wal");
+        // Before any fold, `events` already holds every event.
         let line: String = conn
             .query_row("SELECT line FROM events WHERE session = 's' AND seq = 1", [], |r| r.get(0))
             .unwrap();
         assert_eq!(line, r#"{"seq":1,"time":1,"type":"agent/idle","data":{}}"#);
+        drop(store);
+        let indexed: i64 =
+            conn.query_row("SELECT count(*) FROM events_by_session", [], |r| r.get(0)).unwrap();
+        assert_eq!(indexed, 2, "closing the store indexes its tail");
     }
 
     #[tokio::test]
@@ -315,11 +388,17 @@ mod tests {
         let store = SqliteStore::open(&db, Durability::Os).unwrap();
         store.append("s", &[idle(0), idle(1), idle(2)]).await.unwrap();
         store.append("t", &[idle(0), idle(1), idle(2)]).await.unwrap();
+        store.append("u", &[idle(0), idle(1)]).await.unwrap();
+        drop(store);
         let conn = raw(&db);
         conn.execute("UPDATE events SET line = 'nope' WHERE session = 's' AND seq = 1", [])
             .unwrap();
         conn.execute("DELETE FROM events WHERE session = 't' AND seq = 1", []).unwrap();
+        conn.execute("UPDATE events SET line = x'00ff' WHERE session = 'u' AND seq = 0", [])
+            .unwrap();
+        let before = rows_of(&conn);
 
+        let store = SqliteStore::open(&db, Durability::Os).unwrap();
         let err = store.load("s").await.unwrap_err();
         let want = format!("{}#s", db.display());
         assert!(
@@ -331,6 +410,24 @@ mod tests {
             matches!(&err, StoreError::Corrupt { line: 2, message, .. } if message.contains("gap")),
             "{err}"
         );
+        let err = store.load("u").await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt { line: 1, message, .. } if message.contains("Blob")),
+            "{err}"
+        );
+        drop(store);
+        assert_eq!(rows_of(&conn), before, "nothing was rewritten");
+    }
+
+    /// Every row of `events`, in rowid order.
+    fn rows_of(conn: &Connection) -> Vec<(String, i64, String)> {
+        let mut query =
+            conn.prepare("SELECT session, seq, hex(line) FROM events ORDER BY rowid").unwrap();
+        query
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
     }
 
     #[tokio::test]
@@ -339,8 +436,10 @@ mod tests {
         let db = dir.path().join("events.db");
         let store = SqliteStore::open(&db, Durability::Os).unwrap();
         store.append("s", &[idle(0)]).await.unwrap();
+        drop(store);
         let huge = "x".repeat(line::MAX_LINE_BYTES + 8192);
         raw(&db).execute("INSERT INTO events VALUES ('s', 1, ?1)", [huge]).unwrap();
+        let store = SqliteStore::open(&db, Durability::Os).unwrap();
         let err = store.load("s").await.unwrap_err();
         let want = format!("{}#s", db.display());
         assert!(
@@ -348,6 +447,97 @@ mod tests {
                 if *path == want && message.contains("over the limit")),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_row_written_behind_the_stores_back_is_reported_at_its_session_and_seq() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("events.db");
+        let store = SqliteStore::open(&db, Durability::Os).unwrap();
+        store.append("s", &[idle(0)]).await.unwrap();
+        let line = line::encode(&idle(1)).unwrap();
+        raw(&db).execute("INSERT INTO events VALUES ('s', 1, ?1)", [line]).unwrap();
+        // The store does not read behind its own back: it takes s/1 as well.
+        store.append("s", &[idle(1)]).await.unwrap();
+        store.append("t", &[idle(0)]).await.unwrap();
+        drop(store);
+
+        // Reopened, it finds two rows for s/1: s does not load, t does, nothing is rewritten.
+        let before = rows_of(&raw(&db));
+        assert_eq!(before.len(), 4);
+        let store = SqliteStore::open(&db, Durability::Os).unwrap();
+        let err = store.load("s").await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt { line: 3, message, .. } if message.contains("repeat")),
+            "{err}"
+        );
+        assert_eq!(store.load("t").await.unwrap().unwrap().events, [idle(0)]);
+        assert_eq!(store.sessions().await.unwrap(), ["s", "t"]);
+        store.append("t", &[idle(1)]).await.unwrap();
+        drop(store);
+        let after = rows_of(&raw(&db));
+        assert_eq!(after[..4], before[..], "the rows that were there are kept as they were");
+    }
+
+    #[tokio::test]
+    async fn a_first_layout_database_opens_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("events.db");
+        let conn = raw(&db);
+        conn.execute_batch(
+            "CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL, \
+             PRIMARY KEY (session, seq)) WITHOUT ROWID",
+        )
+        .unwrap();
+        for seq in 0..3 {
+            let line = line::encode(&idle(seq)).unwrap();
+            conn.execute("INSERT INTO events VALUES ('old', ?1, ?2)", params![seq as i64, line])
+                .unwrap();
+        }
+        drop(conn);
+        let store = SqliteStore::open(&db, Durability::Os).unwrap();
+        assert_eq!(store.load("old").await.unwrap().unwrap().events, [idle(0), idle(1), idle(2)]);
+        store.append("old", &[idle(3)]).await.unwrap();
+        assert_eq!(store.load("old").await.unwrap().unwrap().events.len(), 4);
+
+        raw(&db).execute_batch("PRAGMA user_version = 9").unwrap();
+        drop(store);
+        let err = SqliteStore::open(&db, Durability::Os).unwrap_err();
+        assert!(err.to_string().contains("layout version 9"), "{err}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_during_folds_see_every_event_once() {
+        // More events than one fold takes, appended while another task keeps reading: every
+        // read is a contiguous prefix, and the last one is everything.
+        const PER_APPEND: u64 = 500;
+        const APPENDS: u64 = (writer::FOLD_ROWS as u64 * 2) / PER_APPEND + 3;
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Arc::new(SqliteStore::open(dir.path().join("events.db"), Durability::Os).unwrap());
+        let reader = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let mut seen = 0;
+                while seen < PER_APPEND * APPENDS {
+                    let events =
+                        store.load("s").await.unwrap().map(|l| l.events).unwrap_or_default();
+                    assert!(events.len() as u64 >= seen, "a read went backwards");
+                    seen = events.len() as u64;
+                    assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64));
+                    tokio::task::yield_now().await;
+                }
+            })
+        };
+        for append in 0..APPENDS {
+            let batch: Vec<Envelope> =
+                (append * PER_APPEND..(append + 1) * PER_APPEND).map(idle).collect();
+            store.append("s", &batch).await.unwrap();
+        }
+        reader.await.unwrap();
+        let events = store.load("s").await.unwrap().unwrap().events;
+        assert_eq!(events.len() as u64, PER_APPEND * APPENDS);
+        assert_eq!(store.sessions().await.unwrap(), ["s"]);
     }
 
     #[tokio::test]
@@ -372,22 +562,6 @@ mod tests {
         let err = store.append("s", &[idle(0), idle(1)]).await.unwrap_err();
         assert!(matches!(err, StoreError::OutOfOrder { expected: 1, found: 0, .. }), "{err}");
         assert_eq!(store.load("s").await.unwrap().unwrap().events, vec![idle(0)]);
-    }
-
-    #[tokio::test]
-    async fn a_row_written_behind_the_writers_back_is_refused_then_the_table_is_asked_again() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("events.db");
-        let store = SqliteStore::open(&db, Durability::Os).unwrap();
-        store.append("s", &[idle(0)]).await.unwrap();
-        let line = line::encode(&idle(1)).unwrap();
-        raw(&db).execute("INSERT INTO events VALUES ('s', 1, ?1)", [line]).unwrap();
-
-        let err = store.append("s", &[idle(1)]).await.unwrap_err();
-        assert!(matches!(&err, StoreError::Sqlite(m) if m.contains("UNIQUE")), "{err}");
-        store.append("s", &[idle(2)]).await.unwrap();
-        let events = store.load("s").await.unwrap().unwrap().events;
-        assert_eq!(events, [idle(0), idle(1), idle(2)]);
     }
 
     #[test]

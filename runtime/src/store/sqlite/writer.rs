@@ -12,20 +12,39 @@
 //! blocking a tokio worker. For `Disk`, the sync itself runs on the [`flusher`](super::flusher)
 //! thread, overlapping the next transaction.
 //!
+//! # Why the index lags behind: appends in commit order, folded into the index in batches
+//!
+//! Each batch commits its events to `events`, a rowid table: they land at its end, a few pages
+//! for the whole batch. An index keyed by session, kept up to date at every commit, would dirty
+//! one index page per session in the batch, and every dirty page costs a 4 KiB WAL frame: with
+//! many sessions appending at once, that is a frame per append, whatever the batch size. So the
+//! writer leaves the newest events unindexed and, once [`FOLD_ROWS`] of them have gathered (and
+//! when the store closes), indexes them all in one transaction sorted by session: one page per
+//! session per fold instead of per commit. Until then a reader finds them in the in-memory
+//! [tail](super::tail), which the writer fills at each commit and empties at each fold. The fold
+//! needs no sync of its own: it adds nothing that is not already durable in `events`, and the
+//! next synced commit covers its frames (a fold lost to a power cut is simply done again).
+//!
+//! When the store opens, the events after the fold point (left by a crash) are read into the tail
+//! and folded right away. A fold that fails (two rows for one `(session, seq)`, written behind
+//! the store's back) is logged and retried after the next [`FOLD_ROWS`]; the events stay readable
+//! from the tail, and loading that session reports the duplicate as corruption.
+//!
 //! # Why the writer remembers each session's next `seq`
 //!
 //! Every request is checked to continue its session's log (a store never acknowledges what it
-//! could not read back). Reading the last `seq` from the table costs a B-tree probe per request,
-//! so the writer keeps the next `seq` of the sessions it wrote (updated only when a transaction
-//! commits; forgotten for a session whose insert fails, and wholesale past 100 000 sessions). As
-//! with the JSONL store, a database is owned by one store: appends from another process to the
-//! same sessions are not expected (the primary key still refuses a duplicate).
+//! could not read back). The writer keeps the next `seq` of the sessions it wrote (updated only
+//! when a transaction commits; forgotten wholesale past 100 000 sessions); for the others it asks
+//! the tail, then the index (one probe). A database is owned by one store: appends from another
+//! process to the same sessions are not expected (the store sees them when it reopens, and a
+//! duplicate `seq` is then reported by the load, naming session and `seq`).
 //!
 //! # Why a savepoint per request
 //!
-//! A batch mixes requests from unrelated sessions. Each request runs inside its own `SAVEPOINT`:
-//! one that fails (a stale `seq`, say) is rolled back alone and only its caller gets the error;
-//! the others still commit together.
+//! A batch mixes requests from unrelated sessions. A request of several events runs inside its
+//! own `SAVEPOINT`: one that fails is rolled back alone and only its caller gets the error; the
+//! others still commit together. A request of one event needs none: a failed statement undoes
+//! itself.
 //!
 //! # Why `synchronous=NORMAL` plus our own sync of the `-wal` file
 //!
@@ -49,6 +68,7 @@ use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::flusher::{Flusher, Waiting};
+use super::tail::{self, SharedTail};
 use crate::store::sync::Syncer;
 use crate::store::{Durability, StoreError};
 
@@ -57,6 +77,9 @@ const MAX_BATCH: usize = 4096;
 
 /// The writer remembers the next `seq` of at most this many sessions (then starts afresh).
 const MAX_CACHED_SESSIONS: usize = 100_000;
+
+/// The writer indexes the tail once it holds this many events.
+pub(super) const FOLD_ROWS: usize = 8192;
 
 /// One append: `lines` are `(seq, json)` in order, all for `session`.
 pub(super) struct Request {
@@ -67,20 +90,23 @@ pub(super) struct Request {
 }
 
 /// The handle of the writer thread (and, for `Disk`, the flusher thread): dropping it closes
-/// the queue and joins both threads (after the requests already queued are answered).
+/// the queue and joins both threads (after the requests already queued are answered and the
+/// tail is indexed).
 pub(super) struct Writer {
     queue: Option<Sender<Request>>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Writer {
-    /// Starts the writer thread over `conn` (already in WAL mode, schema created) and, for
-    /// `Disk`, the flusher thread, after syncing the WAL file and its directory once.
+    /// Starts the writer thread over `conn` (in WAL mode, in the current layout) and, for
+    /// `Disk`, the flusher thread, after syncing the WAL file and its directory once. Before it
+    /// returns, the events after the fold point are read into `tail` and folded.
     pub(super) fn spawn(
         conn: Connection,
         db: PathBuf,
         durability: Durability,
         syncer: Arc<dyn Syncer>,
+        tail: SharedTail,
     ) -> Result<Self, StoreError> {
         let mut threads = Vec::new();
         let flusher = match durability {
@@ -94,8 +120,17 @@ impl Writer {
                 Some(commits)
             }
         };
+        let mut state = State {
+            conn,
+            db: db.clone(),
+            flusher,
+            next_seq: HashMap::new(),
+            tail,
+            fold_at: FOLD_ROWS,
+        };
+        state.read_tail().map_err(|e| state.sqlite(&e))?;
+        state.fold();
         let (queue, requests) = mpsc::channel();
-        let state = State { conn, db: db.clone(), flusher, next_seq: HashMap::new() };
         // The writer is joined first: when it ends, it hangs up on the flusher, which then ends.
         threads.insert(0, spawn_thread(&db, "rein-sql-writer", move || state.run(&requests))?);
         Ok(Self { queue: Some(queue), threads })
@@ -153,6 +188,10 @@ struct State {
     flusher: Option<Sender<Waiting>>,
     /// The next `seq` of sessions written by this writer (committed only).
     next_seq: HashMap<String, u64>,
+    /// The unindexed events, shared with the readers.
+    tail: SharedTail,
+    /// Fold when the tail holds this many events.
+    fold_at: usize,
 }
 
 impl State {
@@ -165,7 +204,7 @@ impl State {
                     Err(_) => break,
                 }
             }
-            let outcomes = self.commit(&batch);
+            let outcomes = self.commit(&mut batch);
             let mut waiting = Waiting::new();
             for (request, outcome) in batch.into_iter().zip(outcomes) {
                 match (&self.flusher, outcome) {
@@ -181,12 +220,18 @@ impl State {
                     }
                 }
             }
+            if tail::lock(&self.tail).rows() >= self.fold_at {
+                self.fold();
+            }
         }
+        // Closing: index what is left, so that a closed database has no tail.
+        self.fold();
     }
 
-    /// Writes a batch in one transaction, each request in its own savepoint. The outcome of each
-    /// request, once committed (not yet synced).
-    fn commit(&mut self, batch: &[Request]) -> Vec<Result<(), StoreError>> {
+    /// Writes a batch in one transaction, each request on its own (see the module docs). The
+    /// outcome of each request, once committed (not yet synced). The lines of the requests that
+    /// committed are moved into the tail.
+    fn commit(&mut self, batch: &mut [Request]) -> Vec<Result<(), StoreError>> {
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             return batch.iter().map(|_| Err(self.sqlite(&e))).collect();
         }
@@ -204,43 +249,58 @@ impl State {
                 self.next_seq.clear();
             }
             self.next_seq.extend(pending);
+            let mut tail = tail::lock(&self.tail);
+            for (request, _) in batch.iter_mut().zip(&written).filter(|(_, w)| w.is_ok()) {
+                let lines = std::mem::take(&mut request.lines);
+                tail.push(
+                    &request.session,
+                    lines.into_iter().map(|(seq, line)| (seq, line.into_bytes())),
+                );
+            }
         }
         settle(written, committed.map_err(|message| format!("commit failed: {message}")), &self.db)
     }
 
-    /// One request inside its own savepoint: checks that it continues its session's log, then
-    /// inserts its lines. On error only this request is rolled back. `pending` holds the next
-    /// `seq` of the sessions this (uncommitted) batch wrote.
+    /// One request: checks that it continues its session's log, then inserts its lines; on
+    /// error nothing of it is left. `pending` holds the next `seq` of the sessions this
+    /// (uncommitted) batch wrote.
     fn write_one(
         &mut self,
         request: &Request,
         pending: &mut HashMap<String, u64>,
     ) -> Result<(), StoreError> {
-        self.conn
-            .prepare_cached("SAVEPOINT append")
-            .and_then(|mut s| s.execute([]))
-            .map_err(|e| self.sqlite(&e))?;
-        let outcome = match self.insert(request, pending) {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                // Perhaps the cached next seq is stale: ask the table next time.
-                self.next_seq.remove(&request.session);
-                Err(self.sqlite(&e))
+        if self.conn.is_autocommit() {
+            // An earlier error made SQLite roll the whole transaction back: writing now would
+            // commit this request on its own, outside the batch.
+            return Err(StoreError::Sqlite(format!(
+                "{}: the batch's transaction was rolled back",
+                self.db.display()
+            )));
+        }
+        let guarded = request.lines.len() > 1;
+        if guarded {
+            self.statement("SAVEPOINT append")?;
+        }
+        let outcome = self.insert(request, pending).unwrap_or_else(|e| Err(self.sqlite(&e)));
+        if guarded {
+            if outcome.is_err() {
+                self.statement("ROLLBACK TO append")?;
             }
-        };
-        let close = if outcome.is_ok() {
-            self.conn.prepare_cached("RELEASE append").and_then(|mut s| s.execute([]))
-        } else {
-            self.conn
-                .prepare_cached("ROLLBACK TO append")
-                .and_then(|mut s| s.execute([]))
-                .and_then(|_| self.conn.prepare_cached("RELEASE append")?.execute([]))
-        };
-        close.map_err(|e| self.sqlite(&e))?;
+            self.statement("RELEASE append")?;
+        }
         outcome
     }
 
-    /// The checks and inserts of one request (inside its savepoint).
+    /// Runs one cached statement.
+    fn statement(&self, sql: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut s| s.execute([]))
+            .map_err(|e| self.sqlite(&e))?;
+        Ok(())
+    }
+
+    /// The checks and inserts of one request.
     fn insert(
         &self,
         request: &Request,
@@ -268,16 +328,93 @@ impl State {
         Ok(Ok(()))
     }
 
-    /// The next `seq` of a session, read from the table.
+    /// The next `seq` of a session: after its last tail event, else after its last indexed one.
     fn stored_next_seq(&self, session: &str) -> Result<u64, rusqlite::Error> {
-        let mut last = self.conn.prepare_cached(
-            "SELECT seq FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1",
-        )?;
-        match last.query_row(params![session], |row| row.get::<_, i64>(0)) {
-            Ok(seq) => Ok(u64::try_from(seq).unwrap_or(0) + 1),
-            Err(rusqlite::Error::QueryReturnedNoRows) => Ok(0),
-            Err(e) => Err(e),
+        if let Some(next) = tail::lock(&self.tail).next_seq(session) {
+            return Ok(u64::try_from(next).unwrap_or(0));
         }
+        let mut last = self
+            .conn
+            .prepare_cached("SELECT max(seq) FROM events_by_session WHERE session = ?1")?;
+        let last: Option<i64> = last.query_row(params![session], |row| row.get(0))?;
+        Ok(last.map_or(0, |seq| u64::try_from(seq).unwrap_or(0).saturating_add(1)))
+    }
+
+    /// Reads the events after the fold point into the tail (on open: what a crash left).
+    fn read_tail(&self) -> Result<(), rusqlite::Error> {
+        let upto: i64 = self.conn.query_row("SELECT upto FROM events_indexed", [], |r| r.get(0))?;
+        let mut tail = tail::Tail::new(upto);
+        let mut rows = self
+            .conn
+            .prepare("SELECT session, seq, line FROM events WHERE rowid > ?1 ORDER BY rowid")?;
+        let mut rows = rows.query(params![upto])?;
+        while let Some(row) = rows.next()? {
+            // A value that is not text (written behind the store's back) is kept as an empty
+            // line, which the load reports as corrupt at its session and seq.
+            let session = String::from_utf8_lossy(row.get_ref(0)?.as_bytes().unwrap_or_default());
+            let line = row.get_ref(2)?.as_bytes().unwrap_or_default();
+            tail.push(&session, [(row.get(1)?, line.to_vec())]);
+        }
+        *tail::lock(&self.tail) = tail;
+        Ok(())
+    }
+
+    /// Indexes every tail event in one transaction. A failure is logged (with the first
+    /// duplicate, if that is the cause) and the fold is tried again after [`FOLD_ROWS`] more.
+    fn fold(&mut self) {
+        let (upto, rows) = {
+            let tail = tail::lock(&self.tail);
+            (tail.upto(), tail.rows())
+        };
+        if rows == 0 {
+            return;
+        }
+        match self.fold_from(upto) {
+            Ok(()) => self.fold_at = FOLD_ROWS,
+            Err(e) => {
+                if !self.conn.is_autocommit() {
+                    let _ = self.conn.execute_batch("ROLLBACK");
+                }
+                let duplicate = self.first_duplicate(upto).unwrap_or(None);
+                let (session, seq) = duplicate.unwrap_or_default();
+                tracing::error!(
+                    db = %self.db.display(), %e, session, seq,
+                    "could not index the newest events (they stay readable); trying again later"
+                );
+                self.fold_at = rows + FOLD_ROWS;
+            }
+        }
+    }
+
+    fn fold_from(&mut self, upto: i64) -> Result<(), rusqlite::Error> {
+        self.conn.execute_batch("BEGIN IMMEDIATE")?;
+        self.conn.execute(
+            "INSERT INTO events_by_session (session, seq, row) \
+             SELECT session, seq, rowid FROM events WHERE rowid > ?1 ORDER BY session, seq",
+            params![upto],
+        )?;
+        let last: i64 =
+            self.conn.query_row("SELECT coalesce(max(rowid), 0) FROM events", [], |r| r.get(0))?;
+        self.conn.execute("UPDATE events_indexed SET upto = ?1", params![last])?;
+        // Readers take their snapshot under the tail's lock: they see the fold and an empty
+        // tail, or neither.
+        let mut tail = tail::lock(&self.tail);
+        self.conn.execute_batch("COMMIT")?;
+        tail.folded(last);
+        Ok(())
+    }
+
+    /// A `(session, seq)` that the tail holds twice, or that the index already has.
+    fn first_duplicate(&self, upto: i64) -> Result<Option<(String, i64)>, rusqlite::Error> {
+        let mut query = self.conn.prepare(
+            "SELECT session, seq FROM events WHERE rowid > ?1 GROUP BY session, seq HAVING count(*) > 1
+             UNION ALL
+             SELECT t.session, t.seq FROM events t JOIN events_by_session b
+                 ON b.session = t.session AND b.seq = t.seq WHERE t.rowid > ?1
+             LIMIT 1",
+        )?;
+        let mut rows = query.query(params![upto])?;
+        rows.next()?.map(|row| Ok((row.get(0)?, row.get(1)?))).transpose()
     }
 
     fn sqlite(&self, e: &rusqlite::Error) -> StoreError {
@@ -323,8 +460,15 @@ mod tests {
     fn state(db: &Path) -> State {
         let conn = Connection::open(db).unwrap();
         conn.query_row("PRAGMA journal_mode = WAL", [], |_| Ok(())).unwrap();
-        conn.execute_batch(super::super::SCHEMA).unwrap();
-        State { conn, db: db.to_path_buf(), flusher: None, next_seq: HashMap::new() }
+        super::super::layout::prepare(&conn).unwrap();
+        State {
+            conn,
+            db: db.to_path_buf(),
+            flusher: None,
+            next_seq: HashMap::new(),
+            tail: SharedTail::default(),
+            fold_at: FOLD_ROWS,
+        }
     }
 
     fn request(session: &str, seqs: &[i64]) -> Request {
@@ -333,6 +477,7 @@ mod tests {
         Request { session: session.into(), first, lines, reply: oneshot::channel().0 }
     }
 
+    /// `(session, seq)` of every row of `events`, sorted.
     fn rows(db: &Path) -> Vec<(String, i64)> {
         let conn = Connection::open(db).unwrap();
         let mut query =
@@ -340,36 +485,109 @@ mod tests {
         query.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
     }
 
+    fn pairs(want: &[(&str, i64)]) -> Vec<(String, i64)> {
+        want.iter().map(|&(s, q)| (s.to_owned(), q)).collect()
+    }
+
     #[test]
     fn in_one_transaction_a_failing_request_is_rolled_back_alone() {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("events.db");
         let mut state = state(&db);
-        assert!(state.commit(&[request("b", &[0])])[0].is_ok());
-        // Behind the writer's back, b gets seq 2: b's next request passes the seq check (the
-        // writer remembers 1) but its second row collides.
-        Connection::open(&db)
-            .unwrap()
-            .execute("INSERT INTO events VALUES ('b', 2, 'x')", [])
+        // SQLite refuses two particular rows: the second row of a two-row request, and the only
+        // row of a one-row request.
+        state
+            .conn
+            .execute_batch(
+                "CREATE TEMP TRIGGER refuse BEFORE INSERT ON events \
+                 WHEN NEW.line IN ('line b/1', 'line d/0') BEGIN SELECT RAISE(ABORT, 'refused'); END",
+            )
             .unwrap();
-
-        let outcomes = state.commit(&[
+        let outcomes = state.commit(&mut [
             request("a", &[0, 1]),
-            request("b", &[1, 2]),
+            request("b", &[0, 1]),
             request("c", &[0]),
+            request("d", &[0]),
             request("a", &[2]),
         ]);
-        assert!(outcomes[0].is_ok() && outcomes[2].is_ok() && outcomes[3].is_ok(), "{outcomes:?}");
-        assert!(
-            matches!(&outcomes[1], Err(StoreError::Sqlite(m)) if m.contains("UNIQUE")),
-            "{outcomes:?}"
-        );
-        let want = [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 2), ("c", 0)];
-        let want: Vec<(String, i64)> = want.iter().map(|&(s, q)| (s.to_owned(), q)).collect();
-        assert_eq!(rows(&db), want, "b/1 was undone with its request; the others committed");
+        assert!(outcomes[0].is_ok() && outcomes[2].is_ok() && outcomes[4].is_ok(), "{outcomes:?}");
+        for failed in [&outcomes[1], &outcomes[3]] {
+            assert!(
+                matches!(failed, Err(StoreError::Sqlite(m)) if m.contains("refused")),
+                "{failed:?}"
+            );
+        }
+        let want = pairs(&[("a", 0), ("a", 1), ("a", 2), ("c", 0)]);
+        assert_eq!(rows(&db), want, "b/0 was undone with its request; the others committed");
+        let tail = tail::lock(&state.tail);
+        assert_eq!((tail.rows(), tail.next_seq("a"), tail.next_seq("b")), (4, Some(3), None));
+        drop(tail);
 
-        // The writer asks the table again for b, and b goes on from there.
-        assert!(state.commit(&[request("b", &[3])])[0].is_ok());
+        // b and d start again from 0.
+        state.conn.execute_batch("DROP TRIGGER refuse").unwrap();
+        let outcomes = state.commit(&mut [request("b", &[0, 1]), request("d", &[0])]);
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    }
+
+    #[test]
+    fn a_fold_indexes_the_tail_sorted_by_session_and_empties_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("events.db");
+        let mut state = state(&db);
+        let outcomes =
+            state.commit(&mut [request("b", &[0]), request("a", &[0, 1]), request("b", &[1])]);
+        assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+        state.fold();
+        let tail = tail::lock(&state.tail);
+        assert_eq!((tail.rows(), tail.upto()), (0, 4));
+        drop(tail);
+        let conn = Connection::open(&db).unwrap();
+        let mut query = conn.prepare("SELECT session, seq, row FROM events_by_session").unwrap();
+        let index: Vec<(String, i64, i64)> = query
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let want = [("a", 0, 2), ("a", 1, 3), ("b", 0, 1), ("b", 1, 4)];
+        let want: Vec<(String, i64, i64)> =
+            want.iter().map(|&(s, q, r)| (s.to_owned(), q, r)).collect();
+        assert_eq!(index, want, "rowids are commit order; the index is by session");
+        let upto: i64 =
+            conn.query_row("SELECT upto FROM events_indexed", [], |r| r.get(0)).unwrap();
+        assert_eq!(upto, 4);
+
+        // The next seq of a session the writer forgot comes from the index.
+        state.next_seq.clear();
+        assert!(state.commit(&mut [request("a", &[2])])[0].is_ok());
+        assert!(matches!(
+            &state.commit(&mut [request("b", &[1])])[0],
+            Err(StoreError::OutOfOrder { expected: 2, found: 1, .. })
+        ));
+    }
+
+    #[test]
+    fn a_fold_that_meets_a_duplicate_keeps_the_tail_and_tries_again_later() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("events.db");
+        let mut state = state(&db);
+        assert!(state.commit(&mut [request("a", &[0, 1])])[0].is_ok());
+        // Behind the writer's back, a second a/1.
+        Connection::open(&db)
+            .unwrap()
+            .execute("INSERT INTO events (session, seq, line) VALUES ('a', 1, 'x')", [])
+            .unwrap();
+        assert_eq!(state.first_duplicate(0).unwrap(), Some(("a".to_owned(), 1)));
+        state.fold();
+        let tail = tail::lock(&state.tail);
+        assert_eq!((tail.rows(), tail.upto()), (2, 0), "nothing was indexed");
+        drop(tail);
+        assert_eq!(state.fold_at, 2 + FOLD_ROWS);
+        let indexed: i64 = Connection::open(&db)
+            .unwrap()
+            .query_row("SELECT count(*) FROM events_by_session", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(indexed, 0);
+        assert!(state.commit(&mut [request("b", &[0])])[0].is_ok(), "appends go on");
     }
 
     #[test]

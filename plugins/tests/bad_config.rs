@@ -1,0 +1,150 @@
+//! Bad configuration never panics: `llm-retry`'s configuration reader, fed any JSON and the real
+//! configurations of `tests/scenarios/` with bytes flipped, cut or inserted, returns a policy or
+//! a `PolicyError` naming a field under the configuration's path, and leaves its input as it was.
+
+// Helpers outside `#[test]` functions build fixtures; a failure there is a broken test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use rein_plugins::llm_retry::LlmRetryConfig;
+use serde_json::Value;
+
+/// Cases per property: enough to find what a run of the full suite should, few enough for CI.
+const CASES: u32 = 128;
+
+/// Where the configuration sits in its file.
+const AT: &str = "plugins[0].config";
+
+/// The `llm-retry` configurations the scenario files use (as JSON text).
+fn configurations() -> &'static [Vec<u8>] {
+    static FOUND: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    FOUND.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios");
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "json"))
+            .collect();
+        paths.sort();
+        let mut found = Vec::new();
+        for path in paths {
+            let scenario: Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+            for plugin in scenario["plugins"].as_array().into_iter().flatten() {
+                if plugin["use"] == "llm-retry" && !plugin["config"].is_null() {
+                    found.push(serde_json::to_vec(&plugin["config"]).unwrap());
+                }
+            }
+        }
+        assert!(!found.is_empty(), "no scenario in {} configures llm-retry", dir.display());
+        found
+    })
+}
+
+/// Reads `bytes`, if they are JSON, as `llm-retry`'s configuration.
+fn checked(bytes: &[u8]) -> Result<(), TestCaseError> {
+    let Ok(value) = serde_json::from_slice::<Value>(bytes) else { return Ok(()) };
+    let before = value.clone();
+    if let Err(err) = LlmRetryConfig::parse(&value, AT) {
+        prop_assert!(err.path.starts_with(AT), "{err:?} is not under {AT}");
+        prop_assert!(!err.to_string().is_empty());
+    }
+    prop_assert_eq!(value, before, "the reader changed its input");
+    Ok(())
+}
+
+/// One change to a byte string; positions are taken modulo its length.
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip(usize, u8),
+    Truncate(usize),
+    Insert(usize, Vec<u8>),
+}
+
+fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+    for mutation in mutations {
+        let len = bytes.len();
+        match mutation {
+            Mutation::Flip(at, mask) if len > 0 => bytes[at % len] ^= mask,
+            Mutation::Flip(..) => {}
+            Mutation::Truncate(n) => bytes.truncate(n % (len + 1)),
+            Mutation::Insert(at, more) => {
+                let at = at % (len + 1);
+                bytes.splice(at..at, more.iter().copied());
+            }
+        }
+    }
+    bytes
+}
+
+fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
+    // Digits, signs and exponents turn valid numbers into huge, negative or fractional ones.
+    let byte = prop_oneof![
+        2 => any::<u8>(),
+        3 => prop::sample::select(b"0123456789-.eE+\"{}[],:".to_vec()),
+    ];
+    let mutation = prop_oneof![
+        3 => (any::<usize>(), 1..=255u8).prop_map(|(at, mask)| Mutation::Flip(at, mask)),
+        1 => any::<usize>().prop_map(Mutation::Truncate),
+        3 => (any::<usize>(), prop::collection::vec(byte, 1..6))
+            .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
+    ];
+    prop::collection::vec(mutation, 1..4)
+}
+
+/// Any JSON value, nested a little, with the configuration's keys likelier than others.
+fn json() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>().prop_map(Value::from),
+        prop::sample::select(vec!["RATE_LIMIT", "SERVER", "", "429", "1e400"])
+            .prop_map(Value::from),
+    ];
+    let mut keys = LlmRetryConfig::KEYS.to_vec();
+    keys.push("other");
+    let keys = prop::sample::select(keys);
+    leaf.prop_recursive(3, 24, 6, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(keys.clone(), inner, 0..6).prop_map(|m| Value::Object(
+                m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+            )),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_json_configuration_is_read_or_refused_under_its_path(value in json()) {
+        checked(&serde_json::to_vec(&value).unwrap())?;
+    }
+
+    #[test]
+    fn any_bytes_as_a_configuration_are_read_or_refused(
+        bytes in prop::collection::vec(any::<u8>(), 0..128),
+    ) {
+        checked(&bytes)?;
+    }
+
+    #[test]
+    fn a_damaged_real_configuration_is_read_or_refused_under_its_path(
+        config in prop::sample::select(configurations()),
+        mutations in mutations(),
+    ) {
+        checked(&mutate(config, &mutations))?;
+    }
+}
+
+#[test]
+fn the_real_configurations_are_valid() {
+    // The mutations start from configurations that read cleanly, or they would prove little.
+    for config in configurations() {
+        LlmRetryConfig::parse(&serde_json::from_slice(config).unwrap(), AT).unwrap();
+    }
+}

@@ -1,0 +1,194 @@
+//! The database's layout: its tables, the version that names them, and what opening a database
+//! of another version does.
+//!
+//! ```sql
+//! -- Every event, in commit order (the rowid). `line` is the event's JSONL line.
+//! CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL);
+//! -- Where each event of a session is: the index a session is read back through.
+//! CREATE TABLE events_by_session (session TEXT NOT NULL, seq INTEGER NOT NULL,
+//!     row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID;
+//! -- One row: the events up to this rowid are in events_by_session.
+//! CREATE TABLE events_indexed (upto INTEGER NOT NULL);
+//! PRAGMA user_version = 2;
+//! ```
+//!
+//! `events` holds every event at any time, so a tool that only wants the lines reads that table
+//! (`SELECT line FROM events WHERE session = ? ORDER BY seq`). The events after `upto` are the
+//! store's unindexed tail (see the [writer](super::writer) for why the index lags behind).
+//!
+//! # Opening a database of another layout
+//!
+//! - No `events` table (a new or empty file): the tables are created.
+//! - Version 0 with an `events` table: the first layout (one table clustered by
+//!   `(session, seq)`). It is migrated in one transaction: the rows are copied, byte for byte, into
+//!   the new `events` (in session order), indexed, and the old table dropped. A crash during the
+//!   migration leaves the old layout as it was.
+//! - Version 2: used as is.
+//! - Any other version (written by a newer rein): refused, naming the version; nothing is changed.
+
+use rusqlite::Connection;
+
+/// The layout's version (`PRAGMA user_version`).
+pub(super) const VERSION: i64 = 2;
+
+/// The tables, created together.
+const TABLES: &str = "
+    CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL);
+    CREATE TABLE events_by_session (session TEXT NOT NULL, seq INTEGER NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID;
+    CREATE TABLE events_indexed (upto INTEGER NOT NULL);
+    INSERT INTO events_indexed (upto) VALUES (0);
+    PRAGMA user_version = 2;";
+
+/// What opening a database does to its layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Plan {
+    /// Create the tables (nothing is there).
+    Create,
+    /// Move the first layout's rows into this one.
+    Migrate,
+    /// The layout is this one.
+    Ready,
+    /// A layout this rein does not know: refuse.
+    Refuse(i64),
+}
+
+/// Decides what to do with a database of `version` that has (or lacks) an `events` table.
+pub(super) fn plan(version: i64, has_events: bool) -> Plan {
+    match (version, has_events) {
+        (VERSION, true) => Plan::Ready,
+        (0, false) => Plan::Create,
+        (0, true) => Plan::Migrate,
+        (other, _) => Plan::Refuse(other),
+    }
+}
+
+/// Brings the database behind `conn` (the writer's connection) to this layout, or refuses it.
+/// The error is a message for [`StoreError::Sqlite`](crate::store::StoreError::Sqlite).
+pub(super) fn prepare(conn: &Connection) -> Result<(), String> {
+    let version: i64 =
+        conn.query_row("PRAGMA user_version", [], |row| row.get(0)).map_err(|e| e.to_string())?;
+    let has_events: bool = conn
+        .query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'events'",
+            [],
+            |row| row.get(0),
+        )
+        .map_err(|e| e.to_string())?;
+    let script = match plan(version, has_events) {
+        Plan::Ready => return Ok(()),
+        Plan::Refuse(version) => {
+            return Err(format!(
+                "the database has layout version {version}; this rein reads version {VERSION} \
+                 (and migrates version 0): refusing to touch it"
+            ));
+        }
+        Plan::Create => format!("BEGIN IMMEDIATE; {TABLES} COMMIT;"),
+        Plan::Migrate => format!(
+            "BEGIN IMMEDIATE;
+             ALTER TABLE events RENAME TO events_first_layout;
+             {TABLES}
+             INSERT INTO events (session, seq, line)
+                 SELECT session, seq, line FROM events_first_layout ORDER BY session, seq;
+             INSERT INTO events_by_session (session, seq, row) SELECT session, seq, rowid FROM events;
+             UPDATE events_indexed SET upto = (SELECT coalesce(max(rowid), 0) FROM events);
+             DROP TABLE events_first_layout;
+             COMMIT;"
+        ),
+    };
+    conn.execute_batch(&script).map_err(|e| {
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+        match plan(version, has_events) {
+            Plan::Migrate => format!("migrating the first layout (left as it was): {e}"),
+            _ => format!("creating the tables: {e}"),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plan_follows_the_version_and_the_events_table() {
+        let cases = [
+            (0, false, Plan::Create),
+            (0, true, Plan::Migrate),
+            (2, true, Plan::Ready),
+            (2, false, Plan::Refuse(2)),
+            (1, true, Plan::Refuse(1)),
+            (3, true, Plan::Refuse(3)),
+            (7, false, Plan::Refuse(7)),
+        ];
+        for (version, has_events, want) in cases {
+            assert_eq!(plan(version, has_events), want, "version {version}, events {has_events}");
+        }
+    }
+
+    fn tables(conn: &Connection) -> Vec<String> {
+        let mut query = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .unwrap();
+        query.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    }
+
+    #[test]
+    fn a_first_layout_database_is_migrated_row_for_row() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL, \
+             PRIMARY KEY (session, seq)) WITHOUT ROWID;
+             INSERT INTO events VALUES ('b', 0, 'b0'), ('a', 1, 'a1'), ('a', 0, 'a0'), ('b', 2, 'b2');",
+        )
+        .unwrap();
+        prepare(&conn).unwrap();
+        assert_eq!(tables(&conn), ["events", "events_by_session", "events_indexed"]);
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, VERSION);
+        let mut query = conn
+            .prepare(
+                "SELECT b.session, b.seq, e.line FROM events_by_session b \
+                 JOIN events e ON e.rowid = b.row ORDER BY b.session, b.seq",
+            )
+            .unwrap();
+        let rows: Vec<(String, i64, String)> = query
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let want = [("a", 0, "a0"), ("a", 1, "a1"), ("b", 0, "b0"), ("b", 2, "b2")];
+        let want: Vec<(String, i64, String)> =
+            want.iter().map(|&(s, q, l)| (s.into(), q, l.into())).collect();
+        assert_eq!(rows, want, "every row, the gap at b/1 kept for the load to report");
+        let upto: i64 =
+            conn.query_row("SELECT upto FROM events_indexed", [], |r| r.get(0)).unwrap();
+        assert_eq!(upto, 4, "every migrated row is indexed");
+        prepare(&conn).unwrap();
+        assert_eq!(tables(&conn).len(), 3, "a second open changes nothing");
+    }
+
+    #[test]
+    fn a_failed_migration_leaves_the_first_layout_as_it_was() {
+        let conn = Connection::open_in_memory().unwrap();
+        // A first-layout table without the `line` column cannot be migrated.
+        conn.execute_batch(
+            "CREATE TABLE events (session TEXT, seq INTEGER); INSERT INTO events VALUES ('a', 0)",
+        )
+        .unwrap();
+        let err = prepare(&conn).unwrap_err();
+        assert!(err.contains("migrating the first layout (left as it was)"), "{err}");
+        assert_eq!(tables(&conn), ["events"]);
+        let rows: i64 = conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).unwrap();
+        assert_eq!(rows, 1);
+    }
+
+    #[test]
+    fn a_newer_layout_is_refused_untouched() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE events (x); PRAGMA user_version = 3").unwrap();
+        let err = prepare(&conn).unwrap_err();
+        assert!(err.contains("layout version 3") && err.contains("refusing"), "{err}");
+        assert_eq!(tables(&conn), ["events"]);
+    }
+}
