@@ -12,7 +12,8 @@
 //!
 //! Shell: [`run`] walks the chain from the first plugin in registration order; a plugin's
 //! [`Downstream`](crate::plugin::Downstream) walks the same chain from the plugin after it, under
-//! a child of the turn's cancellation token.
+//! a child of the turn's cancellation token. A walk offers its failure to the plugins that were
+//! in the chain when it started (a plugin registered meanwhile takes part in later failures).
 //!
 //! # Why the walk runs in the caller's task
 //!
@@ -32,7 +33,7 @@ use crate::event::{Event, PluginCrashed};
 use crate::failure::{self, Failure};
 use crate::plugin::{DownstreamAnswer, RequestErrorPayload, Verdict};
 use crate::plugin_host::plugin_actor::{PluginReply, ReplyAnswer};
-use crate::plugin_host::{Offered, PluginChain};
+use crate::plugin_host::{Offered, PluginChain, Slots};
 use crate::store::BoxFuture;
 
 /// One plugin's answer as the walk sees it.
@@ -131,7 +132,7 @@ pub fn run(
     payload: RequestErrorPayload,
 ) -> impl Future<Output = Outcome> + Send + 'static {
     let cancel = payload.cancel.clone();
-    let walk = (!cancel.is_cancelled()).then(|| walk(Arc::clone(chain), 0, Arc::new(payload)));
+    let walk = (!cancel.is_cancelled()).then(|| walk(chain.snapshot(), 0, Arc::new(payload)));
     async move {
         let Some(walk) = walk else {
             return Outcome::Aborted;
@@ -145,23 +146,23 @@ pub fn run(
 /// Walks the chain from `from`; `None` when the host is unreachable. Every plugin of the walk
 /// is offered the same `payload` (one allocation per walk, not a copy per hop).
 fn walk(
-    chain: Arc<PluginChain>,
+    slots: Slots,
     from: usize,
     payload: Arc<RequestErrorPayload>,
 ) -> BoxFuture<'static, Option<ChainAnswer>> {
     Box::pin(async move {
-        for index in from..chain.len() {
+        for (index, slot) in slots.iter().enumerate().skip(from) {
             if payload.cancel.is_cancelled() {
                 // Rule 1: the outcome is `aborted` whatever the rest of the chain would answer;
                 // offering it the failure would only wake its plugins to give up.
                 return Some(END_OF_CHAIN);
             }
             let rest = || RestOfWalk {
-                chain: Arc::clone(&chain),
+                slots: Arc::clone(&slots),
                 from: index + 1,
                 payload: Arc::clone(&payload),
             };
-            let (offered, asked) = chain.offer(index, &payload, rest).await;
+            let (offered, asked) = slot.offer(&payload, rest).await;
             let (answer, disposed) = match offered {
                 Offered::Skipped => continue,
                 Offered::Unreachable => return None,
@@ -169,7 +170,7 @@ fn walk(
                     ReplyAnswer::Verdict(verdict) => (PluginAnswer::Verdict(verdict), disposed),
                     ReplyAnswer::Crashed { error, restarts } => {
                         // Boxed: a rare path that should not size every walk's future.
-                        Box::pin(record_crash(&chain, index, &payload, error, restarts)).await;
+                        Box::pin(record_crash(&slot.name, &payload, error, restarts)).await;
                         (PluginAnswer::Crashed, disposed)
                     }
                 },
@@ -187,7 +188,7 @@ fn walk(
 /// The walk of the chain after one plugin, as that plugin's downstream handle holds it: three
 /// shared pointers, no closure and no copy of the payload until the plugin actually asks.
 pub(crate) struct RestOfWalk {
-    chain: Arc<PluginChain>,
+    slots: Slots,
     from: usize,
     payload: Arc<RequestErrorPayload>,
 }
@@ -200,7 +201,7 @@ impl RestOfWalk {
 
     /// The `disposed` token of the plugin whose downstream this is (the one before `from`).
     pub(crate) fn asker_disposed(&self) -> CancellationToken {
-        let asker = self.from.checked_sub(1).and_then(|index| self.chain.slots.get(index));
+        let asker = self.from.checked_sub(1).and_then(|index| self.slots.get(index));
         asker.map_or_else(CancellationToken::new, |slot| slot.disposed.clone())
     }
 
@@ -208,7 +209,7 @@ impl RestOfWalk {
     /// panics or cannot reach the host answers `Crashed`.
     pub(crate) fn walk(self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
         let payload = Arc::new(RequestErrorPayload { cancel: scope, ..(*self.payload).clone() });
-        let walk = walk(self.chain, self.from, payload);
+        let walk = walk(self.slots, self.from, payload);
         Box::pin(async move {
             match AssertUnwindSafe(walk).catch_unwind().await {
                 Ok(answer) => as_downstream(answer),
@@ -219,18 +220,11 @@ impl RestOfWalk {
 }
 
 /// Appends `plugin/crashed` (diagnostics; nothing is written once the turn is cancelled).
-async fn record_crash(
-    chain: &PluginChain,
-    index: usize,
-    payload: &RequestErrorPayload,
-    error: String,
-    restarts: u32,
-) {
+async fn record_crash(plugin: &str, payload: &RequestErrorPayload, error: String, restarts: u32) {
     if payload.cancel.is_cancelled() {
         return;
     }
-    let plugin = chain.slots.get(index).map(|s| s.name.clone()).unwrap_or_default();
-    let event = Event::PluginCrashed(PluginCrashed { plugin, error, restarts });
+    let event = Event::PluginCrashed(PluginCrashed { plugin: plugin.to_owned(), error, restarts });
     if let Err(error) = payload.log.append(vec![event]).await {
         tracing::warn!(%error, "could not record plugin/crashed");
     }
