@@ -145,9 +145,11 @@ pub(crate) struct SessionState {
     grace: Option<DropGuard>,
     /// Which arming of the grace timer is current.
     generation: u64,
+    /// Counts the actor in the census. Declared before `lease`, so it is dropped first: once
+    /// the last lease is gone, `Runtime::shutdown` returns and must find no session counted.
+    _alive: Alive,
     /// Forgets this actor's directory entry if it ends without hibernating; counts it live.
     lease: Lease,
-    _alive: Alive,
 }
 
 struct SessionInit {
