@@ -5,6 +5,8 @@
 //! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
 //! - [`show`]: `rein show LOG…` — turn-tail panels in the terminal.
 //! - [`report`]: `rein report LOG… -o FILE` — a self-contained HTML report.
+//! - [`stress`]: `rein stress` — many agents under faults, cancellations and plugin chaos, then
+//!   every guarantee checked.
 //!
 //! Shared by them:
 //! - [`logs`]: reading the logs `show` and `report` look at.
@@ -18,4 +20,5 @@ pub(crate) mod output_file;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod show;
+pub(crate) mod stress;
 pub(crate) mod summary;
