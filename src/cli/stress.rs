@@ -58,7 +58,7 @@ mod plan;
 mod progress;
 mod summary;
 
-use agent::{Shared, Watch, session_id};
+use agent::{AgentReport, Shared, Watch, session_id};
 use chaos::{Chaos, MakePlugin, PluginSpec};
 use plan::Rates;
 use summary::{Cancellations, HungTurn, LISTED, Latencies, Leaks, Summary, Tally};
@@ -102,7 +102,7 @@ Stores:
 Exit status:
   0  every guarantee held
   1  an invariant violation, a hung turn, an actor or task alive after shutdown, a session
-     that would not open or a prompt that could not start, or an internal fault
+     that would not open, a prompt that could not start, or an internal fault
   2  a usage error (an invalid rate, --dir with the memory store, ...) or a store that cannot
      be opened";
 
@@ -400,7 +400,7 @@ async fn stress(
         tokio::select! {
             joined = agents.join_next() => match joined {
                 Some(Ok(report)) => reports.push(report),
-                Some(Err(error)) => return Err(format!("an agent task failed: {error}")),
+                Some(Err(error)) => reports.push(AgentReport::failed(format!("an agent task failed: {error}"))),
                 None => break,
             },
             () = tokio::time::sleep(deadline.saturating_sub(quiet)) => {

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rein_runtime::event::{CancelCause, TurnEndReason};
-use rein_runtime::runtime::Runtime;
-use rein_runtime::session::Session;
+use rein::runtime::event::{CancelCause, TurnEndReason};
+use rein::runtime::runtime::Runtime;
+use rein::runtime::session::Session;
 use tokio::sync::mpsc;
 
 use super::acks::AckSender;
@@ -116,6 +116,13 @@ pub(crate) struct AgentReport {
 }
 
 impl AgentReport {
+    /// The report of an agent whose task failed (it panicked).
+    pub(crate) fn failed(message: String) -> Self {
+        let mut report = Self::default();
+        report.error(message);
+        report
+    }
+
     fn error(&mut self, message: String) {
         self.errors += 1;
         if self.error_examples.len() < LISTED {

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use rein_runtime::plugin::{ConfigError, Plugin};
-use rein_runtime::runtime::Runtime;
+use rein::runtime::plugin::{ConfigError, Plugin};
+use rein::runtime::runtime::Runtime;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -217,4 +217,128 @@ impl Chaos {
 
 fn count(map: &mut BTreeMap<String, u64>, key: &str) {
     *map.entry(key.to_owned()).or_default() += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use rein::runtime::clock::VirtualClock;
+    use rein::runtime::plugin::{ConfigOutcome, Recovery, Verdict};
+    use rein::runtime::store::BoxFuture;
+    use rein::runtime::store::memory::MemoryStore;
+    use serde_json::Value;
+
+    use super::*;
+
+    /// A plugin with run-time settings behind a revision fence; it keeps every patch it took.
+    struct Settings {
+        name: &'static str,
+        revision: AtomicU64,
+        patches: Arc<Mutex<Vec<Value>>>,
+    }
+
+    impl Plugin for Settings {
+        fn name(&self) -> &str {
+            self.name
+        }
+        fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
+            Box::pin(async { Verdict::Next })
+        }
+        fn configure(&self, patch: Value, base: u64) -> Result<ConfigOutcome, ConfigError> {
+            let current = self.revision.load(Ordering::SeqCst);
+            if base != current {
+                return Err(ConfigError::StaleRevision { based_on: base, current });
+            }
+            let changed =
+                patch.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+            self.patches.lock().unwrap().push(patch);
+            let revision = self.revision.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(ConfigOutcome { revision, changed })
+        }
+        fn revision(&self) -> u64 {
+            self.revision.load(Ordering::SeqCst)
+        }
+    }
+
+    /// A plugin without run-time settings.
+    struct Plain;
+
+    impl Plugin for Plain {
+        fn name(&self) -> &str {
+            "plain"
+        }
+        fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
+            Box::pin(async { Verdict::Next })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn settings_go_to_plugins_that_have_them_and_disposed_plugins_come_back() {
+        let patches = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&patches);
+        let settings: MakePlugin = Arc::new(move || {
+            let patches = Arc::clone(&seen);
+            Ok(Arc::new(Settings { name: "auto-retry", revision: AtomicU64::new(0), patches }) as _)
+        });
+        let plain: MakePlugin = Arc::new(|| Ok(Arc::new(Plain) as _));
+        let specs = vec![
+            PluginSpec { name: "plain".into(), make: Arc::clone(&plain) },
+            PluginSpec { name: "auto-retry".into(), make: Arc::clone(&settings) },
+        ];
+        let runtime = Runtime::builder()
+            .store(Arc::new(MemoryStore::new()))
+            .clock(Arc::new(VirtualClock::start()))
+            .plugin((plain)().unwrap())
+            .plugin((settings)().unwrap())
+            .build()
+            .await
+            .unwrap();
+        let chaos = Chaos {
+            runtime: runtime.clone(),
+            specs,
+            rng: plan::chaos_rng(11),
+            away: Duration::from_millis(50),
+            backoff_ms: 5,
+        };
+        let (requests, receiver) = mpsc::unbounded_channel();
+        let (_stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(chaos.run(receiver, stopped));
+        for _ in 0..100 {
+            requests.send(Request::Configure).unwrap();
+        }
+        for _ in 0..5 {
+            requests.send(Request::Dispose).unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        drop(requests);
+        let report = task.await.unwrap();
+
+        assert_eq!((report.config_requests, report.dispose_requests), (100, 5));
+        let count = |key: &str| report.config.get(key).copied().unwrap_or(0);
+        assert!(count("unsupported") <= 1, "asked once at most: {report:?}");
+        assert!(count("accepted") > 50, "{report:?}");
+        assert!(count("stale") > 0, "one in ten is sent stale and refused: {report:?}");
+        assert_eq!(count("accepted") + count("stale") + count("unsupported"), 100, "{report:?}");
+        assert_eq!(patches.lock().unwrap().len() as u64, count("accepted"));
+        let keys = [
+            "enabled",
+            "extraRetries",
+            "initialDelayMs",
+            "maxDelayMs",
+            "jitterRatio",
+            "retryableCodes",
+        ];
+        for patch in patches.lock().unwrap().iter() {
+            let fields: Vec<&String> = patch.as_object().unwrap().keys().collect();
+            assert!(fields.len() == 1 && keys.contains(&fields[0].as_str()), "{patch}");
+        }
+        assert_eq!((report.disposed, report.registered, report.removed), (5, 5, 0), "{report:?}");
+        let mut names = runtime.plugins();
+        names.sort();
+        assert_eq!(names, ["auto-retry", "plain"], "every disposed plugin is back");
+        runtime.shutdown().await;
+        assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    }
 }

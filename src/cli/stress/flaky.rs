@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rein_runtime::plugin::{Plugin, Recovery, Verdict};
-use rein_runtime::store::BoxFuture;
+use rein::runtime::plugin::{Plugin, Recovery, Verdict};
+use rein::runtime::store::BoxFuture;
 
 use super::plan;
 

@@ -15,7 +15,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
+use rein::runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use serde::Serialize;
 
 /// How many violations, errors and hung turns a summary lists by name (all are counted).
@@ -80,7 +80,7 @@ impl Tally {
                 _ => {}
             }
         }
-        for violation in rein_invariant::check_finished_log(events) {
+        for violation in rein::invariant::check_finished_log(events) {
             self.violations += 1;
             if self.violation_examples.len() < LISTED {
                 self.violation_examples.push(format!("{session}: {violation}"));
@@ -426,11 +426,11 @@ pub(crate) fn peak_rss_kib(status: &str) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use rein_runtime::event::{
+    use rein::runtime::event::{
         AgentIdle, ConfigChanged, LlmRetry, PluginCrashed, SessionStart, StepRef, TurnEnd,
         TurnStart, UserMessage,
     };
-    use rein_runtime::failure::Failure;
+    use rein::runtime::failure::Failure;
 
     use super::*;
 
