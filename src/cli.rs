@@ -7,6 +7,8 @@
 //! - [`show`]: `rein show LOG…` — turn-tail panels in the terminal.
 //! - [`report`]: `rein report LOG… -o FILE` — a self-contained HTML report.
 //! - [`codes`]: `rein codes` — the failure codes `auto-retry` knows, in their three groups.
+//! - [`stress`]: `rein stress` — many agents under faults, cancellations and plugin chaos, then
+//!   every guarantee checked.
 //!
 //! Shared by them:
 //! - [`logs`]: reading the logs `show` and `report` look at.
@@ -22,4 +24,5 @@ pub(crate) mod output_file;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod show;
+pub(crate) mod stress;
 pub(crate) mod summary;

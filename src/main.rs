@@ -47,6 +47,14 @@ enum Command {
     /// The conversation of each log, with a collapsed panel at the tail of each turn that retried
     /// or failed.
     Report(cli::report::ReportArgs),
+    /// Run many agents at once under provider faults, cancellations, plugin disposals and
+    /// settings changes, then check every guarantee.
+    ///
+    /// Every session log against the invariants, every turn ended within a deadline, nothing
+    /// alive after shutdown; prints turns by outcome, retries by plugin, cancellation latency,
+    /// plugin restarts and peak memory.
+    #[command(after_help = cli::stress::STRESS_HELP)]
+    Stress(cli::stress::StressArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,5 +66,6 @@ fn main() -> ExitCode {
         Command::Show(args) => cli::show::run(&args),
         Command::Report(args) => cli::report::run(&args),
         Command::Codes(args) => cli::codes::run(&args),
+        Command::Stress(args) => cli::stress::run(&args),
     }
 }

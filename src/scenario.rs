@@ -9,7 +9,9 @@ use rein_runtime::event::Envelope;
 use rein_runtime::validator::Rejection;
 use rein_scenario::{PluginRegistry, ScenarioRunner};
 
-pub use rein_scenario::{InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry};
+pub use rein_scenario::{
+    InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry, report, scripted,
+};
 
 /// The plugins a scenario may `use`, by name: every plugin of `rein-plugins`
 /// ([`rein_plugins::ALL`]).

@@ -4,7 +4,9 @@
 //! - `slot`: a plugin's shared place in the chain; [`PluginChain`], what a waterfall hop reads.
 //! - `plugin_actor`: the actor of one plugin incarnation; each recovery is a tracked task.
 //!
-//! The host spawns one [`plugin_actor`](self) per plugin, linked to itself. When a recovery
+//! The host spawns one [`plugin_actor`](self) per plugin, linked to itself, and one more for each
+//! plugin registered while the runtime runs ([`PluginHost::register`]: it joins the end of the
+//! chain and is supervised like the others, with a restart window of its own). When a recovery
 //! panics, its incarnation fails (carrying the crash report) and ractor tells the host: the
 //! host asks [`RestartWindow`] and either spawns a fresh incarnation (the slot, with its
 //! in-flight recoveries and its `disposed` token, carries over) or removes the plugin from the
@@ -73,17 +75,39 @@ pub enum DisposeError {
     Stopped,
 }
 
+/// Why a plugin could not be registered at run time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegisterError {
+    /// A plugin of that name is in the chain (dispose it first to replace it).
+    #[error("a plugin named {0} is already in the chain")]
+    DuplicateName(String),
+    /// Its actor could not be spawned.
+    #[error("could not start the plugin {name}: {error}")]
+    Spawn {
+        /// The plugin.
+        name: String,
+        /// Why.
+        error: String,
+    },
+    /// The host is stopped.
+    #[error("the plugin host is stopped")]
+    Stopped,
+}
+
 /// A message to the host.
 pub(crate) enum HostMsg {
     /// The chain (asked once, right after spawning).
     Chain(oneshot::Sender<Arc<PluginChain>>),
     /// A hop found the slot's incarnation dead: answer its successor (after the restart), or
     /// `None` when the plugin left the chain.
-    Resolve { slot: usize, reply: oneshot::Sender<Option<ActorRef<PluginMsg>>> },
+    Resolve { slot: u64, reply: oneshot::Sender<Option<ActorRef<PluginMsg>>> },
     /// A recovery of an incarnation that is already gone panicked: count it.
-    StaleCrash { slot: usize, error: String, report: oneshot::Sender<u32> },
+    StaleCrash { slot: u64, error: String, report: oneshot::Sender<u32> },
     /// Dispose a plugin.
     Dispose { name: String, reply: oneshot::Sender<Result<(), DisposeError>> },
+    /// Add a plugin at the end of the chain.
+    Register { plugin: Arc<dyn Plugin>, reply: oneshot::Sender<Result<(), RegisterError>> },
 }
 
 /// What the host is configured with.
@@ -109,6 +133,10 @@ pub(crate) struct HostState {
     chain: Arc<PluginChain>,
     slots: Vec<HostSlot>,
     origin: tokio::time::Instant,
+    intensity: RestartIntensity,
+    jitter: Arc<dyn Jitter>,
+    /// The id of the next slot.
+    next_id: u64,
     _alive: Alive,
 }
 
@@ -179,6 +207,43 @@ impl HostActor {
     }
 }
 
+impl HostActor {
+    /// Spawns `plugin`'s actor and appends its slot to the chain. The slots of plugins that left
+    /// the chain are dropped from the new list (walks under way keep theirs); hops still waiting
+    /// for one of them are told it is out of the chain.
+    async fn register(
+        &self,
+        myself: &ActorRef<HostMsg>,
+        state: &mut HostState,
+        plugin: Arc<dyn Plugin>,
+    ) -> Result<(), RegisterError> {
+        let name = plugin.name().to_owned();
+        if state.slots.iter().any(|s| s.shared.name == name && s.shared.in_chain()) {
+            return Err(RegisterError::DuplicateName(name));
+        }
+        let slot =
+            Arc::new(Slot::new(state.next_id, plugin, myself.clone(), Arc::clone(&state.jitter)));
+        state.next_id += 1;
+        if let Err(error) = self.spawn_incarnation(myself, &slot).await {
+            // Never in the chain: let it go the way a disposed plugin goes.
+            slot.disposed.cancel();
+            self.census.spawn(async move { slot.dispose().await });
+            return Err(RegisterError::Spawn { name, error: error.to_string() });
+        }
+        for gone in state.slots.iter_mut().filter(|s| !s.shared.in_chain()) {
+            wake(&mut gone.waiters, None);
+        }
+        state.slots.retain(|s| s.shared.in_chain());
+        state.slots.push(HostSlot {
+            shared: slot,
+            window: RestartWindow::new(state.intensity),
+            waiters: Vec::new(),
+        });
+        state.chain.replace(state.slots.iter().map(|s| Arc::clone(&s.shared)).collect());
+        Ok(())
+    }
+}
+
 fn wake(
     waiters: &mut Vec<oneshot::Sender<Option<ActorRef<PluginMsg>>>>,
     actor: Option<ActorRef<PluginMsg>>,
@@ -202,11 +267,12 @@ impl Actor for HostActor {
         let shared: Vec<Arc<Slot>> = args
             .plugins
             .into_iter()
-            .enumerate()
-            .map(|(index, plugin)| {
-                Arc::new(Slot::new(index, plugin, myself.clone(), Arc::clone(&args.jitter)))
+            .zip(0..)
+            .map(|(plugin, id)| {
+                Arc::new(Slot::new(id, plugin, myself.clone(), Arc::clone(&args.jitter)))
             })
             .collect();
+        let next_id = shared.len() as u64;
         let mut slots = Vec::with_capacity(shared.len());
         for slot in &shared {
             self.spawn_incarnation(&myself, slot).await?;
@@ -216,13 +282,21 @@ impl Actor for HostActor {
                 waiters: Vec::new(),
             });
         }
-        let chain = Arc::new(PluginChain { slots: shared });
-        Ok(HostState { chain, slots, origin: tokio::time::Instant::now(), _alive: alive })
+        let chain = Arc::new(PluginChain::new(shared));
+        Ok(HostState {
+            chain,
+            slots,
+            origin: tokio::time::Instant::now(),
+            intensity: args.intensity,
+            jitter: args.jitter,
+            next_id,
+            _alive: alive,
+        })
     }
 
     async fn handle(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
@@ -231,7 +305,7 @@ impl Actor for HostActor {
                 let _ = reply.send(Arc::clone(&state.chain));
             }
             HostMsg::Resolve { slot, reply } => {
-                let Some(entry) = state.slots.get_mut(slot) else {
+                let Some(entry) = state.slots.iter_mut().find(|s| s.shared.id == slot) else {
                     let _ = reply.send(None);
                     return Ok(());
                 };
@@ -251,7 +325,7 @@ impl Actor for HostActor {
             }
             HostMsg::StaleCrash { slot, error, report } => {
                 let now = state.origin.elapsed();
-                let Some(entry) = state.slots.get_mut(slot) else {
+                let Some(entry) = state.slots.iter_mut().find(|s| s.shared.id == slot) else {
                     let _ = report.send(0);
                     return Ok(());
                 };
@@ -296,6 +370,9 @@ impl Actor for HostActor {
                     shared.dispose().await;
                     let _ = reply.send(Ok(()));
                 });
+            }
+            HostMsg::Register { plugin, reply } => {
+                let _ = reply.send(self.register(&myself, state, plugin).await);
             }
         }
         Ok(())
@@ -361,6 +438,7 @@ impl std::fmt::Debug for HostMsg {
             HostMsg::Resolve { .. } => "Resolve",
             HostMsg::StaleCrash { .. } => "StaleCrash",
             HostMsg::Dispose { .. } => "Dispose",
+            HostMsg::Register { .. } => "Register",
         })
     }
 }
@@ -406,6 +484,18 @@ impl PluginHost {
             .send_message(HostMsg::Dispose { name: name.to_owned(), reply })
             .map_err(|_| DisposeError::Stopped)?;
         done.await.map_err(|_| DisposeError::Stopped)?
+    }
+
+    /// Adds `plugin` at the end of the chain, supervised like the others (a restart window of its
+    /// own): it takes part in every failure offered after this resolves (a walk already under
+    /// way keeps the chain it started with). Its name must not be in the chain (a disposed or
+    /// removed plugin's name is free again).
+    pub async fn register(&self, plugin: Arc<dyn Plugin>) -> Result<(), RegisterError> {
+        let (reply, done) = oneshot::channel();
+        self.actor
+            .send_message(HostMsg::Register { plugin, reply })
+            .map_err(|_| RegisterError::Stopped)?;
+        done.await.map_err(|_| RegisterError::Stopped)?
     }
 
     /// Stops the host: disposes every plugin (waits abort, recoveries settle), then stops.

@@ -45,7 +45,7 @@ use crate::event::ConfigChanged;
 use crate::fault::Faults;
 use crate::plugin::{ConfigError, ConfigOutcome, Plugin, PluginSettings};
 use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
-use crate::plugin_host::{DisposeError, PluginChain, PluginHost, RestartIntensity};
+use crate::plugin_host::{DisposeError, PluginChain, PluginHost, RegisterError, RestartIntensity};
 use crate::provider::Adapter;
 use crate::provider::actor::{ProviderActor, ProviderMsg};
 use crate::random::{Jitter, SeededJitter};
@@ -383,6 +383,16 @@ impl Runtime {
     /// abort (those recoveries answer `Stop`), and this resolves once its recoveries settled.
     pub async fn dispose_plugin(&self, name: &str) -> Result<(), DisposeError> {
         self.inner.host.dispose(name).await
+    }
+
+    /// Adds `plugin` at the end of the chain while the runtime runs (for example to bring back a
+    /// plugin that was disposed, with fresh state). It is supervised like the plugins given to
+    /// the builder, with a restart window of its own, and takes part in every failure offered
+    /// after this resolves; a walk of the chain already under way does not see it. Its name must
+    /// not be in the chain. It does not change the runtime's default route policy, which was
+    /// settled when the runtime was built.
+    pub async fn register_plugin(&self, plugin: Arc<dyn Plugin>) -> Result<(), RegisterError> {
+        self.inner.host.register(plugin).await
     }
 
     /// Applies a run-time settings patch to the plugin named `name` (based on `base_revision`)

@@ -23,6 +23,7 @@ use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
+use rein_runtime::plugin_host::RegisterError;
 use rein_runtime::runtime::Runtime;
 use rein_runtime::session::SessionError;
 use rein_runtime::store::memory::MemoryStore;
@@ -287,4 +288,104 @@ async fn an_invalid_session_id_is_refused_with_the_store_error() {
     }
     assert_eq!(runtime.awake_sessions(), 0);
     runtime.shutdown().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plugin_registered_at_run_time_joins_the_end_of_the_chain() {
+    // The chain starts with a plugin that waits a second and delegates. A plugin registered
+    // while a walk is inside that wait is not offered that walk's failure (the walk keeps the
+    // chain it started with); it is offered the next turn's. Disposed, it can be registered
+    // again under its name, with fresh state; a second plugin of the same name is refused.
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route(
+            "mock",
+            Scripted::new(vec![
+                fail("SERVER", &[]),
+                fail("SERVER", &[]),
+                reply(&["ok"]),
+                fail("SERVER", &[]),
+                reply(&["again"]),
+            ]),
+            "m",
+            None,
+        )
+        .plugin(TestPlugin::slow("waiting", &t, Duration::from_secs(1), Verdict::Next))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let first = session.prompt("one").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let retry = TestPlugin::answering("retry", &t, Verdict::Retry);
+    runtime.register_plugin(retry.clone()).await.unwrap();
+    assert_eq!(runtime.plugins(), ["waiting", "retry"]);
+    let reason = first.outcome().await.unwrap().reason;
+    assert!(matches!(reason, TurnEndReason::Error { .. }), "{reason:?}");
+    assert_eq!(retry.calls(), 0, "registered during the walk: not offered its failure");
+
+    let second = session.prompt("two").await.unwrap();
+    assert_eq!(second.outcome().await.unwrap().reason, TurnEndReason::Completed);
+    assert_eq!(t.take(), ["waiting", "waiting", "retry"]);
+
+    let twin = TestPlugin::answering("retry", &t, Verdict::Stop);
+    assert_eq!(
+        runtime.register_plugin(twin).await,
+        Err(RegisterError::DuplicateName("retry".into()))
+    );
+    runtime.dispose_plugin("retry").await.unwrap();
+    assert_eq!(runtime.plugins(), ["waiting"]);
+    let fresh = TestPlugin::answering("retry", &t, Verdict::Retry);
+    runtime.register_plugin(fresh.clone()).await.unwrap();
+    assert_eq!(runtime.plugins(), ["waiting", "retry"]);
+    let third = session.prompt("three").await.unwrap();
+    assert_eq!(third.outcome().await.unwrap().reason, TurnEndReason::Completed);
+    assert_eq!((retry.calls(), fresh.calls()), (1, 1), "the disposed one is not offered");
+
+    runtime.shutdown().await;
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    let late = TestPlugin::answering("late", &t, Verdict::Retry);
+    assert_eq!(runtime.register_plugin(late).await, Err(RegisterError::Stopped));
+    assert_valid(&store.events("s"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plugin_registered_at_run_time_is_restarted_when_it_crashes() {
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]), "m", None)
+        .build()
+        .await
+        .unwrap();
+    let crashing = TestPlugin::new("crashy", &t, |_, n| {
+        Box::pin(async move {
+            if n == 1 {
+                panic!("crash #{n}");
+            }
+            Verdict::Next
+        })
+    });
+    runtime.register_plugin(crashing).await.unwrap();
+    runtime.register_plugin(TestPlugin::answering("fallback", &t, Verdict::Retry)).await.unwrap();
+    let before = runtime.chain().incarnation("crashy").unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let turn = session.prompt("hi").await.unwrap();
+    assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
+    assert_eq!(t.take(), ["crashy", "fallback"], "the crash counted as Next");
+    let after = runtime.chain().incarnation("crashy");
+    assert!(after.is_some_and(|id| id != before), "restarted, still in the chain");
+    runtime.shutdown().await;
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    let events = store.events("s");
+    assert!(events.iter().any(|e| matches!(&e.event,
+        Event::PluginCrashed(c) if c.plugin == "crashy" && c.restarts == 1)));
+    assert_valid(&events);
 }

@@ -155,7 +155,7 @@ async fn report_crash(spawner: ActorRef<PluginMsg>, slot: &Slot, error: String) 
     }
     // That incarnation is gone already: the host still counts the crash.
     let (report, answer) = oneshot::channel();
-    if slot.host().send_message(HostMsg::StaleCrash { slot: slot.index, error, report }).is_err() {
+    if slot.host().send_message(HostMsg::StaleCrash { slot: slot.id, error, report }).is_err() {
         return 0;
     }
     tokio::select! {

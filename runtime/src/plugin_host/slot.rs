@@ -1,6 +1,11 @@
 //! A plugin's place in the chain ([`Slot`]) and the chain itself ([`PluginChain`]): what the
 //! waterfall reads on every hop without asking the host.
 //!
+//! The chain's list of slots is replaced whole (never edited in place) when a plugin is
+//! registered at run time; a walk takes the list once, when it starts, and offers its failure to
+//! exactly those plugins — so a walk never sees the chain change under it, and a registration
+//! can drop the slots of plugins that left the chain without shifting anyone's position.
+//!
 //! # Why hops go straight to the plugin actor
 //!
 //! A waterfall hop should cost about one actor round trip (DESIGN §6: ≤ 1.5×). Routing every
@@ -31,8 +36,8 @@ const MAX_REOFFERS: usize = 16;
 
 /// One plugin's place in the chain, shared by the host, its incarnations and every hop.
 pub(crate) struct Slot {
-    /// Its position in the chain.
-    pub(crate) index: usize,
+    /// Its id, unique within the host (positions change when plugins are registered).
+    pub(crate) id: u64,
     /// The plugin's name.
     pub(crate) name: String,
     /// The plugin, until it is disposed (then the chain keeps no reference to it).
@@ -49,13 +54,13 @@ pub(crate) struct Slot {
 
 impl Slot {
     pub(crate) fn new(
-        index: usize,
+        id: u64,
         plugin: Arc<dyn Plugin>,
         host: ActorRef<HostMsg>,
         jitter: Arc<dyn Jitter>,
     ) -> Self {
         Self {
-            index,
+            id,
             name: plugin.name().to_owned(),
             plugin: Mutex::new(Some(plugin)),
             disposed: CancellationToken::new(),
@@ -148,33 +153,51 @@ pub(crate) enum Offered {
     Unreachable,
 }
 
+/// The plugins of one walk, in chain order: the chain's list when the walk started.
+pub(crate) type Slots = Arc<Vec<Arc<Slot>>>;
+
 /// The plugins in chain order, with what a hop needs to reach them.
 pub struct PluginChain {
-    pub(crate) slots: Vec<Arc<Slot>>,
+    slots: RwLock<Slots>,
 }
 
 impl std::fmt::Debug for PluginChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let slots = self.snapshot();
         let names: Vec<(&str, bool)> =
-            self.slots.iter().map(|s| (s.name.as_str(), s.in_chain())).collect();
+            slots.iter().map(|s| (s.name.as_str(), s.in_chain())).collect();
         f.debug_struct("PluginChain").field("slots", &names).finish()
     }
 }
 
 impl PluginChain {
-    /// How many plugins were registered (including those that left the chain).
-    pub fn len(&self) -> usize {
-        self.slots.len()
+    pub(crate) fn new(slots: Vec<Arc<Slot>>) -> Self {
+        Self { slots: RwLock::new(Arc::new(slots)) }
     }
 
-    /// Whether no plugin was registered.
+    /// The list of slots as it is now (a walk's view of the chain).
+    pub(crate) fn snapshot(&self) -> Slots {
+        Arc::clone(&self.slots.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Replaces the list (host only): walks already started keep the list they took.
+    pub(crate) fn replace(&self, slots: Vec<Arc<Slot>>) {
+        *self.slots.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(slots);
+    }
+
+    /// How many plugins are in the chain.
+    pub fn len(&self) -> usize {
+        self.snapshot().iter().filter(|s| s.in_chain()).count()
+    }
+
+    /// Whether no plugin is in the chain.
     pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+        self.len() == 0
     }
 
     /// The names of the plugins still in the chain, in order.
     pub fn names(&self) -> Vec<String> {
-        self.slots.iter().filter(|s| s.in_chain()).map(|s| s.name.clone()).collect()
+        self.snapshot().iter().filter(|s| s.in_chain()).map(|s| s.name.clone()).collect()
     }
 
     /// The plugin named `name`, if it is still in the chain.
@@ -187,34 +210,32 @@ impl PluginChain {
         self.slot(name).and_then(|s| s.current()).map(|a| a.get_id())
     }
 
-    pub(crate) fn slot(&self, name: &str) -> Option<&Arc<Slot>> {
-        self.slots.iter().find(|s| s.name == name && s.in_chain())
+    pub(crate) fn slot(&self, name: &str) -> Option<Arc<Slot>> {
+        self.snapshot().iter().find(|s| s.name == name && s.in_chain()).cloned()
     }
+}
 
-    /// Offers a failure to the plugin at `index`. `rest` names the walk of the chain after it
-    /// (called again if the offer must be re-sent; nothing is walked unless the plugin asks). Returns the answer and what the plugin's
-    /// downstream answered, if it asked.
+impl Slot {
+    /// Offers a failure to this plugin. `rest` names the walk of the chain after it
+    /// (called again if the offer must be re-sent; nothing is walked unless the plugin asks).
+    /// Returns the answer and what the plugin's downstream answered, if it asked.
     pub(crate) async fn offer(
         &self,
-        index: usize,
         payload: &Arc<RequestErrorPayload>,
         rest: impl Fn() -> RestOfWalk,
     ) -> (Offered, Option<AskedDownstream>) {
-        let Some(slot) = self.slots.get(index) else {
-            return (Offered::Skipped, None);
-        };
         for _ in 0..MAX_REOFFERS {
-            if !slot.in_chain() {
+            if !self.in_chain() {
                 return (Offered::Skipped, None);
             }
             let (downstream, asked) = Downstream::chain(Box::new(rest()));
             let (reply, answer) = oneshot::channel();
             let call =
                 PluginMsg::Recover(RecoverCall { payload: Arc::clone(payload), downstream, reply });
-            if let Err(call) = slot.send_to_current(call) {
+            if let Err(call) = self.send_to_current(call) {
                 // No running incarnation (it crashed): the host's successor gets it. Boxed, with
                 // the offer: only after a crash, and it should not size every hop's future.
-                match Box::pin(send_to_successor(slot, call)).await {
+                match Box::pin(send_to_successor(self, call)).await {
                     Resolved::Sent => {}
                     Resolved::Lost => continue,
                     Resolved::OutOfChain => return (Offered::Skipped, None),
@@ -254,7 +275,7 @@ enum Resolved {
 /// it `call`.
 async fn send_to_successor(slot: &Slot, call: PluginMsg) -> Resolved {
     let (reply, answer) = oneshot::channel();
-    if slot.host().send_message(HostMsg::Resolve { slot: slot.index, reply }).is_err() {
+    if slot.host().send_message(HostMsg::Resolve { slot: slot.id, reply }).is_err() {
         return Resolved::HostGone;
     }
     // A host that is stopping disposes every slot first; it may never read this request.

@@ -3,7 +3,9 @@
 //!
 //! [`run`] walks the whole chain for a failing step (its future is a task of the step, and its
 //! outcome reaches the step as a message). [`RestOfWalk`] is the chain after one plugin, walked
-//! when that plugin's `Downstream::ask` consults it, under a child of the step's token.
+//! when that plugin's `Downstream::ask` consults it, under a child of the step's token. A walk
+//! offers its failure to the plugins that were in the chain when it started (a plugin registered
+//! meanwhile takes part in later failures).
 //!
 //! # Why the walk is plain async code
 //!
@@ -18,7 +20,7 @@ use std::sync::Arc;
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
-use super::slot::{Offered, PluginChain};
+use super::slot::{Offered, PluginChain, Slots};
 use crate::BoxFuture;
 use crate::event::{Event, PluginCrashed};
 use crate::plugin::{DownstreamAnswer, DownstreamWalk, RequestErrorPayload};
@@ -35,7 +37,7 @@ pub(crate) fn run(
     payload: RequestErrorPayload,
 ) -> impl Future<Output = Outcome> + Send + 'static {
     let cancel = payload.cancel.clone();
-    let walk = (!cancel.is_cancelled()).then(|| walk(Arc::clone(chain), 0, Arc::new(payload)));
+    let walk = (!cancel.is_cancelled()).then(|| walk(chain.snapshot(), 0, Arc::new(payload)));
     async move {
         let Some(walk) = walk else {
             return Outcome::Aborted;
@@ -48,12 +50,12 @@ pub(crate) fn run(
 /// Every plugin of the walk is offered the same `payload` (one allocation per walk, not a copy
 /// per hop).
 fn walk(
-    chain: Arc<PluginChain>,
+    slots: Slots,
     from: usize,
     payload: Arc<RequestErrorPayload>,
 ) -> BoxFuture<'static, DownstreamAnswer> {
     Box::pin(async move {
-        for index in from..chain.len() {
+        for (index, slot) in slots.iter().enumerate().skip(from) {
             if payload.cancel.is_cancelled() {
                 // Cancellation beats everything: the outcome is `aborted` whatever the rest of
                 // the chain would answer, and offering it the failure would only wake its plugins
@@ -61,11 +63,11 @@ fn walk(
                 return END_OF_CHAIN;
             }
             let rest = || RestOfWalk {
-                chain: Arc::clone(&chain),
+                slots: Arc::clone(&slots),
                 from: index + 1,
                 payload: Arc::clone(&payload),
             };
-            let (offered, asked) = chain.offer(index, &payload, rest).await;
+            let (offered, asked) = slot.offer(&payload, rest).await;
             let reply = match offered {
                 Offered::Skipped => continue,
                 Offered::Unreachable => return DownstreamAnswer::Crashed,
@@ -73,7 +75,7 @@ fn walk(
             };
             if let Answered::Crashed { error, restarts } = &reply.answer {
                 // Boxed: a rare path that should not size every walk's future.
-                Box::pin(record_crash(&chain, index, &payload, error.clone(), *restarts)).await;
+                Box::pin(record_crash(&slot.name, &payload, error.clone(), *restarts)).await;
             }
             let downstream = asked.and_then(|a| a.answer());
             if let Hop::Decided(answer) = waterfall::hop(&reply.answer, reply.disposed, downstream)
@@ -88,7 +90,7 @@ fn walk(
 /// The walk of the chain after one plugin, as that plugin's downstream handle holds it: three
 /// shared pointers, no copy of the payload until the plugin actually asks.
 pub(crate) struct RestOfWalk {
-    chain: Arc<PluginChain>,
+    slots: Slots,
     from: usize,
     payload: Arc<RequestErrorPayload>,
 }
@@ -97,14 +99,14 @@ impl DownstreamWalk for RestOfWalk {
     fn tokens(&self) -> (CancellationToken, CancellationToken) {
         // The walk's token (the step's, or an enclosing consultation's scope), and the
         // `disposed` token of the plugin whose downstream this is (the one before `from`).
-        let asker = self.from.checked_sub(1).and_then(|index| self.chain.slots.get(index));
+        let asker = self.from.checked_sub(1).and_then(|index| self.slots.get(index));
         let disposed = asker.map_or_else(CancellationToken::new, |slot| slot.disposed.clone());
         (self.payload.cancel.clone(), disposed)
     }
 
     fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
         let payload = Arc::new(RequestErrorPayload { cancel: scope, ..(*self.payload).clone() });
-        let walk = walk(self.chain, self.from, payload);
+        let walk = walk(self.slots, self.from, payload);
         Box::pin(async move {
             // A walk that panics answers `Crashed`, as one that cannot reach the host.
             AssertUnwindSafe(walk).catch_unwind().await.unwrap_or(DownstreamAnswer::Crashed)
@@ -113,18 +115,11 @@ impl DownstreamWalk for RestOfWalk {
 }
 
 /// Appends `plugin/crashed` (diagnostics; nothing is written once the turn is cancelled).
-async fn record_crash(
-    chain: &PluginChain,
-    index: usize,
-    payload: &RequestErrorPayload,
-    error: String,
-    restarts: u32,
-) {
+async fn record_crash(plugin: &str, payload: &RequestErrorPayload, error: String, restarts: u32) {
     if payload.cancel.is_cancelled() {
         return;
     }
-    let plugin = chain.slots.get(index).map(|s| s.name.clone()).unwrap_or_default();
-    let event = Event::PluginCrashed(PluginCrashed { plugin, error, restarts });
+    let event = Event::PluginCrashed(PluginCrashed { plugin: plugin.to_owned(), error, restarts });
     if let Err(error) = payload.log.append(vec![event]).await {
         tracing::warn!(%error, "could not record plugin/crashed");
     }

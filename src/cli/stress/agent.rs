@@ -1,0 +1,246 @@
+//! One agent of a stress run: a session that runs its turns one after another, cancelling some
+//! of them at a random moment and asking the chaos task for plugin disposals and settings
+//! changes, as its [`plan::turn`] says.
+//!
+//! [`Watch`] is what the run reads to find hung turns: which turn each agent is waiting for, and
+//! when a turn last ended anywhere.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rein::runtime::event::{CancelCause, TurnEndReason};
+use rein::runtime::runtime::Runtime;
+use rein::runtime::session::Session;
+use tokio::sync::mpsc;
+
+use super::acks::AckSender;
+use super::chaos::Request;
+use super::plan::{self, Rates};
+use super::progress::Progress;
+use super::summary::LISTED;
+
+/// The session id of agent `index`.
+pub(crate) fn session_id(index: usize) -> String {
+    format!("agent-{index:05}")
+}
+
+/// What every agent shares.
+pub(crate) struct Shared {
+    /// The runtime.
+    pub(crate) runtime: Runtime,
+    /// The run's seed.
+    pub(crate) seed: u64,
+    /// Turns per agent.
+    pub(crate) turns: u32,
+    /// The per-turn rates.
+    pub(crate) rates: Rates,
+    /// A cancellation lands within this long of its prompt.
+    pub(crate) cancel_window: Duration,
+    /// Ended turns.
+    pub(crate) progress: Progress,
+    /// Turns in flight.
+    pub(crate) watch: Watch,
+}
+
+/// Which turn each agent waits for, and when a turn last ended.
+pub(crate) struct Watch {
+    origin: Instant,
+    last_end_ms: AtomicU64,
+    running: Vec<AtomicU32>,
+    stopping: AtomicBool,
+}
+
+impl Watch {
+    /// A watch over `agents` agents, starting now.
+    pub(crate) fn new(agents: usize) -> Self {
+        Self {
+            origin: Instant::now(),
+            last_end_ms: AtomicU64::new(0),
+            running: (0..agents).map(|_| AtomicU32::new(0)).collect(),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    fn begin(&self, agent: usize, turn: u32) {
+        self.running[agent].store(turn, Ordering::Release);
+    }
+
+    fn end(&self, agent: usize) {
+        self.running[agent].store(0, Ordering::Release);
+        let now = self.origin.elapsed().as_millis() as u64;
+        self.last_end_ms.fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// How long since a turn last ended (or since the start).
+    pub(crate) fn quiet_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_end_ms.load(Ordering::Acquire));
+        self.origin.elapsed().saturating_sub(last)
+    }
+
+    /// The turns still running: (agent, its turn number in this run).
+    pub(crate) fn running(&self) -> Vec<(usize, u32)> {
+        self.running
+            .iter()
+            .enumerate()
+            .filter_map(|(agent, turn)| {
+                let turn = turn.load(Ordering::Acquire);
+                (turn > 0).then_some((agent, turn))
+            })
+            .collect()
+    }
+
+    /// Tells agents to start no more turns (the run is over).
+    pub(crate) fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+}
+
+/// What one agent measured.
+#[derive(Debug, Default)]
+pub(crate) struct AgentReport {
+    /// Cancellation latencies (a few per agent; the run folds them into one histogram).
+    pub(crate) latencies: Vec<Duration>,
+    /// `session.cancel` calls.
+    pub(crate) requested: u64,
+    /// Those that found the turn running.
+    pub(crate) landed: u64,
+    /// Errors from the runtime (not counting those after the run was stopped).
+    pub(crate) errors: u64,
+    /// The first few.
+    pub(crate) error_examples: Vec<String>,
+}
+
+impl AgentReport {
+    /// The report of an agent whose task failed (it panicked).
+    pub(crate) fn failed(message: String) -> Self {
+        let mut report = Self::default();
+        report.error(message);
+        report
+    }
+
+    fn error(&mut self, message: String) {
+        self.errors += 1;
+        if self.error_examples.len() < LISTED {
+            self.error_examples.push(message);
+        }
+    }
+}
+
+/// Runs agent `index`'s turns.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    index: usize,
+    chaos: mpsc::UnboundedSender<Request>,
+    acks: Option<AckSender>,
+) -> AgentReport {
+    let mut report = AgentReport::default();
+    let id = session_id(index);
+    let session = match shared.runtime.session(&id).await {
+        Ok(session) => session,
+        Err(error) => {
+            if !shared.watch.stopping() {
+                report.error(format!("{id}: could not open: {error}"));
+            }
+            return report;
+        }
+    };
+    if let Some(acks) = &acks {
+        acks.ack(&id, 0); // `session/start`, durable once the session opened
+    }
+    let mut rng = plan::agent_rng(shared.seed, index);
+    for turn in 1..=shared.turns {
+        let plan = plan::turn(&mut rng, &shared.rates, shared.cancel_window);
+        if shared.watch.stopping() {
+            break;
+        }
+        if plan.dispose {
+            let _ = chaos.send(Request::Dispose);
+        }
+        if plan.configure {
+            let _ = chaos.send(Request::Configure);
+        }
+        shared.watch.begin(index, turn);
+        one_turn(&shared, &session, turn, plan.cancel_after, acks.as_ref(), &mut report).await;
+        shared.watch.end(index);
+        shared.progress.turn_ended();
+    }
+    report
+}
+
+/// Prompts one turn, cancels it after `cancel_after` if it still runs, streams its events to
+/// `acks`, and waits for its end.
+async fn one_turn(
+    shared: &Shared,
+    session: &Session,
+    turn: u32,
+    cancel_after: Option<Duration>,
+    acks: Option<&AckSender>,
+    report: &mut AgentReport,
+) {
+    let id = session.id();
+    let handle = match session.prompt(format!("stress turn {turn} of {id}")).await {
+        Ok(handle) => handle,
+        Err(error) => {
+            if !shared.watch.stopping() {
+                report.error(format!("{id} turn {turn}: not started: {error}"));
+            }
+            return;
+        }
+    };
+    let ended = async move {
+        let mut handle = handle;
+        if let Some(acks) = acks {
+            while let Some(event) = handle.next_event().await {
+                acks.ack(id, event.seq);
+            }
+        }
+        handle.outcome().await
+    };
+    let cancel = async {
+        match cancel_after {
+            Some(after) => {
+                tokio::time::sleep(after).await;
+                let sent = Instant::now();
+                (sent, session.cancel(CancelCause::User).await)
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(ended);
+    let mut cancelled = None;
+    let outcome = tokio::select! {
+        outcome = &mut ended => outcome,
+        sent = cancel => {
+            cancelled = Some(sent);
+            ended.await
+        }
+    };
+    let done = Instant::now();
+    if let Some((sent, landed)) = cancelled {
+        report.requested += 1;
+        match landed {
+            Ok(true) => {
+                report.landed += 1;
+                if matches!(&outcome, Ok(o) if matches!(o.reason, TurnEndReason::Aborted { .. })) {
+                    report.latencies.push(done - sent);
+                }
+            }
+            Ok(false) => {}
+            Err(error) => {
+                if !shared.watch.stopping() {
+                    report.error(format!("{id} turn {turn}: cancel failed: {error}"));
+                }
+            }
+        }
+    }
+    if let Err(error) = outcome {
+        if !shared.watch.stopping() {
+            report.error(format!("{id} turn {turn}: {error}"));
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! Crash recovery, the hard way: `rein stress` runs as a child process on the JSONL and the
+//! SQLite store (durability `Disk`), with faults, cancellations, plugin disposals, settings
+//! changes and plugin crashes, and is killed with SIGKILL at a random moment; then every session
+//! is reopened and checked:
+//!
+//! - every log opens (a torn last line is cut and kept in `<session>.jsonl.torn`);
+//! - every event the child reported acknowledged (its `--acks` side channel: a line per event
+//!   the log acknowledged at `Disk` durability) is in the log;
+//! - reopening only appends, and a turn the kill left open is closed `interrupted`;
+//! - every log passes the invariants as a finished log;
+//! - a manual `retry()` of an interrupted turn starts a new turn, at attempt 1, with the whole
+//!   retry budget of `llm-retry` (fresh budgets: `docs/runtime-semantics.md`).
+//!
+//! The same directory is used for every kill of a store, so each child also reopens what the
+//! previous kill (and the previous check) left, and logs grow across crashes.
+//!
+//! Size: `REIN_CRASH_KILLS` kills per store (default 16, so 32 in CI); `REIN_CRASH_SEED` picks the
+//! kill moments and the children's seeds (default fixed; the failure message names it).
+//!
+//! And without a process crash: a plugin whose actor crashes mid-chain (it panics once in its
+//! recovery) is restarted, and the retry chain it owns continues its count from the log.
+
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rein::invariant::check_finished_log;
+use rein::plugins::llm_retry::LlmRetry;
+use rein::plugins::scripted::{Answer, ScriptedPlugin};
+use rein::providers::{Simulated, SimulatedConfig};
+use rein::runtime::BoxFuture;
+use rein::runtime::clock::VirtualClock;
+use rein::runtime::event::{Envelope, Event, TurnEndReason};
+use rein::runtime::failure::Failure;
+use rein::runtime::plugin::{Plugin, Recovery, Verdict};
+use rein::runtime::runtime::Runtime;
+use rein::runtime::store::jsonl::JsonlStore;
+use rein::runtime::store::memory::MemoryStore;
+use rein::runtime::store::sqlite::SqliteStore;
+use rein::runtime::store::{Durability, SessionStore};
+use rein::scenario::scripted::{Scripted, ScriptedProvider};
+use serde_json::json;
+
+/// Kills per store when `REIN_CRASH_KILLS` is not set.
+const QUICK_KILLS: usize = 16;
+/// The default seed of the kill moments.
+const DEFAULT_SEED: u64 = 20_260_101;
+/// `llm-retry`'s budget in the reopening runtime.
+const MAX_RETRIES: u64 = 2;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    Jsonl,
+    Sqlite,
+}
+
+impl Store {
+    fn flag(self) -> &'static str {
+        match self {
+            Store::Jsonl => "jsonl",
+            Store::Sqlite => "sqlite",
+        }
+    }
+
+    fn open(self, dir: &Path) -> Arc<dyn SessionStore> {
+        match self {
+            Store::Jsonl => Arc::new(JsonlStore::open(dir, Durability::Disk).unwrap()),
+            Store::Sqlite => {
+                Arc::new(SqliteStore::open(dir.join("stress.db"), Durability::Disk).unwrap())
+            }
+        }
+    }
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+#[test]
+fn killed_stress_runs_on_jsonl_lose_no_acknowledged_event() {
+    crash_and_recover(Store::Jsonl);
+}
+
+#[test]
+fn killed_stress_runs_on_sqlite_lose_no_acknowledged_event() {
+    crash_and_recover(Store::Sqlite);
+}
+
+/// What the checks of all kills of one store saw.
+#[derive(Debug, Default)]
+struct Seen {
+    acks: usize,
+    interrupted: usize,
+    retried: usize,
+    torn: usize,
+}
+
+fn crash_and_recover(store: Store) {
+    let kills = env_number("REIN_CRASH_KILLS", QUICK_KILLS as u64) as usize;
+    let seed = env_number("REIN_CRASH_SEED", DEFAULT_SEED);
+    let context = format!("{} store, REIN_CRASH_SEED={seed}", store.flag());
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ store as u64);
+    let dir = tempfile::tempdir().unwrap();
+    let tokio =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let mut acked: BTreeMap<String, u64> = BTreeMap::new();
+    let mut seen = Seen::default();
+    for kill in 0..kills {
+        let child_seed: u64 = rng.random();
+        // A quarter of the kills land anywhere from the start (maybe while the child reopens
+        // the logs), the others while agents are running turns.
+        let early = rng.random_bool(0.25);
+        let pause = Duration::from_millis(if early {
+            rng.random_range(0..=40)
+        } else {
+            rng.random_range(0..=200)
+        });
+        for (session, seq) in run_and_kill(store, dir.path(), child_seed, early, pause, &context) {
+            seen.acks += 1;
+            let max = acked.entry(session).or_default();
+            *max = (*max).max(seq);
+        }
+        let context = format!("{context}, kill {kill} (child seed {child_seed})");
+        tokio.block_on(reopen_and_check(store, dir.path(), &acked, &mut seen, &context));
+    }
+    eprintln!("{context}: {kills} kills: {seen:?}");
+    assert!(seen.acks > 0, "{context}: the children acknowledged nothing: {seen:?}");
+    assert!(seen.interrupted > 0, "{context}: no kill left a turn open: {seen:?}");
+    assert_eq!(seen.retried, seen.interrupted, "{context}: {seen:?}");
+}
+
+/// Runs `rein stress` on `dir` until it is killed, `pause` after its first acknowledgement (or
+/// after its start, when `early`), and returns what it acknowledged.
+fn run_and_kill(
+    store: Store,
+    dir: &Path,
+    seed: u64,
+    early: bool,
+    pause: Duration,
+    context: &str,
+) -> Vec<(String, u64)> {
+    let seed = seed.to_string();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["stress", "--agents", "6", "--turns", "1000000", "--store", store.flag()])
+        .args(["--dir", dir.to_str().unwrap(), "--durability", "disk", "--acks", "-"])
+        .args(["--seed", &seed, "--fault-rate", "0.3", "--cancel-rate", "0.2"])
+        .args(["--dispose-rate", "0.05", "--config-rate", "0.05", "--crash-rate", "0.05"])
+        .args(["--latency-ms", "4", "--backoff-ms", "2", "--stall-ms", "30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (lines, received) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut acks = Vec::new();
+    if !early {
+        // The child is up and writing: its first acknowledgement arrived.
+        let first = received.recv_timeout(Duration::from_secs(60));
+        let first = first.unwrap_or_else(|e| panic!("{context}: no acknowledgement: {e}"));
+        acks.push(first);
+    }
+    std::thread::sleep(pause);
+    child.kill().unwrap(); // SIGKILL
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "{context}: the child ended by itself: {status}");
+    reader.join().unwrap();
+    acks.extend(received.try_iter());
+    acks.iter()
+        .filter_map(|line| {
+            // A kill may cut the last line short: only whole lines count.
+            let mut words = line.strip_prefix("ack ")?.split(' ');
+            let session = words.next()?.to_owned();
+            let seq = words.next()?.parse().ok()?;
+            words.next().is_none().then_some((session, seq))
+        })
+        .collect()
+}
+
+/// The turn a log leaves open, if any.
+fn open_turn(events: &[Envelope]) -> Option<u32> {
+    let mut open = None;
+    for event in events {
+        match &event.event {
+            Event::TurnStart(start) => open = Some(start.turn),
+            Event::TurnEnd(_) => open = None,
+            _ => {}
+        }
+    }
+    open
+}
+
+async fn reopen_and_check(
+    store: Store,
+    dir: &Path,
+    acked: &BTreeMap<String, u64>,
+    seen: &mut Seen,
+    context: &str,
+) {
+    let opened = store.open(dir);
+    let sessions = opened.sessions().await.unwrap();
+    for (session, seq) in acked {
+        assert!(sessions.contains(session), "{context}: {session} acknowledged seq {seq}, no log");
+    }
+    // Every log opens; a torn tail is cut and kept aside.
+    let mut before = BTreeMap::new();
+    for session in &sessions {
+        let loaded = opened.load(session).await;
+        let loaded = loaded.unwrap_or_else(|e| panic!("{context}: {session} does not open: {e}"));
+        let loaded = loaded.unwrap_or_else(|| panic!("{context}: {session} listed, not stored"));
+        if let Some(torn) = &loaded.torn {
+            seen.torn += 1;
+            let kept = torn.kept_in.as_ref().expect("a JSONL store keeps what it cuts");
+            let kept = std::fs::read(kept).unwrap();
+            assert!(kept.len() as u64 > torn.bytes, "{context}: {session}: {torn:?}");
+        }
+        before.insert(session.clone(), loaded.events);
+    }
+    // Nothing acknowledged was lost (a log is contiguous: its highest acknowledged seq is
+    // enough).
+    for (session, seq) in acked {
+        let events = &before[session];
+        assert!(
+            events.len() as u64 > *seq && events[*seq as usize].seq == *seq,
+            "{context}: {session}: seq {seq} was acknowledged at Disk durability, the log has {} events",
+            events.len()
+        );
+    }
+
+    // Reopen through a runtime whose route fails every attempt with SERVER, so a manual retry
+    // shows its whole llm-retry budget.
+    let failing = Simulated::new(SimulatedConfig {
+        seed: 1,
+        rate_limit_rate: 0.0,
+        server_error_rate: 1.0,
+        drop_rate: 0.0,
+        stall_rate: 0.0,
+        first_chunk_latency_ms: 0..=0,
+        chunk_latency_ms: 0..=0,
+        ..SimulatedConfig::default()
+    })
+    .unwrap();
+    let llm_retry = LlmRetry::from_config(&json!({
+        "maxTransientRetries": MAX_RETRIES, "initialDelayMs": 1, "maxDelayMs": 2, "jitterRatio": 0
+    }))
+    .unwrap();
+    let runtime = Runtime::builder()
+        .store(Arc::clone(&opened))
+        .route("simulated", Arc::new(failing.clone()), failing.model(), None)
+        .plugin(Arc::new(llm_retry))
+        .idle_grace(Duration::ZERO)
+        .build()
+        .await
+        .unwrap();
+    for session in &sessions {
+        let old = &before[session];
+        let handle = runtime.session(session).await.unwrap();
+        let events = handle.events().await.unwrap();
+        assert_eq!(&events[..old.len()], &old[..], "{context}: {session}: reopening only appends");
+        let violations = check_finished_log(&events);
+        assert!(violations.is_empty(), "{context}: {session}: {violations:?}");
+        let Some(turn) = open_turn(old) else { continue };
+        seen.interrupted += 1;
+        let repair: Vec<&Event> = events[old.len()..].iter().map(|e| &e.event).collect();
+        assert!(
+            matches!(repair.as_slice(),
+                [.., Event::TurnEnd(end), Event::AgentIdle(_)]
+                    if end.turn == turn && end.reason == TurnEndReason::Interrupted),
+            "{context}: {session}: turn {turn} left open, repaired with {repair:?}"
+        );
+
+        // A manual retry: a new turn over the same history, at attempt 1, whole budget.
+        let retried = handle.retry().await.unwrap().outcome().await.unwrap();
+        assert_eq!(retried.turn, turn + 1, "{context}: {session}");
+        match &retried.reason {
+            TurnEndReason::Error { failure } => assert_eq!(failure.code(), "SERVER"),
+            other => panic!("{context}: {session}: the retry ended {other:?}"),
+        }
+        let after = handle.events().await.unwrap();
+        let new_turn = &after[events.len()..];
+        assert!(
+            matches!(&new_turn[0].event, Event::TurnStart(t) if t.turn == turn + 1),
+            "{context}: {session}: a retry starts with turn/start, no user message: {:?}",
+            new_turn[0]
+        );
+        let attempts: Vec<u32> = new_turn
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::RequestStart(r) => Some(r.attempt),
+                _ => None,
+            })
+            .collect();
+        let retries: Vec<(u64, Option<u64>)> = new_turn
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::LlmRetry(r) => Some((r.retry, r.max_retries)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(attempts, [1, 2, 3], "{context}: {session}");
+        assert_eq!(
+            retries,
+            [(1, Some(MAX_RETRIES)), (2, Some(MAX_RETRIES))],
+            "{context}: {session}: fresh budgets"
+        );
+        let violations = check_finished_log(&after);
+        assert!(violations.is_empty(), "{context}: {session}: {violations:?}");
+        seen.retried += 1;
+    }
+    runtime.shutdown().await;
+    let census = runtime.census();
+    assert_eq!((census.actors(), census.tasks()), (0, 0), "{context}");
+}
+
+/// Wraps a plugin and panics in its recovery of the `crash_on`-th failure offered (from 1),
+/// before the plugin sees it; delegates every other.
+struct CrashOnce {
+    inner: Arc<dyn Plugin>,
+    crash_on: usize,
+    offered: AtomicUsize,
+}
+
+impl Plugin for CrashOnce {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
+        let n = self.offered.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.crash_on {
+            return Box::pin(async move {
+                std::panic::resume_unwind(Box::new(format!("crash on failure {n}")))
+            });
+        }
+        Arc::clone(&self.inner).recover(recovery)
+    }
+
+    fn default_route_policy(&self) -> Option<rein::runtime::retry_policy::RetryPolicy> {
+        self.inner.default_route_policy()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_plugin_restarted_mid_chain_continues_the_chain_count() {
+    // Four SERVER failures in one step. llm-retry schedules retry 1; on the second failure its
+    // actor crashes (counted as Next: the scripted plugin after it retries once, writing
+    // nothing); on the third the restarted llm-retry continues its chain at retry 2, with the
+    // chain's id; the fourth finds the budget spent.
+    let server = || Scripted::fail(Failure::new("SERVER", "busy").unwrap());
+    let provider = ScriptedProvider::new([server(), server(), server(), server()]);
+    let llm_retry = LlmRetry::from_config(&json!({
+        "maxTransientRetries": 2, "initialDelayMs": 100, "maxDelayMs": 1000, "jitterRatio": 0
+    }))
+    .unwrap();
+    let crashing = Arc::new(CrashOnce {
+        inner: Arc::new(llm_retry),
+        crash_on: 2,
+        offered: AtomicUsize::new(0),
+    });
+    let store = MemoryStore::new();
+    let runtime = Runtime::builder()
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route("mock", Arc::new(provider), "m", None)
+        .plugin(crashing)
+        .plugin(Arc::new(ScriptedPlugin::new("scripted", [Answer::Retry])))
+        .build()
+        .await
+        .unwrap();
+    let before = runtime.chain().incarnation("llm-retry").unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("hi").await.unwrap().outcome().await.unwrap();
+    match outcome.reason {
+        TurnEndReason::Error { failure } => assert_eq!(failure.code(), "SERVER"),
+        other => panic!("{other:?}"),
+    }
+    let after = runtime.chain().incarnation("llm-retry").unwrap();
+    assert_ne!(before, after, "the crashed actor was replaced");
+    runtime.shutdown().await;
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+
+    let events = store.events("s");
+    let trail: Vec<String> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestError(r) => Some(format!("error {}", r.attempt)),
+            Event::LlmRetry(r) => Some(format!("retry {} of {}", r.retry, r.retry_id)),
+            Event::PluginCrashed(c) => Some(format!("crashed {} {}", c.plugin, c.restarts)),
+            _ => None,
+        })
+        .collect();
+    let id = events
+        .iter()
+        .find_map(|e| match &e.event {
+            Event::LlmRetry(r) => Some(r.retry_id.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(
+        trail,
+        [
+            "error 1".to_owned(),
+            format!("retry 1 of {id}"),
+            "error 2".to_owned(),
+            "crashed llm-retry 1".to_owned(),
+            "error 3".to_owned(),
+            format!("retry 2 of {id}"),
+            "error 4".to_owned(),
+        ]
+    );
+    let violations = check_finished_log(&events);
+    assert!(violations.is_empty(), "{violations:?}");
+}
