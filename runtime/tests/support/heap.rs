@@ -279,19 +279,27 @@ pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
                 () = tokio::time::sleep(Duration::from_secs(3600)) => {}
             }
         }));
-        trees.push(session);
+        trees.push([step.get_cell(), turn.get_cell(), log.get_cell(), session.get_cell()]);
     }
     for _ in 0..256 {
         tokio::task::yield_now().await;
     }
     let bytes = live(alloc) - before;
     token.cancel();
-    for session in &trees {
+    // Stopping a session takes its tree down (a bare supervisor stops when a child exits, and
+    // kills its children when it stops); wait until every actor of it is gone.
+    for [.., session] in &trees {
         session.stop(None);
+    }
+    for tree in &trees {
+        for actor in tree {
+            actor.wait(None).await.unwrap();
+        }
     }
     for sleeper in sleepers {
         sleeper.await.unwrap();
     }
+    settled().await;
     bytes as f64 / n as f64
 }
 
@@ -310,9 +318,19 @@ pub async fn bare_actor(alloc: &Counting, n: usize) -> f64 {
         tokio::task::yield_now().await;
     }
     let bytes = live(alloc) - before;
-    for actor in &actors {
-        actor.stop(None);
-    }
+    // The parent kills its children when it stops; wait until every one of them is gone.
     parent.stop(None);
+    for actor in actors.iter().map(ractor::ActorRef::get_cell).chain([parent.get_cell()]) {
+        actor.wait(None).await.unwrap();
+    }
+    settled().await;
     bytes as f64 / n as f64
+}
+
+/// Lets the tasks of the actors just stopped finish and free what they hold, so that a
+/// measurement that follows does not count their frees as its own.
+async fn settled() {
+    for _ in 0..256 {
+        tokio::task::yield_now().await;
+    }
 }
