@@ -230,6 +230,18 @@ pub async fn measure(alloc: &Counting, n: usize) -> Figures {
 /// An actor that does nothing: what ractor itself costs per actor.
 struct Bare;
 
+/// Messages bare actors have handled, in all.
+static HANDLED: AtomicUsize = AtomicUsize::new(0);
+
+/// Resolves once bare actors have handled `n` messages in all. (On a runtime with thousands of
+/// ready tasks a fixed number of yields may return before every actor ran: the bytes an actor
+/// allocates as it starts its loop would not be counted.)
+async fn handled(n: usize) {
+    while HANDLED.load(Ordering::SeqCst) < n {
+        tokio::task::yield_now().await;
+    }
+}
+
 impl ractor::Actor for Bare {
     type Msg = ();
     type State = ();
@@ -249,6 +261,7 @@ impl ractor::Actor for Bare {
         (): (),
         (): &mut (),
     ) -> Result<(), ractor::ActorProcessingErr> {
+        HANDLED.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -261,6 +274,7 @@ pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
     let token = tokio_util::sync::CancellationToken::new();
     let mut trees = Vec::with_capacity(n);
     let mut sleepers = Vec::with_capacity(n);
+    let sent = HANDLED.load(Ordering::SeqCst) + 4 * n;
     let before = live(alloc);
     for _ in 0..n {
         let (session, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
@@ -281,6 +295,7 @@ pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
         }));
         trees.push([step.get_cell(), turn.get_cell(), log.get_cell(), session.get_cell()]);
     }
+    handled(sent).await;
     for _ in 0..256 {
         tokio::task::yield_now().await;
     }
@@ -307,6 +322,7 @@ pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
 pub async fn bare_actor(alloc: &Counting, n: usize) -> f64 {
     let (parent, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
     let mut actors = Vec::with_capacity(n);
+    let sent = HANDLED.load(Ordering::SeqCst) + n;
     let before = live(alloc);
     for _ in 0..n {
         let (actor, _) =
@@ -314,6 +330,7 @@ pub async fn bare_actor(alloc: &Counting, n: usize) -> f64 {
         actor.send_message(()).unwrap();
         actors.push(actor);
     }
+    handled(sent).await;
     for _ in 0..256 {
         tokio::task::yield_now().await;
     }
