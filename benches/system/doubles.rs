@@ -1,16 +1,18 @@
 //! The adapters and plugins the runtime metrics drive the real runtime with.
 //!
 //! - [`Instant`]: a provider with no latency: one chunk, then success.
+//! - [`FailsFirst`]: a provider whose first attempt of every step fails at once (`SERVER`) and
+//!   whose later attempts answer as [`Instant`] does.
 //! - [`Down`]: a provider that fails every attempt at once (`SERVER`).
-//! - [`FailFirst`]: a provider whose first attempt of a step fails, the next succeeds.
 //! - [`PassThrough`]: a plugin that answers `Next` at once (a waterfall hop and nothing else).
-//! - [`RetryAll`]: a plugin that answers `Retry` at once.
-//! - [`Parking`]: a plugin whose recovery waits until the turn is cancelled (or the plugin
-//!   disposed), holding its whole `Recovery` as a real retry plugin's backoff does, and counts
-//!   how many recoveries are parked.
+//! - [`RetryNow`]: a plugin that answers `Retry` at once (no wait, nothing written).
+//! - [`Parking`]: a plugin whose recovery waits an hour (a retry's backoff) unless the turn is
+//!   cancelled or the plugin disposed first, holding its whole `Recovery` as a real retry
+//!   plugin's wait does, and counts how many recoveries are parked.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use rein::runtime::BoxFuture;
 use rein::runtime::failure::Failure;
@@ -37,33 +39,16 @@ impl Adapter for Instant {
     }
 }
 
-/// A provider that fails every attempt at once.
-pub(crate) struct Down(Failure);
+/// A provider whose first attempt fails at once; the others stream [`CHUNK`] and succeed.
+pub(crate) struct FailsFirst(Failure);
 
-impl Down {
+impl FailsFirst {
     pub(crate) fn new() -> anyhow::Result<Arc<Self>> {
-        Ok(Arc::new(Self(Failure::new("SERVER", "the provider is down")?)))
+        Ok(Arc::new(Self(Failure::new("SERVER", "the provider is overloaded")?)))
     }
 }
 
-impl Adapter for Down {
-    fn call(&self, _: Request, _: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
-        let failure = self.0.clone();
-        Box::pin(async move { Err(failure) })
-    }
-}
-
-/// A provider whose first attempt of every step fails at once (`SERVER`); later attempts
-/// stream [`CHUNK`] and succeed.
-pub(crate) struct FailFirst(Failure);
-
-impl FailFirst {
-    pub(crate) fn new() -> anyhow::Result<Arc<Self>> {
-        Ok(Arc::new(Self(Failure::new("SERVER", "the first attempt fails")?)))
-    }
-}
-
-impl Adapter for FailFirst {
+impl Adapter for FailsFirst {
     fn call(
         &self,
         request: Request,
@@ -82,16 +67,24 @@ impl Adapter for FailFirst {
     }
 }
 
-/// A plugin that answers `Retry` at once.
-pub(crate) struct RetryAll;
+/// A provider that fails every attempt at once.
+pub(crate) struct Down(Failure);
 
-impl Plugin for RetryAll {
-    fn name(&self) -> &str {
-        "retry-all"
+impl Down {
+    pub(crate) fn new() -> anyhow::Result<Arc<Self>> {
+        Ok(Arc::new(Self(Self::failure()?)))
     }
 
-    fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
-        Box::pin(async { Verdict::Retry })
+    /// The failure it answers with.
+    pub(crate) fn failure() -> anyhow::Result<Failure> {
+        Ok(Failure::new("SERVER", "the provider is down")?)
+    }
+}
+
+impl Adapter for Down {
+    fn call(&self, _: Request, _: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+        let failure = self.0.clone();
+        Box::pin(async move { Err(failure) })
     }
 }
 
@@ -108,8 +101,21 @@ impl Plugin for PassThrough {
     }
 }
 
-/// A plugin whose recovery waits for the turn's cancellation (or the plugin's disposal), then
-/// answers `Stop`.
+/// A plugin that answers `Retry` at once.
+pub(crate) struct RetryNow;
+
+impl Plugin for RetryNow {
+    fn name(&self) -> &str {
+        "retry-now"
+    }
+
+    fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
+        Box::pin(async { Verdict::Retry })
+    }
+}
+
+/// A plugin whose recovery waits an hour for a retry, unless the turn is cancelled (or the
+/// plugin disposed) first, which answers `Stop`.
 #[derive(Default)]
 pub(crate) struct Parking {
     parked: AtomicUsize,
@@ -148,10 +154,10 @@ impl Plugin for Parking {
                 self.reached.notify_waiters();
             }
             tokio::select! {
-                () = recovery.payload.cancel.cancelled() => {}
-                () = recovery.disposed.cancelled() => {}
+                () = recovery.payload.cancel.cancelled() => Verdict::Stop,
+                () = recovery.disposed.cancelled() => Verdict::Stop,
+                () = tokio::time::sleep(Duration::from_secs(3600)) => Verdict::Retry,
             }
-            Verdict::Stop
         })
     }
 }

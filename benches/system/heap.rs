@@ -1,5 +1,6 @@
 //! The bench binary's global allocator: the system allocator, counted ([`stats_alloc`]), so the
-//! heap metrics can read how many bytes are live.
+//! heap metrics can read how many bytes are live and the others how many allocations a turn
+//! makes.
 //!
 //! Counted is what Rust code asks for (`Layout::size`), not what the system allocator rounds it
 //! up to, and not what C code (SQLite) takes from `malloc` itself. Thread stacks are not heap.
@@ -7,11 +8,9 @@
 //! # Why every metric runs under it
 //!
 //! A global allocator is chosen per binary, so the timing metrics run under the counting one too.
-//! Each allocation and free costs two extra atomic adds; baselines and values pay it alike. In a
-//! paired comparison (the same bench built without it, runs alternated) a ractor `call` round
-//! trip was unchanged within noise and a turn through the runtime, which allocates more, was
-//! about 5 % slower: the counting makes the turn-overhead ratio slightly pessimistic, not
-//! optimistic.
+//! Each allocation and free costs two extra atomic adds, which rein and its floors pay alike; a
+//! side that allocates more pays slightly more, so a ratio is, if anything, a little pessimistic
+//! for rein.
 
 use std::alloc::System;
 
@@ -20,15 +19,17 @@ use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 #[global_allocator]
 static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 
-/// Bytes allocated and not yet freed, by the whole process.
-pub(crate) fn live_bytes() -> i64 {
-    let stats = GLOBAL.stats();
-    let allocated = i64::try_from(stats.bytes_allocated).unwrap_or(i64::MAX);
-    let freed = i64::try_from(stats.bytes_deallocated).unwrap_or(i64::MAX);
-    allocated - freed
+/// The counting allocator itself (to hand to code that reads it).
+pub(crate) fn allocator() -> &'static StatsAlloc<System> {
+    GLOBAL
 }
 
 /// How many allocations the whole process has made so far.
 pub(crate) fn allocations() -> usize {
     GLOBAL.stats().allocations
+}
+
+/// How many deallocations the whole process has made so far.
+pub(crate) fn frees() -> usize {
+    GLOBAL.stats().deallocations
 }

@@ -1,10 +1,10 @@
-//! Turns parked in a plugin's wait: the set-up shared by the mass-cancel and heap metrics.
+//! Turns parked in a retry wait: the set-up of the mass-cancel metric.
 //!
 //! A runtime whose only route fails every attempt ([`Down`]) and whose only plugin is
 //! [`Parking`]: each prompt's first attempt fails, `request/error` is written, the waterfall
-//! offers the failure to the plugin, and the plugin's recovery waits for the turn's
-//! cancellation. The session, its log, the turn and the step stay alive meanwhile — exactly the
-//! state DESIGN §6 budgets as "a turn parked in a retry wait".
+//! offers the failure to the plugin, and the plugin's recovery waits an hour for its retry. The
+//! session, its log, the turn and the step stay alive meanwhile: "a turn parked in a retry wait"
+//! (`docs/architecture.md`, "Benchmark").
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
-//! One benchmark result, printed as one JSON object per line (DESIGN.md §6):
-//! `{"metric":…,"value":…,"baseline":…,"ratio":…,"budget":…,"ok":…}`.
+//! One benchmark result, printed as one JSON object per line (see `docs/architecture.md`,
+//! "Benchmark"): `{"metric":…,"value":…,"baseline":…,"ratio":…,"budget":…,"ok":…}`.
 //!
-//! A metric whose budget is absolute (µs per turn, KiB per session) has its unit as baseline
+//! A metric whose budget is absolute (KiB per turn or session) has its unit as baseline
 //! (`1.0`), so its ratio is the value in that unit and the budget reads the same way.
 
 use serde::Serialize;

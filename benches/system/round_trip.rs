@@ -1,16 +1,14 @@
-//! The baseline of the actor metrics: one ractor `call` round trip — a message to an actor whose
+//! The baseline of the waterfall hop: ractor `call` round trips — a message to an actor whose
 //! handler replies at once, and the reply — measured on the same tokio runtime (multi-threaded,
-//! one worker per core) as the metric it is the baseline of.
+//! one worker per core) and from the same kind of task as the metric it is the baseline of.
 
 use std::time::{Duration, Instant};
 
 use ractor::rpc::CallResult;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
-/// An actor that answers every call at once — and, if `once`, stops after the first.
-struct Echo {
-    once: bool,
-}
+/// An actor that answers every call at once.
+struct Echo;
 
 impl Actor for Echo {
     type Msg = RpcReplyPort<()>;
@@ -23,14 +21,11 @@ impl Actor for Echo {
 
     async fn handle(
         &self,
-        myself: ActorRef<Self::Msg>,
+        _: ActorRef<Self::Msg>,
         reply: Self::Msg,
         (): &mut (),
     ) -> Result<(), ActorProcessingErr> {
         let _ = reply.send(());
-        if self.once {
-            myself.stop(None);
-        }
         Ok(())
     }
 }
@@ -43,7 +38,7 @@ pub(crate) struct RoundTrip {
 impl RoundTrip {
     /// Spawns the echo actor and warms it up.
     pub(crate) async fn start() -> anyhow::Result<Self> {
-        let (echo, _) = Actor::spawn(None, Echo { once: false }, ()).await?;
+        let (echo, _) = Actor::spawn(None, Echo, ()).await?;
         let trip = Self { echo };
         trip.calls(1_000).await?;
         Ok(trip)
@@ -67,22 +62,6 @@ impl RoundTrip {
         let start = Instant::now();
         for trip in trips.iter().cycle().take(n as usize) {
             trip.calls(1).await?;
-        }
-        Ok(start.elapsed() / n)
-    }
-
-    /// The mean time to spawn a bare actor, call it once and have it stop, `n` times in a row:
-    /// the least a session woken from hibernation costs (its actor is spawned, takes the
-    /// prompt, and stops again when idle), whatever the runtime does.
-    pub(crate) async fn spawn_call_stop(n: u32) -> anyhow::Result<Duration> {
-        let start = Instant::now();
-        for _ in 0..n {
-            let (once, ended) = ractor::ActorRuntime::spawn_instant(None, Echo { once: true }, ())?;
-            match once.call(|reply| reply, None).await? {
-                CallResult::Success(()) => {}
-                other => anyhow::bail!("the actor did not answer: {other:?}"),
-            }
-            ended.await??;
         }
         Ok(start.elapsed() / n)
     }

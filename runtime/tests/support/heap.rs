@@ -231,6 +231,18 @@ pub async fn measure(alloc: &Counting, n: usize) -> Figures {
 /// An actor that does nothing: what ractor itself costs per actor.
 struct Bare;
 
+/// Messages bare actors have handled, in all.
+static HANDLED: AtomicUsize = AtomicUsize::new(0);
+
+/// Resolves once bare actors have handled `n` messages in all. (On a runtime with thousands of
+/// ready tasks a fixed number of yields may return before every actor ran: the bytes an actor
+/// allocates as it starts its loop would not be counted.)
+async fn handled(n: usize) {
+    while HANDLED.load(Ordering::SeqCst) < n {
+        tokio::task::yield_now().await;
+    }
+}
+
 impl ractor::Actor for Bare {
     type Msg = ();
     type State = ();
@@ -250,6 +262,7 @@ impl ractor::Actor for Bare {
         (): (),
         (): &mut (),
     ) -> Result<(), ractor::ActorProcessingErr> {
+        HANDLED.fetch_add(1, Ordering::SeqCst);
         Ok(())
     }
 }
@@ -262,6 +275,7 @@ pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
     let token = tokio_util::sync::CancellationToken::new();
     let mut trees = Vec::with_capacity(n);
     let mut sleepers = Vec::with_capacity(n);
+    let sent = HANDLED.load(Ordering::SeqCst) + 4 * n;
     let before = live(alloc);
     for _ in 0..n {
         let (session, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
@@ -280,19 +294,28 @@ pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
                 () = tokio::time::sleep(Duration::from_secs(3600)) => {}
             }
         }));
-        trees.push(session);
+        trees.push([step.get_cell(), turn.get_cell(), log.get_cell(), session.get_cell()]);
     }
+    handled(sent).await;
     for _ in 0..256 {
         tokio::task::yield_now().await;
     }
     let bytes = live(alloc) - before;
     token.cancel();
-    for session in &trees {
+    // Stopping a session takes its tree down (a bare supervisor stops when a child exits, and
+    // kills its children when it stops); wait until every actor of it is gone.
+    for [.., session] in &trees {
         session.stop(None);
+    }
+    for tree in &trees {
+        for actor in tree {
+            actor.wait(None).await.unwrap();
+        }
     }
     for sleeper in sleepers {
         sleeper.await.unwrap();
     }
+    settled().await;
     bytes as f64 / n as f64
 }
 
@@ -300,6 +323,7 @@ pub async fn bare_tree(alloc: &Counting, n: usize) -> f64 {
 pub async fn bare_actor(alloc: &Counting, n: usize) -> f64 {
     let (parent, _) = ractor::Actor::spawn(None, Bare, ()).await.unwrap();
     let mut actors = Vec::with_capacity(n);
+    let sent = HANDLED.load(Ordering::SeqCst) + n;
     let before = live(alloc);
     for _ in 0..n {
         let (actor, _) =
@@ -307,13 +331,24 @@ pub async fn bare_actor(alloc: &Counting, n: usize) -> f64 {
         actor.send_message(()).unwrap();
         actors.push(actor);
     }
+    handled(sent).await;
     for _ in 0..256 {
         tokio::task::yield_now().await;
     }
     let bytes = live(alloc) - before;
-    for actor in &actors {
-        actor.stop(None);
-    }
+    // The parent kills its children when it stops; wait until every one of them is gone.
     parent.stop(None);
+    for actor in actors.iter().map(ractor::ActorRef::get_cell).chain([parent.get_cell()]) {
+        actor.wait(None).await.unwrap();
+    }
+    settled().await;
     bytes as f64 / n as f64
+}
+
+/// Lets the tasks of the actors just stopped finish and free what they hold, so that a
+/// measurement that follows does not count their frees as its own.
+async fn settled() {
+    for _ in 0..256 {
+        tokio::task::yield_now().await;
+    }
 }
