@@ -23,7 +23,7 @@ use rein::runtime::BoxFuture;
 use rein::runtime::event::{CancelCause, ToolCall, TurnEndReason};
 use rein::runtime::failure::Failure;
 use rein::runtime::provider::{Adapter, ChunkSink, Completion, Request};
-use rein::runtime::runtime::Runtime;
+use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::{Durability, SessionStore};
 use rein::runtime::tool::echo::EchoTool;
@@ -89,7 +89,7 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(warnings.is_empty(), "auto-retry configuration: {warnings:?}");
     let runtime = Runtime::builder()
         .store(store.clone())
-        .route("sim", Arc::new(Simulated::default()), "sim-1", None)
+        .route(Route::new("sim", Arc::new(Simulated::default())).model("sim-1"))
         .plugin(Arc::new(llm_retry))
         .plugin(Arc::new(Compaction::default()))
         .plugin(Arc::new(auto_retry))
@@ -101,7 +101,7 @@ async fn main() -> anyhow::Result<()> {
     let mut agents = Vec::with_capacity(sessions);
     for i in 0..sessions {
         let session = runtime.session(&format!("agent-{i:04}")).await?;
-        let turn = session.prompt("Please echo my name").await?;
+        let turn = session.prompt("Please echo my name")?;
         if i % 10 == 0 {
             // Cancelled while llm-retry waits out its backoff (or earlier): the turn must end
             // `aborted` and nothing after the cancel may be written but the closing events.

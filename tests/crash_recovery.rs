@@ -42,7 +42,7 @@ use rein::runtime::clock::VirtualClock;
 use rein::runtime::event::{Envelope, Event, TurnEndReason};
 use rein::runtime::failure::Failure;
 use rein::runtime::plugin::{Plugin, Recovery, Verdict};
-use rein::runtime::runtime::Runtime;
+use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::sqlite::SqliteStore;
@@ -262,7 +262,7 @@ async fn reopen_and_check(
     .unwrap();
     let runtime = Runtime::builder()
         .store(Arc::clone(&opened))
-        .route("simulated", Arc::new(failing.clone()), failing.model(), None)
+        .route(Route::new("simulated", Arc::new(failing.clone())).model(failing.model()))
         .plugin(Arc::new(llm_retry))
         .idle_grace(Duration::ZERO)
         .build()
@@ -377,7 +377,7 @@ async fn a_plugin_restarted_mid_chain_continues_the_chain_count() {
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("mock", Arc::new(provider), "m", None)
+        .route(Route::new("mock", Arc::new(provider)).model("m"))
         .plugin(crashing)
         .plugin(Arc::new(ScriptedPlugin::new("scripted", [Answer::Retry])))
         .build()
@@ -385,7 +385,7 @@ async fn a_plugin_restarted_mid_chain_continues_the_chain_count() {
         .unwrap();
     let before = runtime.chain().incarnation("llm-retry").unwrap();
     let session = runtime.session("s").await.unwrap();
-    let outcome = session.prompt("hi").await.unwrap().outcome().await.unwrap();
+    let outcome = session.prompt("hi").unwrap().outcome().await.unwrap();
     match outcome.reason {
         TurnEndReason::Error { failure } => assert_eq!(failure.code(), "SERVER"),
         other => panic!("{other:?}"),

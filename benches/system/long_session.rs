@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
 use rein::runtime::event::TurnEndReason;
-use rein::runtime::runtime::Runtime;
+use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::{Durability, SessionStore};
@@ -96,14 +96,14 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
 async fn turns(store: Arc<dyn SessionStore>, id: &str) -> anyhow::Result<Vec<(Duration, usize)>> {
     let runtime = Runtime::builder()
         .store(store)
-        .route("instant", Arc::new(Instant), "i-1", None)
+        .route(Route::new("instant", Arc::new(Instant)).model("i-1"))
         .build()
         .await?;
     let session = runtime.session(id).await?;
     let mut turns = Vec::with_capacity(TURNS);
     for _ in 0..TURNS {
         let (start, before) = (Clock::now(), allocations());
-        let outcome = session.prompt("again").await?.outcome().await?;
+        let outcome = session.prompt("again")?.outcome().await?;
         turns.push((start.elapsed(), allocations() - before));
         if outcome.reason != TurnEndReason::Completed {
             anyhow::bail!("a turn ended {:?}", outcome.reason);

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use rein::runtime::runtime::Runtime;
+use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::session::Session;
 use rein::runtime::session::TurnHandle;
 use rein::runtime::store::SessionStore;
@@ -34,7 +34,7 @@ impl ParkingRuntime {
         let parking = Parking::new();
         let agents = Runtime::builder()
             .store(store)
-            .route("down", Down::new()?, "down-1", None)
+            .route(Route::new("down", Down::new()?).model("down-1"))
             .plugin(parking.clone())
             .build()
             .await?;
@@ -47,7 +47,7 @@ impl ParkingRuntime {
         let mut parked = Vec::with_capacity(n);
         for i in 0..n {
             let session = self.agents.session(&format!("{prefix}-{i}")).await?;
-            let turn = session.prompt("hi").await?;
+            let turn = session.prompt("hi")?;
             parked.push(Parked { session, turn });
         }
         self.parked += n;

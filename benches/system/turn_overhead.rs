@@ -25,7 +25,7 @@ use std::time::{Duration, Instant as Clock};
 
 use rein::plugins::llm_retry::LlmRetry;
 use rein::runtime::event::{Envelope, Event, TurnEndReason};
-use rein::runtime::runtime::Runtime;
+use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::session::Session;
 use rein::runtime::store::SessionStore;
 use rein::runtime::store::memory::MemoryStore;
@@ -123,7 +123,7 @@ impl ReinSide {
     async fn start(store: Arc<dyn SessionStore>, id: &str) -> anyhow::Result<Self> {
         let runtime = Runtime::builder()
             .store(store)
-            .route(ROUTE, Arc::new(Instant), MODEL, None)
+            .route(Route::new(ROUTE, Arc::new(Instant)).model(MODEL))
             .plugin(Arc::new(LlmRetry::default()))
             .build()
             .await?;
@@ -135,7 +135,7 @@ impl ReinSide {
     async fn turns(&self, n: u32) -> anyhow::Result<Duration> {
         let start = Clock::now();
         for _ in 0..n {
-            let outcome = self.session.prompt(PROMPT).await?.outcome().await?;
+            let outcome = self.session.prompt(PROMPT)?.outcome().await?;
             completed(outcome.reason)?;
         }
         Ok(start.elapsed() / n)

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use rein::runtime::event::TurnEndReason;
 use rein::runtime::plugin::Plugin;
-use rein::runtime::runtime::Runtime;
+use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::session::Session;
 use rein::runtime::store::memory::MemoryStore;
 
@@ -148,12 +148,9 @@ struct Side {
 impl Side {
     async fn start(hops: u32) -> anyhow::Result<Self> {
         let store = Stamped::new(MemoryStore::new());
-        let mut builder = Runtime::builder().store(store.clone()).route(
-            "flaky",
-            FailsFirst::new()?,
-            "flaky-1",
-            None,
-        );
+        let mut builder = Runtime::builder()
+            .store(store.clone())
+            .route(Route::new("flaky", FailsFirst::new()?).model("flaky-1"));
         for i in 0..hops {
             builder = builder.plugin(Arc::new(PassThrough(format!("pass-{i}"))) as Arc<dyn Plugin>);
         }
@@ -166,7 +163,7 @@ impl Side {
     async fn turns(&self, n: u32) -> anyhow::Result<Duration> {
         let start = Instant::now();
         for _ in 0..n {
-            let outcome = self.session.prompt("hi").await?.outcome().await?;
+            let outcome = self.session.prompt("hi")?.outcome().await?;
             if outcome.reason != TurnEndReason::Completed {
                 anyhow::bail!("a turn that retried ended {:?}", outcome.reason);
             }

@@ -23,7 +23,7 @@ use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{Envelope, Event, TurnEndReason};
 use rein_runtime::plugin::{ConfigError, Plugin, PluginSettings};
 use rein_runtime::random::Constant;
-use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use serde_json::{Value, json};
@@ -51,7 +51,7 @@ async fn start(
     auto_retry: AutoRetry,
     adapter: &Arc<ScriptAdapter>,
 ) -> (Runtime, Session) {
-    let runtime = builder(store, auto_retry).route("mock", adapter.clone(), "m", None);
+    let runtime = builder(store, auto_retry).route(Route::new("mock", adapter.clone()).model("m"));
     let runtime = runtime.build().await.unwrap();
     let session = runtime.session("s").await.unwrap();
     (runtime, session)
@@ -88,7 +88,7 @@ async fn settings_are_read_checked_and_patched_under_a_revision_fence() {
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![reply("hi")]);
     let (runtime, session) = start(&store, AutoRetry::default(), &adapter).await;
-    session.prompt("hello").await.unwrap().await.unwrap();
+    session.prompt("hello").unwrap().await.unwrap();
 
     // Read: the values with the keys a patch uses, and the revision a patch names.
     let read = runtime.plugin_settings("auto-retry").unwrap();
@@ -237,8 +237,8 @@ async fn switching_off_ends_every_waiting_chain_at_once_and_switching_on_resumes
     ]);
     let (runtime, one) = start(&store, flat(), &adapter).await;
     let two = runtime.session("t").await.unwrap();
-    let first = one.prompt("hello").await.unwrap();
-    let second = two.prompt("hello").await.unwrap();
+    let first = one.prompt("hello").unwrap();
+    let second = two.prompt("hello").unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let switched_at = Instant::now();
     runtime.configure_plugin("auto-retry", json!({"enabled": false}), 0).await.unwrap();
@@ -281,7 +281,7 @@ async fn the_own_count_comes_from_the_log_across_restarts_of_the_actor() {
         fail("PROVIDER_ERROR", "four"),
     ]);
     let (runtime, session) = start(&store, flat(), &adapter).await;
-    let mut turn = session.prompt("hello").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
     let mut incarnations = vec![runtime.chain().incarnation(auto_retry::NAME).unwrap()];
     while let Some(event) = turn.next_event().await {
         if let Event::LlmRetry(_) = event.event {

@@ -20,7 +20,7 @@ use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{Event, TurnEndReason};
 use rein_runtime::provider::Message;
 use rein_runtime::random::Constant;
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
 use serde_json::json;
@@ -31,7 +31,7 @@ async fn runtime(store: &MemoryStore, adapter: &Arc<ScriptAdapter>) -> Runtime {
         .clock(Arc::new(VirtualClock::start()))
         .jitter(Arc::new(Constant::new(0.5).unwrap()))
         .tool(Arc::new(EchoTool))
-        .route("mock", adapter.clone(), "m", None)
+        .route(Route::new("mock", adapter.clone()).model("m"))
         .plugin(Arc::new(LlmRetry::default()))
         .plugin(Arc::new(Compaction::from_config(&json!({"keepRecentMessages": 2})).0))
         .plugin(Arc::new(AutoRetry::default()))
@@ -61,7 +61,7 @@ async fn the_next_attempt_is_built_from_the_compacted_history_also_after_a_resta
     let rt = runtime(&store, &adapter).await;
     let session = rt.session("s").await.unwrap();
     for prompt in ["Please echo first", "Second question", "Third question"] {
-        let outcome = session.prompt(prompt).await.unwrap().await.unwrap();
+        let outcome = session.prompt(prompt).unwrap().await.unwrap();
         assert_eq!(outcome.reason, TurnEndReason::Completed, "{prompt}");
     }
     let seen = adapter.seen();
@@ -81,7 +81,7 @@ async fn the_next_attempt_is_built_from_the_compacted_history_also_after_a_resta
     let adapter = ScriptAdapter::new(vec![reply("Fourth answer")]);
     let rt = runtime(&store, &adapter).await;
     let session = rt.session("s").await.unwrap();
-    session.prompt("Fourth question").await.unwrap().await.unwrap();
+    session.prompt("Fourth question").unwrap().await.unwrap();
     assert_eq!(
         &adapter.seen()[0].request.messages[..],
         [

@@ -23,7 +23,7 @@ use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use rein_runtime::plugin::{Plugin, Verdict};
 use rein_runtime::random::{Constant, Jitter, Samples};
 use rein_runtime::retry_policy::RetryPolicy;
-use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::{Prompt, Session};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
@@ -60,7 +60,8 @@ async fn start(
     downstream: Vec<Arc<dyn Plugin>>,
     adapter: &Arc<ScriptAdapter>,
 ) -> (Runtime, Session) {
-    launch(builder(store, config, downstream).route("mock", adapter.clone(), "m", None)).await
+    launch(builder(store, config, downstream).route(Route::new("mock", adapter.clone()).model("m")))
+        .await
 }
 
 /// Builds the runtime and opens session `s` on it.
@@ -104,7 +105,7 @@ async fn a_retried_rate_limit_is_durable_before_the_wait_and_the_next_request_co
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("RATE_LIMIT", "busy"), reply("done")]);
     let (runtime, session) = start(&store, json!({"jitterRatio": 0}), vec![], &adapter).await;
-    let mut turn = session.prompt("hello").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
     let mut seen_retry_at = None;
     while let Some(event) = turn.next_event().await {
         match event.event {
@@ -171,7 +172,7 @@ async fn budget_exhaustion_ends_the_turn_with_the_last_failure() {
     let downstream = Recorder::next("downstream");
     let (runtime, session) =
         start(&store, json!({"jitterRatio": 0}), vec![downstream.clone()], &adapter).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason), ("SERVER", "three"));
     assert_eq!(adapter.times(origin), [MS(0), MS(500), MS(1500)]);
     let offered: Vec<u32> = downstream.offers().iter().map(|o| o.attempt).collect();
@@ -201,8 +202,8 @@ async fn a_provider_delay_within_the_cap_is_used_verbatim_without_jitter() {
         let jitter = Arc::new(Samples::new([0.0, 1.0], 3).unwrap());
         let with_jitter = builder(&store, json!({}), vec![]).jitter(jitter.clone());
         let (runtime, session) =
-            launch(with_jitter.route("mock", adapter.clone(), "m", None)).await;
-        let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+            launch(with_jitter.route(Route::new("mock", adapter.clone()).model("m"))).await;
+        let outcome = session.prompt("hello").unwrap().await.unwrap();
         assert_eq!(outcome.reason, TurnEndReason::Completed);
         assert_eq!(adapter.times(origin), [Duration::ZERO, expected], "{after_ms}");
         assert_eq!(jitter.pending(), 2, "no jitter sample drawn for a provider delay");
@@ -222,8 +223,9 @@ async fn an_over_cap_provider_delay_delegates_with_no_event_and_no_timer() {
     let downstream = Recorder::next("downstream");
     let jitter = Arc::new(Samples::new([0.5], 0).unwrap());
     let with_jitter = builder(&store, json!({}), vec![downstream.clone()]).jitter(jitter.clone());
-    let (runtime, session) = launch(with_jitter.route("mock", adapter.clone(), "m", None)).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let (runtime, session) =
+        launch(with_jitter.route(Route::new("mock", adapter.clone()).model("m"))).await;
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason), ("RATE_LIMIT", "come back later"));
     assert_eq!(origin.elapsed(), Duration::ZERO, "no wait");
     assert_eq!(downstream.offers().len(), 1, "delegated to the rest of the chain");
@@ -243,7 +245,7 @@ async fn non_retryable_codes_delegate_without_a_timer() {
         let adapter = ScriptAdapter::new(vec![fail(code, "no")]);
         let downstream = Recorder::next("downstream");
         let (runtime, session) = start(&store, json!({}), vec![downstream.clone()], &adapter).await;
-        let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+        let outcome = session.prompt("hello").unwrap().await.unwrap();
         assert_eq!(error_code(&outcome.reason), (code, "no"));
         let offers = downstream.offers();
         assert_eq!(offers.len(), 1, "{code} is delegated");
@@ -261,7 +263,7 @@ async fn no_adapter_means_no_policy_and_delegates() {
     let adapter = ScriptAdapter::new(vec![reply("unused")]);
     let downstream = Recorder::next("downstream");
     let (runtime, session) = start(&store, json!({}), vec![downstream.clone()], &adapter).await;
-    let outcome = session.prompt(Prompt::new("hello").on("nowhere")).await.unwrap().await.unwrap();
+    let outcome = session.prompt(Prompt::new("hello").on("nowhere")).unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason).0, "NO_ADAPTER");
     let offers = downstream.offers();
     assert_eq!(offers.len(), 1);
@@ -286,25 +288,22 @@ async fn the_configuration_is_the_default_route_policy_and_a_declared_policy_win
     let plugin = LlmRetry::from_config(&config).unwrap();
     assert_eq!(plugin.default_route_policy().as_ref(), Some(plugin.policy()));
     let runtime = builder(&store, config, vec![])
-        .route("plain", plain.clone(), "m", None)
-        .route(
-            "own",
-            own.clone(),
-            "m",
-            declared(json!({"mode": "normal", "maxRetries": 3, "backoff": {"jitterRatio": 0}})),
-        )
+        .route(Route::new("plain", plain.clone()).model("m"))
+        .route(Route::new("own", own.clone()).model("m").retry_policy(declared(
+            json!({"mode": "normal", "maxRetries": 3, "backoff": {"jitterRatio": 0}}),
+        )))
         .build()
         .await
         .unwrap();
 
     let a = runtime.session("a").await.unwrap();
-    let outcome = a.prompt(Prompt::new("hi").on("plain")).await.unwrap().await.unwrap();
+    let outcome = a.prompt(Prompt::new("hi").on("plain")).unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason), ("SERVER", "2"), "the configured budget: 1 retry");
     assert_eq!(plain.times(origin), [MS(0), MS(100)], "the configured curve");
 
     let b = runtime.session("b").await.unwrap();
     let started_at = origin.elapsed();
-    let outcome = b.prompt(Prompt::new("hi").on("own")).await.unwrap().await.unwrap();
+    let outcome = b.prompt(Prompt::new("hi").on("own")).unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed, "the declared budget: 3 retries");
     let times: Vec<Duration> = own.times(origin).iter().map(|t| *t - started_at).collect();
     assert_eq!(times, [MS(0), MS(500), MS(1500), MS(3500)], "the declared curve");
@@ -336,7 +335,7 @@ async fn a_new_step_restarts_the_budget_at_one_with_a_new_retry_id() {
     ]);
     let (runtime, session) =
         start(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![], &adapter).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed, "a budget of 1 per step is enough");
 
     let events = finish(runtime, &store, "s").await;
@@ -364,11 +363,11 @@ async fn a_new_turn_and_a_manual_retry_restart_the_budget_with_a_new_retry_id() 
     ]);
     let (runtime, session) =
         start(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![], &adapter).await;
-    let first = session.prompt("hello").await.unwrap().await.unwrap();
+    let first = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(error_code(&first.reason), ("SERVER", "b"));
     let second = session.retry().await.unwrap().await.unwrap();
     assert_eq!((second.turn, second.reason), (2, TurnEndReason::Completed));
-    let third = session.prompt("again").await.unwrap().await.unwrap();
+    let third = session.prompt("again").unwrap().await.unwrap();
     assert_eq!((third.turn, third.reason), (3, TurnEndReason::Completed));
 
     let events = finish(runtime, &store, "s").await;
@@ -392,15 +391,15 @@ async fn always_mode_retries_any_code_without_a_budget_and_falls_back_to_backoff
         reply("done"),
     ]);
     let downstream = Recorder::next("downstream");
-    let (runtime, session) =
-        launch(builder(&store, json!({"maxTransientRetries": 0}), vec![downstream.clone()]).route(
-            "mock",
-            adapter.clone(),
-            "m",
-            declared(json!({"mode": "always", "backoff": {"jitterRatio": 0}})),
-        ))
-        .await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let (runtime, session) = launch(
+        builder(&store, json!({"maxTransientRetries": 0}), vec![downstream.clone()]).route(
+            Route::new("mock", adapter.clone())
+                .model("m")
+                .retry_policy(declared(json!({"mode": "always", "backoff": {"jitterRatio": 0}}))),
+        ),
+    )
+    .await;
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(adapter.times(origin), [MS(0), MS(500), MS(1500), MS(3500), MS(3507)]);
     assert_eq!(downstream.offers().len(), 4, "downstream was asked first, every time");
@@ -434,14 +433,15 @@ async fn always_mode_accepts_a_downstream_retry_and_writes_nothing() {
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
     let downstream = Recorder::new("downstream", Behaviour::Answer(Verdict::Retry));
-    let (runtime, session) = launch(builder(&store, json!({}), vec![downstream.clone()]).route(
-        "mock",
-        adapter.clone(),
-        "m",
-        declared(json!({"mode": "always"})),
-    ))
+    let (runtime, session) = launch(
+        builder(&store, json!({}), vec![downstream.clone()]).route(
+            Route::new("mock", adapter.clone())
+                .model("m")
+                .retry_policy(declared(json!({"mode": "always"}))),
+        ),
+    )
     .await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(adapter.times(origin), [MS(0), MS(0)], "downstream's retry, no own wait");
     assert_eq!(downstream.offers().len(), 1);
@@ -458,13 +458,12 @@ async fn always_mode_falls_back_to_its_own_retry_when_downstream_crashes() {
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
     let downstream = Recorder::new("downstream", Behaviour::Crash);
     let (runtime, session) = launch(builder(&store, json!({}), vec![downstream.clone()]).route(
-        "mock",
-        adapter.clone(),
-        "m",
-        declared(json!({"mode": "always", "backoff": {"initialDelayMs": 200, "jitterRatio": 0}})),
+        Route::new("mock", adapter.clone()).model("m").retry_policy(declared(
+            json!({"mode": "always", "backoff": {"initialDelayMs": 200, "jitterRatio": 0}}),
+        )),
     ))
     .await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(adapter.times(origin), [MS(0), MS(200)]);
 
@@ -486,9 +485,12 @@ async fn parked(
 ) -> (Runtime, Arc<ScriptAdapter>, rein_runtime::session::TurnHandle) {
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("too late")]);
     let config = json!({"initialDelayMs": 10_000, "jitterRatio": 0});
-    let (runtime, session) =
-        launch(builder(store, config, downstream).route("mock", adapter.clone(), "m", route)).await;
-    let turn = session.prompt("hello").await.unwrap();
+    let (runtime, session) = launch(
+        builder(store, config, downstream)
+            .route(Route::new("mock", adapter.clone()).model("m").retry_policy(route)),
+    )
+    .await;
+    let turn = session.prompt("hello").unwrap();
     tokio::time::sleep(MS(100)).await;
     (runtime, adapter, turn)
 }
@@ -562,10 +564,10 @@ async fn a_rejected_append_abandons_the_retry() {
         builder(&store, json!({}), vec![downstream.clone()])
             .validator(|| Box::new(rein_invariant::LiveValidator::new()))
             .validator(|| Box::new(RejectAppends::new(["llm/retry"])))
-            .route("mock", adapter.clone(), "m", None),
+            .route(Route::new("mock", adapter.clone()).model("m")),
     )
     .await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(error_code(&outcome.reason), ("SERVER", "down"), "Stop, not Next");
     assert!(downstream.offers().is_empty(), "the abandoned retry is not passed on");
     assert_eq!(origin.elapsed(), Duration::ZERO, "no wait");
@@ -591,10 +593,10 @@ async fn a_live_invariant_accepts_every_retry_llm_retry_writes() {
         builder(&store, json!({}), vec![])
             .jitter(jitter)
             .validator(|| Box::new(rein_invariant::LiveValidator::new()))
-            .route("mock", adapter.clone(), "m", None),
+            .route(Route::new("mock", adapter.clone()).model("m")),
     )
     .await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let times: Vec<Duration> = adapter.times(origin);
     assert_eq!(
@@ -615,14 +617,14 @@ async fn many_sessions_wait_in_the_one_plugin_at_once() {
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
     let runtime = builder(&store, json!({"jitterRatio": 0}), vec![])
-        .route("mock", adapter.clone(), "m", None)
+        .route(Route::new("mock", adapter.clone()).model("m"))
         .build()
         .await
         .unwrap();
     let mut turns = Vec::with_capacity(SESSIONS);
     for i in 0..SESSIONS {
         let session = runtime.session(&format!("s{i}")).await.unwrap();
-        turns.push(session.prompt("hello").await.unwrap());
+        turns.push(session.prompt("hello").unwrap());
     }
     for turn in turns {
         assert_eq!(turn.await.unwrap().reason, TurnEndReason::Completed);

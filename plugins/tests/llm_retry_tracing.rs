@@ -18,7 +18,7 @@ use log::assert_invariants;
 use rein_plugins::llm_retry;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::TurnEndReason;
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::memory::MemoryStore;
 use serde_json::json;
 
@@ -31,12 +31,12 @@ async fn each_recovery_is_traced_with_its_error_type_and_delay() {
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
-        .route("mock", adapter.clone(), "m", None)
+        .route(Route::new("mock", adapter.clone()).model("m"))
         .build()
         .await
         .unwrap();
     let session = runtime.session("s").await.unwrap();
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert!(
         matches!(&outcome.reason, TurnEndReason::Error { failure } if failure.code() == "AUTH")
     );

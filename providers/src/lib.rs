@@ -27,8 +27,7 @@
 //! use std::sync::Arc;
 //!
 //! use rein_providers::{OpenAiCompatible, OpenAiConfig, Preset, Simulated, SimulatedConfig};
-//! use rein_runtime::provider::Adapter;
-//! use rein_runtime::runtime::Runtime;
+//! use rein_runtime::prelude::*;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = OpenAiConfig::from_env(Preset::DEEPSEEK)?;
@@ -41,12 +40,12 @@
 //!     ("simulated", Arc::new(simulated), model)
 //! };
 //! let runtime = Runtime::builder()
-//!     .route(name, adapter, model, None)
+//!     .route(Route::new(name, adapter).model(model))
 //!     .plugin(rein_plugins::llm_retry::factory(&serde_json::Value::Null)?)
 //!     .build()
 //!     .await?;
 //! let session = runtime.session("demo").await?;
-//! let outcome = session.prompt("hello").await?.await?;
+//! let outcome = session.prompt("hello")?.await?;
 //! println!("{:?}", outcome.reason);
 //! runtime.shutdown().await;
 //! # Ok(())

@@ -16,7 +16,7 @@ use rein_plugins::llm_retry;
 use rein_providers::{OpenAiCompatible, OpenAiConfig};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
@@ -37,7 +37,9 @@ async fn start(store: &MemoryStore, base_url: &str) -> (Runtime, Session) {
         .clock(Arc::new(VirtualClock::start()))
         .tool(Arc::new(EchoTool))
         .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
-        .route("deepseek", Arc::new(OpenAiCompatible::new(config).unwrap()), model, None)
+        .route(
+            Route::new("deepseek", Arc::new(OpenAiCompatible::new(config).unwrap())).model(model),
+        )
         .build()
         .await
         .unwrap();
@@ -87,7 +89,7 @@ async fn a_refused_connection_is_retried_once_the_server_listens_during_the_back
     let addr = free_addr().await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &format!("http://{addr}")).await;
-    let mut turn = session.prompt("hello").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
     let mut server = None;
     while let Some(event) = turn.next_event().await {
         if let Event::LlmRetry(retry) = &event.event {
@@ -116,7 +118,7 @@ async fn a_transient_failure_is_retried_with_a_byte_identical_body_and_its_chunk
     .await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &server.base_url()).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
     let seen = server.seen();
@@ -149,7 +151,7 @@ async fn a_stream_closed_without_done_is_not_retried_by_default() {
     .await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &server.base_url()).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(failure_of(&outcome.reason).0, "STREAM_CLOSED");
     assert_eq!(server.seen().len(), 1);
 
@@ -169,7 +171,7 @@ async fn the_budget_ends_in_the_last_failure() {
     .await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &server.base_url()).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(failure_of(&outcome.reason), ("SERVER", "busy three"));
     assert_eq!(server.remaining(), 1, "the budget of 2 retries is spent; no fourth request");
 
@@ -188,7 +190,7 @@ async fn a_stall_is_a_timeout_after_the_watchdog_and_is_retried() {
         Server::start(vec![Reply::Sse(vec![delta("hmm"), Part::Stall]), answer(&["awake"])]).await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &server.base_url()).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     assert_eq!(origin.elapsed(), Duration::from_millis(300_000 + 500), "watchdog, then backoff");
 
@@ -206,7 +208,7 @@ async fn cancelling_a_streaming_turn_aborts_it_and_closes_the_connection() {
     .await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &server.base_url()).await;
-    let mut turn = session.prompt("hello").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
     while let Some(event) = turn.next_event().await {
         if matches!(event.event, Event::AssistantChunk(_)) {
             assert!(session.cancel(CancelCause::User).await.unwrap());
@@ -236,7 +238,7 @@ async fn a_tool_call_round_trip_sends_the_result_back_with_its_call_id() {
     .await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &server.base_url()).await;
-    let outcome = session.prompt("say ping").await.unwrap().await.unwrap();
+    let outcome = session.prompt("say ping").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
     let seen = server.seen();
@@ -269,7 +271,7 @@ async fn quota_wording_on_a_429_is_not_retried_as_a_rate_limit() {
     .await;
     let store = MemoryStore::new();
     let (runtime, session) = start(&store, &server.base_url()).await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(failure_of(&outcome.reason), ("QUOTA", "You exceeded your current quota"));
     assert_eq!(server.seen().len(), 1);
     let events = finish(runtime, &store).await;

@@ -16,7 +16,7 @@ use rein_plugins::llm_retry;
 use rein_providers::{Simulated, SimulatedConfig};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::memory::MemoryStore;
 use serde_json::{Value, json};
 
@@ -30,14 +30,14 @@ async fn run(config: SimulatedConfig, prompts: &[&str]) -> (Vec<Envelope>, Vec<T
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
-        .route("simulated", Arc::new(simulated), model, None)
+        .route(Route::new("simulated", Arc::new(simulated)).model(model))
         .build()
         .await
         .unwrap();
     let session = runtime.session("s").await.unwrap();
     let mut ends = vec![];
     for prompt in prompts {
-        ends.push(session.prompt(*prompt).await.unwrap().await.unwrap().reason);
+        ends.push(session.prompt(*prompt).unwrap().await.unwrap().reason);
     }
     runtime.shutdown().await;
     assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
@@ -146,12 +146,12 @@ async fn a_stall_lasts_until_the_turn_is_cancelled() {
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .plugin(llm_retry::factory(&json!({})).unwrap())
-        .route("simulated", Arc::new(simulated), "simulated-1", None)
+        .route(Route::new("simulated", Arc::new(simulated)).model("simulated-1"))
         .build()
         .await
         .unwrap();
     let session = runtime.session("s").await.unwrap();
-    let mut turn = session.prompt("hello").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
     // A day of virtual time passes: the stall never answers.
     tokio::time::sleep(Duration::from_secs(86_400)).await;
     assert!(session.cancel(CancelCause::User).await.unwrap(), "the turn was still running");

@@ -27,7 +27,7 @@ use crate::validator::Validator;
 pub type ValidatorFactory = Arc<dyn Fn() -> Box<dyn Validator> + Send + Sync>;
 
 /// A provider route, as the runtime holds it.
-pub(crate) struct Route {
+pub(crate) struct ServedRoute {
     pub(crate) name: String,
     pub(crate) model: String,
     pub(crate) policy: Option<RetryPolicy>,
@@ -38,7 +38,7 @@ pub(crate) struct Route {
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn SessionStore>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) routes: HashMap<String, Arc<Route>>,
+    pub(crate) routes: HashMap<String, Arc<ServedRoute>>,
     pub(crate) default_route: Option<String>,
     pub(crate) chain: Arc<PluginChain>,
     pub(crate) tools: Toolbox,

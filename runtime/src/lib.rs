@@ -45,18 +45,14 @@
 //!
 //! # Quick start
 //!
-//! An adapter that fails its first attempt, a plugin that retries once, a tool-less agent:
+//! Everything an agent needs is in the prelude. An adapter that fails its first attempt, a
+//! plugin that retries once, a tool-less agent:
 //!
 //! ```
 //! use std::sync::Arc;
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //!
-//! use rein_runtime::event::TurnEndReason;
-//! use rein_runtime::failure::Failure;
-//! use rein_runtime::plugin::{Plugin, Recovery, Verdict};
-//! use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
-//! use rein_runtime::runtime::Runtime;
-//! use rein_runtime::BoxFuture;
+//! use rein_runtime::prelude::*;
 //!
 //! /// Streams "hello" — except on its first call, which fails after a partial chunk.
 //! #[derive(Default)]
@@ -68,7 +64,7 @@
 //!         Box::pin(async move {
 //!             if first {
 //!                 let _ = chunks.send("hel".into());
-//!                 return Err(Failure::new("SERVER", "busy").unwrap());
+//!                 return Err(Failure::new("SERVER", "busy").expect("a valid failure"));
 //!             }
 //!             for chunk in ["hel", "lo"] {
 //!                 let _ = chunks.send(chunk.into());
@@ -94,18 +90,18 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let runtime = Runtime::builder()
-//!     .route("flaky", Arc::new(Flaky::default()), "flaky-1", None)
+//!     .route(Route::new("flaky", Arc::new(Flaky::default())).model("flaky-1"))
 //!     .plugin(Arc::new(RetryOnce))
 //!     .build()
 //!     .await?;
 //! let session = runtime.session("demo").await?;
 //!
-//! let mut turn = session.prompt("hi").await?;
+//! let mut turn = session.prompt("hi")?; // a stream of the turn's events…
 //! let mut kinds = Vec::new();
 //! while let Some(event) = turn.next_event().await {
 //!     kinds.push(event.kind());
 //! }
-//! let outcome = turn.outcome().await?;
+//! let outcome = turn.await?; // …and, awaited, how it ended
 //! assert_eq!(outcome.reason, TurnEndReason::Completed);
 //! assert_eq!(kinds, [
 //!     "user/message", "turn/start", "step/start",
@@ -116,8 +112,10 @@
 //!
 //! // The answer is built from the successful attempt's chunks only.
 //! let events = session.events().await?;
-//! assert!(events.iter().any(|e| matches!(&e.event,
-//!     rein_runtime::event::Event::AssistantMessage(m) if m.text == "hello")));
+//! assert!(events.iter().any(|e| matches!(&e.event, Event::AssistantMessage(m) if m.text == "hello")));
+//!
+//! // A caller that only wants the outcome asks.
+//! assert_eq!(session.ask("again").await?.turn, 2);
 //!
 //! runtime.shutdown().await; // no actor, no task left
 //! assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
@@ -160,3 +158,25 @@ pub mod transcript;
 mod turn;
 pub mod validator;
 pub mod waterfall;
+
+/// Everything an agent author needs, in one import: `use rein_runtime::prelude::*;`.
+pub mod prelude {
+    pub use crate::BoxFuture;
+    pub use crate::clock::{Clock, VirtualClock, WallClock};
+    pub use crate::event::{CancelCause, Envelope, Event, ToolCall, TurnEndReason, Usage};
+    pub use crate::failure::Failure;
+    pub use crate::plugin::{
+        BuiltPlugin, ConfigError, ConfigOutcome, ConfigWarning, DownstreamAnswer, Plugin,
+        PluginSettings, Recovery, RequestErrorPayload, Verdict,
+    };
+    pub use crate::provider::{
+        Adapter, ChunkSink, Completion, Message, Messages, Request, SinkClosed, ToolSpec,
+    };
+    pub use crate::retry_policy::RetryPolicy;
+    pub use crate::runtime::{Route, Runtime, RuntimeBuilder};
+    pub use crate::session::{Prompt, Session, SessionError, TurnHandle, TurnOutcome};
+    #[cfg(feature = "sqlite")]
+    pub use crate::store::sqlite::SqliteStore;
+    pub use crate::store::{Durability, SessionStore, jsonl::JsonlStore, memory::MemoryStore};
+    pub use crate::tool::{Tool, ToolOutcome};
+}

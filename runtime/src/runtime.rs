@@ -40,7 +40,7 @@ use crate::agent_loop::DEFAULT_MAX_STEPS;
 use crate::census::{ActorKind, Alive, Census};
 use crate::clock::{Clock, WallClock};
 pub use crate::context::ValidatorFactory;
-use crate::context::{Route, Shared};
+use crate::context::{ServedRoute, Shared};
 use crate::event::ConfigChanged;
 use crate::fault::Faults;
 use crate::plugin::{ConfigError, ConfigOutcome, Plugin, PluginSettings};
@@ -84,18 +84,66 @@ pub enum BuildError {
     Spawn(String),
 }
 
-struct RouteSpec {
+/// A provider route to register with [`RuntimeBuilder::route`]: a name, the adapter serving it,
+/// the model it asks for (empty by default) and its declared retry policy (none by default: the
+/// runtime's default route policy applies).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use rein_runtime::prelude::*;
+/// # fn routes(adapter: Arc<dyn Adapter>) -> Result<RuntimeBuilder, Box<dyn std::error::Error>> {
+/// let policy = RetryPolicy::from_declared(&serde_json::json!({"mode": "always"}), "policy")?;
+/// let builder = Runtime::builder()
+///     .route(Route::new("primary", Arc::clone(&adapter)).model("model-1"))
+///     .route(Route::new("patient", adapter).model("model-1").retry_policy(policy));
+/// # Ok(builder)
+/// # }
+/// ```
+#[derive(Clone)]
+pub struct Route {
     name: String,
     adapter: Arc<dyn Adapter>,
     model: String,
     policy: Option<RetryPolicy>,
 }
 
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("name", &self.name)
+            .field("model", &self.model)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Route {
+    /// A route named `name`, served by `adapter`.
+    pub fn new(name: impl Into<String>, adapter: Arc<dyn Adapter>) -> Self {
+        Self { name: name.into(), adapter, model: String::new(), policy: None }
+    }
+
+    /// The model its requests ask for.
+    #[must_use]
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = model.into();
+        self
+    }
+
+    /// Its declared retry policy (it wins over the runtime's default route policy); `None`
+    /// leaves the default.
+    #[must_use]
+    pub fn retry_policy(mut self, policy: impl Into<Option<RetryPolicy>>) -> Self {
+        self.policy = policy.into();
+        self
+    }
+}
+
 /// Builds a [`Runtime`].
 pub struct RuntimeBuilder {
     store: Option<Arc<dyn SessionStore>>,
     clock: Option<Arc<dyn Clock>>,
-    routes: Vec<RouteSpec>,
+    routes: Vec<Route>,
     default_route: Option<String>,
     plugins: Vec<Arc<dyn Plugin>>,
     tools: Toolbox,
@@ -164,16 +212,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Adds a provider route: a name, the adapter serving it, the model it asks for, and its
-    /// declared retry policy (`None`: the runtime's default route policy applies).
-    pub fn route(
-        mut self,
-        name: impl Into<String>,
-        adapter: Arc<dyn Adapter>,
-        model: impl Into<String>,
-        policy: Option<RetryPolicy>,
-    ) -> Self {
-        self.routes.push(RouteSpec { name: name.into(), adapter, model: model.into(), policy });
+    /// Adds a provider route (see [`Route`]).
+    pub fn route(mut self, route: Route) -> Self {
+        self.routes.push(route);
         self
     }
 
@@ -281,7 +322,7 @@ impl RuntimeBuilder {
                 }
             };
             providers.push(actor.clone());
-            let route = Route {
+            let route = ServedRoute {
                 name: spec.name.clone(),
                 model: spec.model.clone(),
                 policy: spec.policy.clone(),

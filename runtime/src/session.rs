@@ -145,11 +145,18 @@ impl Session {
     }
 
     /// Sends the user's message. The turn starts now, or when the turns queued before it have
-    /// ended; the handle streams its events and resolves to how it ended.
-    pub async fn prompt(&self, prompt: impl Into<Prompt>) -> Result<TurnHandle, SessionError> {
+    /// ended; the handle streams its events (it is a [`futures::Stream`]) and, awaited, resolves
+    /// to how the turn ended. Fails only when the runtime is shut down.
+    pub fn prompt(&self, prompt: impl Into<Prompt>) -> Result<TurnHandle, SessionError> {
         let (sink, handle) = turn_handle::channel();
         self.send(ClientMsg::Prompt(prompt.into(), sink))?;
         Ok(handle)
+    }
+
+    /// Sends the user's message and resolves to how its turn ended: `prompt` then `.await`, for a
+    /// caller that does not read the turn's events.
+    pub async fn ask(&self, prompt: impl Into<Prompt>) -> Result<TurnOutcome, SessionError> {
+        self.prompt(prompt)?.await
     }
 
     /// Retries the last turn: a new turn over the same durable history (no new user message),

@@ -51,7 +51,7 @@ use crate::agent_loop::runtime_failure;
 use crate::agent_loop::{self, StepOutcome};
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
-use crate::context::{Route, Shared};
+use crate::context::{ServedRoute, Shared};
 use crate::crash::panic_message;
 use crate::event::{
     AssistantChunk, Event, RequestError, RequestStart, StepRef, ToolCall, ToolCallEvent, ToolResult,
@@ -64,7 +64,7 @@ use crate::provider::actor::{AttemptResult, ProviderCall, ProviderMsg};
 use crate::provider::{ChunkSink, Completion, Request, SinkClosed};
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::SessionLog;
-use crate::tool::TOOL_ERROR;
+use crate::tool::{TOOL_ERROR, ToolOutcome};
 use crate::waterfall::{self, Outcome};
 
 /// What a turn and its steps run with (shared by them, one allocation per turn).
@@ -76,7 +76,7 @@ pub(crate) struct TurnCtx {
     /// The route's name, as the prompt gave it.
     pub(crate) route_name: String,
     /// The route, if one of that name is registered.
-    pub(crate) route: Option<Arc<Route>>,
+    pub(crate) route: Option<Arc<ServedRoute>>,
 }
 
 /// A message to a step actor.
@@ -88,7 +88,7 @@ pub(crate) enum StepMsg {
     /// The waterfall answered the failure of attempt `attempt`.
     Verdict { attempt: u32, outcome: Outcome },
     /// Tool call `index` of the successful attempt ended.
-    ToolDone { index: usize, result: Result<String, String> },
+    ToolDone { index: usize, result: ToolOutcome },
 }
 
 /// The actor of one running step.
@@ -343,7 +343,7 @@ impl StepActor {
         state.work = Some(state.ctx.shared.census.spawn(async move {
             let result = match tool {
                 Some(tool) => call_tool(tool.as_ref(), &call, token).await,
-                None => Err(format!("no tool named {:?}", call.name)),
+                None => ToolOutcome::Failure(format!("no tool named {:?}", call.name)),
             };
             let _ = step.send_message(StepMsg::ToolDone { index, result });
         }));
@@ -356,12 +356,12 @@ impl StepActor {
         myself: &ActorRef<StepMsg>,
         state: &mut StepState,
         index: usize,
-        result: Result<String, String>,
+        result: ToolOutcome,
     ) -> Result<(), Fault> {
         let Some(call) = state.calls.get(index) else { return Ok(()) };
         let (output, is_error) = match &result {
-            Ok(text) => (text.clone(), false),
-            Err(error) => (error.clone(), true),
+            ToolOutcome::Output(text) => (text.clone(), false),
+            ToolOutcome::Error(error) | ToolOutcome::Failure(error) => (error.clone(), true),
         };
         let name = call.name.clone();
         let tool_result = ToolResult {
@@ -372,7 +372,7 @@ impl StepActor {
             is_error,
         };
         let mut batch = vec![Event::ToolResult(tool_result)];
-        if let Err(error) = result {
+        if let ToolOutcome::Failure(error) = result {
             state.append(batch).await?;
             let failure = Failure::internal(TOOL_ERROR, format!("tool {name}: {error}"));
             self.finish(myself, state, StepOutcome::Failed(failure));
@@ -447,22 +447,27 @@ async fn call_tool(
     tool: &dyn crate::tool::Tool,
     call: &ToolCall,
     token: tokio_util::sync::CancellationToken,
-) -> Result<String, String> {
+) -> ToolOutcome {
+    let panicked = |panic: Box<dyn std::any::Any + Send>| {
+        ToolOutcome::Failure(format!("panicked: {}", panic_message(panic.as_ref())))
+    };
     let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
         tool.call(call.arguments.clone(), token.clone())
     }));
     let future = match started {
         Ok(future) => AssertUnwindSafe(future).catch_unwind(),
-        Err(panic) => return Err(format!("panicked: {}", panic_message(panic.as_ref()))),
+        Err(panic) => return panicked(panic),
     };
     tokio::select! {
         biased;
-        () = token.cancelled() => Err("cancelled".to_owned()),
+        () = token.cancelled() => ToolOutcome::Failure("cancelled".to_owned()),
         outcome = future => match outcome {
-            Ok(Ok(output)) => Ok(output),
-            Ok(Err(error)) if error.is_empty() => Err("failed".to_owned()),
-            Ok(Err(error)) => Err(error),
-            Err(panic) => Err(format!("panicked: {}", panic_message(panic.as_ref()))),
+            Ok(ToolOutcome::Error(error)) if error.is_empty() => ToolOutcome::Error("failed".into()),
+            Ok(ToolOutcome::Failure(error)) if error.is_empty() => {
+                ToolOutcome::Failure("failed".into())
+            }
+            Ok(outcome) => outcome,
+            Err(panic) => panicked(panic),
         },
     }
 }

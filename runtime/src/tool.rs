@@ -3,14 +3,15 @@
 //! A tool is called by the step that received the model's `toolCalls`: the step appends
 //! `tool/call`, awaits [`Tool::call`] racing the turn's cancellation, and appends `tool/result`.
 //!
-//! # Why a tool error ends the turn
+//! # An error the model sees, or a failure
 //!
-//! SPEC §2: "Tool errors … are NOT offered to the waterfall: the turn ends with an error." A tool
-//! that answers `Err(message)` (or panics, or is not registered) still gets its `tool/result`
-//! with `isError: true` — so the model-visible history stays well formed (every call answered)
-//! and a later `Session::retry()` shows the model what went wrong — and then the step and the
-//! turn end with `{kind:"error"}` (code [`TOOL_ERROR`]). A tool that wants the model to react to
-//! a soft problem returns it as `Ok` text.
+//! A call ends in a [`ToolOutcome`]: its output; an error the model should see and react to (bad
+//! arguments, a file that does not exist) — written as `tool/result {isError: true}`, and the turn
+//! goes on to its next step; or a failure — the tool cannot work (or it panicked, or no tool has
+//! that name). A failure is never offered to the waterfall (that is for provider failures): the
+//! call still gets its `tool/result {isError: true}`, so the model-visible history stays well
+//! formed (every call answered) and a later `Session::retry()` shows the model what went wrong,
+//! and then the step and the turn end with `{kind:"error"}` (code [`TOOL_ERROR`]).
 //!
 //! # Why the future is `'static`
 //!
@@ -32,18 +33,26 @@ pub mod echo;
 /// The failure code of a turn ended by a tool error (not offered to the waterfall).
 pub const TOOL_ERROR: &str = "TOOL_ERROR";
 
+/// How a tool call ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolOutcome {
+    /// The output the model sees.
+    Output(String),
+    /// An error the model sees (`tool/result {isError: true}`); the turn goes on, so the model
+    /// can react to it.
+    Error(String),
+    /// The tool failed: the call is answered with `isError: true` and the turn ends `error`
+    /// ([`TOOL_ERROR`]).
+    Failure(String),
+}
+
 /// A tool the model may call.
 pub trait Tool: Send + Sync + 'static {
-    /// Its name and description, as offered to the model.
+    /// Its name, description and parameters, as offered to the model.
     fn spec(&self) -> ToolSpec;
 
-    /// Runs one call. `Ok` is the output the model sees; `Err` is a tool error: it is recorded
-    /// as a `tool/result` with `isError: true` and ends the turn with an error.
-    fn call(
-        &self,
-        arguments: Value,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<String, String>>;
+    /// Runs one call (see [`ToolOutcome`]). The future is dropped if the turn is cancelled.
+    fn call(&self, arguments: Value, cancel: CancellationToken) -> BoxFuture<'static, ToolOutcome>;
 }
 
 /// The tools a runtime offers, in registration order.
@@ -106,13 +115,9 @@ mod tests {
         fn spec(&self) -> ToolSpec {
             ToolSpec::new(self.0, self.1)
         }
-        fn call(
-            &self,
-            _: Value,
-            _: CancellationToken,
-        ) -> BoxFuture<'static, Result<String, String>> {
+        fn call(&self, _: Value, _: CancellationToken) -> BoxFuture<'static, ToolOutcome> {
             let out = self.1.to_owned();
-            Box::pin(async move { Ok(out) })
+            Box::pin(async move { ToolOutcome::Output(out) })
         }
     }
 
@@ -125,7 +130,7 @@ mod tests {
         let names: Vec<_> = tools.specs().iter().map(|s| s.description.as_str()).collect();
         assert_eq!(names, ["second b", "an a"]);
         let out = tools.get("b").unwrap().call(Value::Null, CancellationToken::new()).await;
-        assert_eq!(out, Ok("second b".to_owned()));
+        assert_eq!(out, ToolOutcome::Output("second b".to_owned()));
         assert!(tools.get("c").is_none());
         assert_eq!(tools.len(), 2);
     }

@@ -28,7 +28,7 @@ use rein_runtime::census::ActorKind::{self, *};
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
 use rein_runtime::fault::Faults;
 use rein_runtime::plugin::{Plugin, Recovery, Verdict};
-use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::{Loaded, SessionStore, StoreError};
 use tokio::time::Instant;
@@ -74,7 +74,7 @@ async fn a_parked_turn_holds_a_session_log_turn_and_step_actor_and_shutdown_leav
     let sessions: Vec<_> = futures_join(&runtime, 3).await;
     let mut turns = Vec::new();
     for session in &sessions {
-        turns.push(session.prompt("hi").await.unwrap());
+        turns.push(session.prompt("hi").unwrap());
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(session_tree(&runtime), [(Session, 3), (SessionLog, 3), (Turn, 3), (Step, 3)]);
@@ -135,7 +135,7 @@ async fn every_way_a_turn_ends_writes_its_closing_events_in_order() {
             .await
             .unwrap();
         let session = runtime.session("s").await.unwrap();
-        let turn = session.prompt("hi").await.unwrap();
+        let turn = session.prompt("hi").unwrap();
         tokio::time::sleep(Duration::from_millis(10)).await;
         match ending {
             UserCancel => assert!(session.cancel(CancelCause::User).await.unwrap()),
@@ -195,7 +195,7 @@ async fn a_killed_session_ends_a_turn_parked_in_a_plugins_backoff_within_one_tic
         .await
         .unwrap();
     let session = runtime.session("s").await.unwrap();
-    let _turn = session.prompt("hi").await.unwrap();
+    let _turn = session.prompt("hi").unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(plugin.parked(), 1);
 
@@ -254,7 +254,7 @@ async fn a_disposed_plugins_dispose_runs_once_after_its_waits_ended_and_the_chai
     let sessions = futures_join(&runtime, 2).await;
     let mut turns = Vec::new();
     for session in &sessions {
-        turns.push(session.prompt("hi").await.unwrap());
+        turns.push(session.prompt("hi").unwrap());
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(plugin.waiting.load(Ordering::SeqCst), 2);
@@ -324,7 +324,7 @@ async fn a_prompt_inside_the_idle_grace_finds_the_session_awake_and_after_it_the
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(rein_runtime::clock::VirtualClock::start()))
-        .route("mock", Scripted::always(reply(&["ok"])), "m", None)
+        .route(Route::new("mock", Scripted::always(reply(&["ok"]))).model("m"))
         .idle_grace(Duration::from_secs(5))
         .build()
         .await
@@ -332,7 +332,7 @@ async fn a_prompt_inside_the_idle_grace_finds_the_session_awake_and_after_it_the
     let session = runtime.session("s").await.unwrap();
     assert_eq!(store.loads.load(Ordering::SeqCst), 1, "one wake-up opened the log");
     for _ in 0..3 {
-        session.prompt("again").await.unwrap().await.unwrap();
+        session.prompt("again").unwrap().await.unwrap();
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert!(session.is_awake());
     }
@@ -343,7 +343,7 @@ async fn a_prompt_inside_the_idle_grace_finds_the_session_awake_and_after_it_the
     assert!(!session.is_awake(), "5 s after its last turn the session hibernated");
     assert!(session_tree(&runtime).is_empty(), "no session, log, turn or step actor left");
     assert_eq!(runtime.census().tasks(), 0, "nor its grace timer");
-    session.prompt("later").await.unwrap().await.unwrap();
+    session.prompt("later").unwrap().await.unwrap();
     assert_eq!(store.loads.load(Ordering::SeqCst), 2, "the next prompt woke it from its log");
     runtime.shutdown().await;
     assert_valid(&store.inner.events("s"));
@@ -358,7 +358,7 @@ async fn a_zero_idle_grace_hibernates_at_once() {
         .await
         .unwrap();
     let session = runtime.session("s").await.unwrap();
-    session.prompt("hi").await.unwrap().await.unwrap();
+    session.prompt("hi").unwrap().await.unwrap();
     tokio::task::yield_now().await;
     assert!(!session.is_awake());
     runtime.shutdown().await;

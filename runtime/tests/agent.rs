@@ -19,15 +19,18 @@ use std::time::Duration;
 use adapters::{Scripted, call, fail, reply};
 use log::{assert_valid, kinds};
 use plugins::{TestPlugin, Trace};
+use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{Envelope, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::Verdict;
-use rein_runtime::provider::{Adapter, Message};
+use rein_runtime::provider::{Adapter, Message, ToolSpec};
 use rein_runtime::retry_policy::RetryPolicy;
-use rein_runtime::runtime::{DEFAULT_IDLE_GRACE, Runtime, RuntimeBuilder};
+use rein_runtime::runtime::{DEFAULT_IDLE_GRACE, Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::Prompt;
 use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::tool::{Tool, ToolOutcome};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
     runtime::builder(store, adapter, "mock-1")
@@ -49,7 +52,7 @@ async fn a_prompt_streams_one_step_and_completes() {
     let runtime = builder(&store, adapter.clone()).build().await.unwrap();
     let session = runtime.session("s1").await.unwrap();
 
-    let mut turn = session.prompt("hello").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
     let mut streamed = Vec::new();
     while let Some(event) = turn.next_event().await {
         streamed.push(event);
@@ -97,7 +100,7 @@ async fn tool_calls_run_and_the_next_step_sees_their_results() {
         reply(&["done"]),
     ]);
     let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
-    let outcome = session.prompt("go").await.unwrap().await.unwrap();
+    let outcome = session.prompt("go").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
     let events = finish(runtime, &store, "s").await;
@@ -145,7 +148,7 @@ async fn a_retried_attempt_sends_the_same_request_and_only_its_own_chunks_become
             Verdict::Retry,
         )))
         .await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
     let seen = adapter.seen();
@@ -190,7 +193,7 @@ async fn a_failure_nobody_recovers_ends_the_turn_with_it() {
         builder(&store, adapter).plugin(TestPlugin::answering("next", &trace, Verdict::Next)),
     )
     .await;
-    let outcome = session.prompt("hello").await.unwrap().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
     match &outcome.reason {
         TurnEndReason::Error { failure } => assert_eq!(failure.code(), "RATE_LIMIT"),
         other => panic!("{other:?}"),
@@ -202,30 +205,43 @@ async fn a_failure_nobody_recovers_ends_the_turn_with_it() {
     );
 }
 
+/// A tool that fails (it cannot work at all), whatever its arguments.
+struct Broken;
+
+impl Tool for Broken {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec::new("broken", "always fails")
+    }
+    fn call(&self, _: serde_json::Value, _: CancellationToken) -> BoxFuture<'static, ToolOutcome> {
+        Box::pin(async { ToolOutcome::Failure("the disk is gone".into()) })
+    }
+}
+
 #[tokio::test(start_paused = true)]
-async fn a_tool_error_is_recorded_and_ends_the_turn_without_the_waterfall() {
+async fn a_tool_failure_is_recorded_and_ends_the_turn_without_the_waterfall() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![call(
         &[],
-        &[("c1", "echo", json!({"text": 1})), ("c2", "echo", json!({"text": "never"}))],
+        &[("c1", "broken", json!({})), ("c2", "echo", json!({"text": "never"}))],
     )]);
     let trace = Trace::default();
     let (runtime, session) = runtime::start(
-        builder(&store, adapter).plugin(TestPlugin::answering("retry", &trace, Verdict::Retry)),
+        builder(&store, adapter).tool(Arc::new(Broken)).plugin(TestPlugin::answering(
+            "retry",
+            &trace,
+            Verdict::Retry,
+        )),
     )
     .await;
-    let outcome = session.prompt("go").await.unwrap().await.unwrap();
+    let outcome = session.prompt("go").unwrap().await.unwrap();
     match &outcome.reason {
         TurnEndReason::Error { failure } => {
             assert_eq!(failure.code(), "TOOL_ERROR");
-            assert_eq!(
-                failure.message(),
-                "tool echo: echo: arguments.text must be a string, got 1"
-            );
+            assert_eq!(failure.message(), "tool broken: the disk is gone");
         }
         other => panic!("{other:?}"),
     }
-    assert!(trace.take().is_empty(), "a tool error is not offered to the waterfall");
+    assert!(trace.take().is_empty(), "a tool failure is not offered to the waterfall");
     let events = finish(runtime, &store, "s").await;
     let result = events.iter().find_map(|e| match &e.event {
         Event::ToolResult(r) => Some(r.clone()),
@@ -233,8 +249,31 @@ async fn a_tool_error_is_recorded_and_ends_the_turn_without_the_waterfall() {
     });
     let result = result.unwrap();
     assert!(result.is_error);
-    assert_eq!(result.id, "c1");
+    assert_eq!((result.id.as_str(), result.output.as_str()), ("c1", "the disk is gone"));
     assert_eq!(events.iter().filter(|e| e.kind() == "tool/call").count(), 1, "c2 never ran");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tool_error_the_model_sees_lets_the_turn_go_on() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        call(&[], &[("c1", "echo", json!({"text": 1}))]),
+        reply(&["sorry, fixed"]),
+    ]);
+    let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
+    let outcome = session.prompt("go").unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    let second = &adapter.seen()[1];
+    assert_eq!(
+        second.messages.last(),
+        Some(&Message::Tool {
+            id: "c1".into(),
+            output: "echo: arguments.text must be a string, got 1".into(),
+            is_error: true,
+        }),
+        "the model saw the error in its next step"
+    );
+    finish(runtime, &store, "s").await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -248,7 +287,7 @@ async fn an_exhausted_script_is_not_offered_to_the_waterfall() {
             Verdict::Retry,
         )))
         .await;
-    let outcome = session.prompt("go").await.unwrap().await.unwrap();
+    let outcome = session.prompt("go").unwrap().await.unwrap();
     match &outcome.reason {
         TurnEndReason::Error { failure } => assert_eq!(failure.code(), "SCRIPT_EXHAUSTED"),
         other => panic!("{other:?}"),
@@ -279,14 +318,18 @@ async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adap
             .validator(log::live_invariant)
             .store(Arc::new(store.clone()))
             .clock(Arc::new(VirtualClock::start()))
-            .route("declared", Arc::clone(&failing), "m", Some(always.clone()))
-            .route("undeclared", failing, "m", None)
+            .route(
+                Route::new("declared", Arc::clone(&failing))
+                    .model("m")
+                    .retry_policy(always.clone()),
+            )
+            .route(Route::new("undeclared", failing).model("m"))
             .default_route_policy(configured.clone())
             .plugin(policy_recorder(Arc::clone(&seen))),
     )
     .await;
     for route in ["declared", "undeclared", "nowhere"] {
-        session.prompt(Prompt::new("go").on(route)).await.unwrap().await.unwrap();
+        session.prompt(Prompt::new("go").on(route)).unwrap().await.unwrap();
     }
     assert_eq!(*seen.lock().unwrap(), [Some(always), Some(configured), None]);
     let events = finish(runtime, &store, "s").await;
@@ -308,7 +351,7 @@ async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adap
         .build()
         .await
         .unwrap();
-    runtime.session("s").await.unwrap().prompt("go").await.unwrap().await.unwrap();
+    runtime.session("s").await.unwrap().prompt("go").unwrap().await.unwrap();
     assert_eq!(*seen.lock().unwrap(), [Some(RetryPolicy::default())]);
     finish(runtime, &store, "s").await;
 }
@@ -323,7 +366,7 @@ async fn a_crashing_plugin_leaves_a_plugin_crashed_event_and_the_chain_goes_on()
             .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry)),
     )
     .await;
-    let outcome = session.prompt("go").await.unwrap().await.unwrap();
+    let outcome = session.prompt("go").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     let events = finish(runtime, &store, "s").await;
     let crashed = events.iter().find_map(|e| match &e.event {
@@ -348,7 +391,7 @@ async fn a_turn_can_be_streamed_late_mid_turn_or_after_the_session_hibernated() 
     let (runtime, session) = runtime::start(builder(&store, adapter)).await;
 
     // Mid-turn: what was committed is read back, the rest arrives live, nothing twice.
-    let mut first = session.prompt("one").await.unwrap();
+    let mut first = session.prompt("one").unwrap();
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut streamed = Vec::new();
     while let Some(event) = first.next_event().await {
@@ -357,7 +400,7 @@ async fn a_turn_can_be_streamed_late_mid_turn_or_after_the_session_hibernated() 
     assert_eq!(first.turn(), Some(1));
 
     // After the turn ended and the session hibernated (its idle grace over): read from the store.
-    let mut second = session.prompt("two").await.unwrap();
+    let mut second = session.prompt("two").unwrap();
     tokio::time::sleep(DEFAULT_IDLE_GRACE + Duration::from_secs(1)).await;
     assert!(!session.is_awake());
     let mut late = Vec::new();

@@ -23,11 +23,11 @@ use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
 use rein_runtime::plugin::{Plugin, Verdict};
 use rein_runtime::provider::{Adapter, ToolSpec};
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::SessionError;
 use rein_runtime::session::TurnHandle;
 use rein_runtime::store::memory::MemoryStore;
-use rein_runtime::tool::Tool;
+use rein_runtime::tool::{Tool, ToolOutcome};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -38,15 +38,11 @@ impl Tool for Slow {
     fn spec(&self) -> ToolSpec {
         ToolSpec::new("slow", "waits")
     }
-    fn call(
-        &self,
-        _: Value,
-        cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<String, String>> {
+    fn call(&self, _: Value, cancel: CancellationToken) -> BoxFuture<'static, ToolOutcome> {
         Box::pin(async move {
             tokio::select! {
-                () = cancel.cancelled() => Err("cancelled".into()),
-                () = tokio::time::sleep(Duration::from_secs(3600)) => Ok("slept".into()),
+                () = cancel.cancelled() => ToolOutcome::Failure("cancelled".into()),
+                () = tokio::time::sleep(Duration::from_secs(3600)) => ToolOutcome::Output("slept".into()),
             }
         })
     }
@@ -61,7 +57,7 @@ async fn runtime(
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("mock", adapter, "m", None)
+        .route(Route::new("mock", adapter).model("m"))
         .tool(Arc::new(Slow));
     for plugin in plugins {
         builder = builder.plugin(plugin);
@@ -85,7 +81,7 @@ async fn cancel_at(stage: &str, adapter: Arc<dyn Adapter>, plugins: Vec<Arc<dyn 
     let store = MemoryStore::new();
     let runtime = runtime(&store, adapter, plugins).await;
     let session = runtime.session("s").await.unwrap();
-    let mut turn = session.prompt("hello").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
     let last = until(&mut turn, stage).await;
     tokio::time::sleep(Duration::from_millis(250)).await;
 
@@ -144,8 +140,8 @@ async fn a_cancel_drops_the_prompts_queued_behind_the_running_turn() {
     let store = MemoryStore::new();
     let runtime = runtime(&store, Scripted::new(vec![stall(&[])]), vec![]).await;
     let session = runtime.session("s").await.unwrap();
-    let mut first = session.prompt("one").await.unwrap();
-    let queued = session.prompt("two").await.unwrap();
+    let mut first = session.prompt("one").unwrap();
+    let queued = session.prompt("two").unwrap();
     until(&mut first, "request/start").await;
     assert!(session.cancel(CancelCause::User).await.unwrap());
     assert_eq!(
@@ -172,7 +168,7 @@ async fn closing_a_session_aborts_its_turn_as_parent_and_hibernates_it() {
     let store = MemoryStore::new();
     let runtime = runtime(&store, Scripted::new(vec![stall(&[])]), vec![]).await;
     let session = runtime.session("s").await.unwrap();
-    let mut turn = session.prompt("one").await.unwrap();
+    let mut turn = session.prompt("one").unwrap();
     until(&mut turn, "request/start").await;
     session.close().await.unwrap();
     assert_eq!(

@@ -24,7 +24,7 @@ use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::*;
 use rein_runtime::plugin::Verdict;
 use rein_runtime::provider::{Adapter, Message};
-use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::SessionError;
 use rein_runtime::store::SessionStore;
 use rein_runtime::store::memory::MemoryStore;
@@ -39,8 +39,8 @@ async fn prompts_queue_behind_the_running_turn_and_idle_follows_the_last() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![after(100, reply(&["one"])), reply(&["two"])]);
     let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
-    let first = session.prompt("first").await.unwrap();
-    let second = session.prompt("second").await.unwrap();
+    let first = session.prompt("first").unwrap();
+    let second = session.prompt("second").unwrap();
     assert_eq!(first.await.unwrap().turn, 1);
     assert_eq!(second.await.unwrap().turn, 2);
 
@@ -74,13 +74,13 @@ async fn a_turns_outcome_resolves_once_the_log_is_idle_unless_another_turn_follo
         after(100, reply(&["3"])),
     ]);
     let (runtime, session) = runtime::start(builder(&store, adapter)).await;
-    session.prompt("first").await.unwrap().await.unwrap();
+    session.prompt("first").unwrap().await.unwrap();
     // Read straight from the store, not through the session: nothing waits for the log.
     assert_eq!(kinds(&store.events("s")).last(), Some(&"agent/idle"), "durable before the outcome");
 
     // A turn with another queued behind it resolves as the next one starts: no idle between.
-    let second = session.prompt("second").await.unwrap();
-    let third = session.prompt("third").await.unwrap();
+    let second = session.prompt("second").unwrap();
+    let third = session.prompt("third").unwrap();
     second.await.unwrap();
     let idles = |events: &[Envelope]| events.iter().filter(|e| e.kind() == "agent/idle").count();
     assert_eq!(idles(&store.events("s")), 1, "only the first turn's");
@@ -107,7 +107,7 @@ async fn an_idle_session_holds_no_actors_and_the_next_prompt_wakes_it_from_its_l
 
     let session = runtime.session("s").await.unwrap();
     assert!(!session.is_awake(), "opening alone leaves it hibernating");
-    session.prompt("first").await.unwrap().await.unwrap();
+    session.prompt("first").unwrap().await.unwrap();
     tokio::task::yield_now().await;
     assert!(!session.is_awake());
     assert_eq!(runtime.awake_sessions(), 0);
@@ -115,7 +115,7 @@ async fn an_idle_session_holds_no_actors_and_the_next_prompt_wakes_it_from_its_l
     assert_eq!(runtime.supervision_tree(), baseline, "and no log of it");
     assert_eq!(runtime.census().tasks(), 0, "and no turn task");
 
-    let outcome = session.prompt("second").await.unwrap().await.unwrap();
+    let outcome = session.prompt("second").unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
     assert_eq!(adapter.seen()[1].messages.len(), 3, "the woken session folded its history");
     runtime.shutdown().await;
@@ -193,7 +193,7 @@ async fn a_manual_retry_reruns_a_failed_turn_over_the_same_history() {
         Err(SessionError::Retry(RetryRefused::NoTurn)) => {}
         other => panic!("{other:?}"),
     }
-    let failed = session.prompt("hello").await.unwrap().await.unwrap();
+    let failed = session.prompt("hello").unwrap().await.unwrap();
     assert!(matches!(failed.reason, TurnEndReason::Error { .. }));
 
     let retried = session.retry().await.unwrap().await.unwrap();
@@ -221,8 +221,8 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("stalling", provider, "m", None)
-        .route("failing", failing, "m", None)
+        .route(Route::new("stalling", provider).model("m"))
+        .route(Route::new("failing", failing).model("m"))
         .plugin(TestPlugin::downstream_first("asking", &t, Verdict::Retry))
         .plugin(TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry))
         .build()
@@ -237,7 +237,7 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
         let session = runtime.session(&format!("s{i}")).await.unwrap();
         let route = if i % 2 == 0 { "stalling" } else { "failing" };
         let prompt = rein_runtime::session::Prompt::new("hi").on(route);
-        turns.push(session.prompt(prompt).await.unwrap());
+        turns.push(session.prompt(prompt).unwrap());
     }
     let idle = runtime.session("idle").await.unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -278,7 +278,7 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
     for i in 0..20 {
         assert_valid(&store.events(&format!("s{i}")));
     }
-    assert!(matches!(idle.prompt("late").await, Err(SessionError::ShutDown)));
+    assert!(matches!(idle.prompt("late"), Err(SessionError::ShutDown)));
     assert!(matches!(runtime.session("new").await, Err(SessionError::ShutDown)));
     runtime.shutdown().await; // idempotent
 }
@@ -288,7 +288,7 @@ async fn a_turn_whose_last_allowed_step_called_tools_ends_max_steps() {
     let store = MemoryStore::new();
     let adapter = Scripted::always(call(&[], &[("c", "echo", json!({"text": "again"}))]));
     let (runtime, session) = runtime::start(builder(&store, adapter).max_steps(2)).await;
-    let outcome = session.prompt("loop").await.unwrap().await.unwrap();
+    let outcome = session.prompt("loop").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps);
     runtime.shutdown().await;
     let events = store.events("s");
@@ -311,12 +311,12 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
             .validator(log::live_invariant)
             .store(store)
             .clock(Arc::new(VirtualClock::start()))
-            .route("mock", adapter, "m", None)
+            .route(Route::new("mock", adapter).model("m"))
     };
 
     // A first process: one completed turn, then a crash mid-write of a second turn's line.
     let runtime = build(open(), Scripted::new(vec![reply(&["one"])])).build().await.unwrap();
-    runtime.session("s").await.unwrap().prompt("first").await.unwrap().await.unwrap();
+    runtime.session("s").await.unwrap().prompt("first").unwrap().await.unwrap();
     runtime.shutdown().await;
     let path = dir.path().join("s.jsonl");
     let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
@@ -327,7 +327,7 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
     // A second process: the torn line is cut, the session goes on.
     let adapter = Scripted::new(vec![reply(&["two"])]);
     let (runtime, session) = runtime::start(build(open(), adapter.clone())).await;
-    let outcome = session.prompt("second").await.unwrap().await.unwrap();
+    let outcome = session.prompt("second").unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
     assert_eq!(adapter.seen()[0].messages.len(), 3, "the first turn's history survived");
     let events = session.events().await.unwrap();
@@ -369,7 +369,7 @@ async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_its_log_is_rep
     let baseline = runtime.census().actors();
     let session = runtime.session("s").await.unwrap();
 
-    let turn = session.prompt("one").await.unwrap();
+    let turn = session.prompt("one").unwrap();
     assert!(matches!(turn.outcome().await, Err(SessionError::Stopped)));
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(woke.load(std::sync::atomic::Ordering::SeqCst), "the turn's token fired");
@@ -382,7 +382,7 @@ async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_its_log_is_rep
     assert_eq!(runtime.census().tasks(), 1, "its grace timer; the recovery and the walk ended");
     assert_eq!(runtime.census().actors(), baseline + 2, "a session and its log");
 
-    let outcome = session.prompt("two").await.unwrap().await.unwrap();
+    let outcome = session.prompt("two").unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
     runtime.shutdown().await;
     let events = store.events("s");
@@ -414,13 +414,13 @@ async fn a_panicking_validator_fails_the_log_not_the_runtime_and_the_next_prompt
 
     // The panic stays in the log: the prompt is refused, nothing of it is written, the runtime
     // and its other actors live on, and the session's failed actor is replaced.
-    let refused = session.prompt("boom").await.unwrap().outcome().await;
+    let refused = session.prompt("boom").unwrap().outcome().await;
     assert!(matches!(refused, Err(SessionError::NotStarted { .. })), "{refused:?}");
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(!session.is_awake(), "the session whose log failed is gone");
     assert_eq!(kinds(&store.events("s")), ["session/start"]);
 
-    let outcome = session.prompt("hello").await.unwrap().outcome().await.unwrap();
+    let outcome = session.prompt("hello").unwrap().outcome().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (1, TurnEndReason::Completed));
     runtime.shutdown().await;
     assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));

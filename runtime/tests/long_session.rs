@@ -13,7 +13,7 @@ use rein_runtime::BoxFuture;
 use rein_runtime::event::TurnEndReason;
 use rein_runtime::failure::Failure;
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::{Durability, SessionStore};
@@ -45,7 +45,7 @@ impl Adapter for Instant {
 async fn allocations_per_turn(store: Arc<dyn SessionStore>) -> Vec<usize> {
     let runtime = Runtime::builder()
         .store(store)
-        .route("mock", Arc::new(Instant), "m", None)
+        .route(Route::new("mock", Arc::new(Instant)).model("m"))
         .build()
         .await
         .unwrap();
@@ -53,7 +53,7 @@ async fn allocations_per_turn(store: Arc<dyn SessionStore>) -> Vec<usize> {
     let mut counts = Vec::with_capacity(TURNS);
     for _ in 0..TURNS {
         let before = GLOBAL.stats().allocations + GLOBAL.stats().reallocations;
-        let outcome = session.prompt("again").await.unwrap().await.unwrap();
+        let outcome = session.prompt("again").unwrap().await.unwrap();
         let after = GLOBAL.stats().allocations + GLOBAL.stats().reallocations;
         assert_eq!(outcome.reason, TurnEndReason::Completed);
         counts.push(after - before);

@@ -24,7 +24,7 @@ use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
 use rein_runtime::plugin_host::RegisterError;
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::SessionError;
 use rein_runtime::store::memory::MemoryStore;
 use serde_json::{Value, json};
@@ -37,13 +37,13 @@ async fn disposing_a_plugin_mid_wait_ends_the_turn_with_its_failure() {
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("mock", Scripted::always(fail("SERVER", &[])), "m", None)
+        .route(Route::new("mock", Scripted::always(fail("SERVER", &[]))).model("m"))
         .plugin(TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry))
         .build()
         .await
         .unwrap();
     let session = runtime.session("s").await.unwrap();
-    let turn = session.prompt("hi").await.unwrap();
+    let turn = session.prompt("hi").unwrap();
     tokio::time::sleep(Duration::from_secs(1)).await;
     runtime.dispose_plugin("waiting").await.unwrap();
     match turn.outcome().await.unwrap().reason {
@@ -96,7 +96,7 @@ async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("mock", Scripted::new(vec![stall(&[])]), "m", None)
+        .route(Route::new("mock", Scripted::new(vec![stall(&[])])).model("m"))
         .plugin(switch.clone())
         .idle_grace(Duration::ZERO)
         .build()
@@ -104,7 +104,7 @@ async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
         .unwrap();
     let awake = runtime.session("awake").await.unwrap();
     let _asleep = runtime.session("asleep").await.unwrap();
-    let _turn = awake.prompt("hi").await.unwrap();
+    let _turn = awake.prompt("hi").unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
 
     assert_eq!(runtime.plugin_revision("switch"), Some(0));
@@ -150,7 +150,7 @@ fn thousand_fail_once(store: &MemoryStore) -> rein_runtime::runtime::RuntimeBuil
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("mock", adapter, "m", None)
+        .route(Route::new("mock", adapter).model("m"))
 }
 
 #[tokio::test(start_paused = true)]
@@ -163,7 +163,7 @@ async fn a_thousand_sessions_wait_in_one_plugin_and_all_retry() {
     let mut turns = Vec::new();
     for i in 0..1000 {
         let session = runtime.session(&format!("s{i}")).await.unwrap();
-        turns.push(session.prompt("hi").await.unwrap());
+        turns.push(session.prompt("hi").unwrap());
     }
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(parking.parked(), 1000, "every session parked in the one plugin's wait");
@@ -200,7 +200,7 @@ async fn a_thousand_sessions_recover_through_plugins_that_answer_at_once() {
     let mut turns = Vec::new();
     for i in 0..1000 {
         let session = runtime.session(&format!("s{i}")).await.unwrap();
-        turns.push(session.prompt("hi").await.unwrap());
+        turns.push(session.prompt("hi").unwrap());
     }
     for turn in turns {
         assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
@@ -247,7 +247,10 @@ async fn a_plugin_that_crashes_before_its_first_wait_is_restarted_and_counts_as_
             .validator(log::live_invariant)
             .store(Arc::new(store.clone()))
             .clock(Arc::new(VirtualClock::start()))
-            .route("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]), "m", None)
+            .route(
+                Route::new("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]))
+                    .model("m"),
+            )
             .plugin(crashing.clone())
             .plugin(fallback.clone())
             .build()
@@ -255,7 +258,7 @@ async fn a_plugin_that_crashes_before_its_first_wait_is_restarted_and_counts_as_
             .unwrap();
         let before = runtime.chain().incarnation("crashy").unwrap();
         let session = runtime.session("s").await.unwrap();
-        let turn = session.prompt("hi").await.unwrap();
+        let turn = session.prompt("hi").unwrap();
         assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed, "{case}");
         assert_eq!(t.take(), ["crashy", "fallback"], "{case}: the crash counted as Next");
         let after = runtime.chain().incarnation("crashy");
@@ -303,23 +306,24 @@ async fn a_plugin_registered_at_run_time_joins_the_end_of_the_chain() {
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route(
-            "mock",
-            Scripted::new(vec![
-                fail("SERVER", &[]),
-                fail("SERVER", &[]),
-                reply(&["ok"]),
-                fail("SERVER", &[]),
-                reply(&["again"]),
-            ]),
-            "m",
-            None,
+            Route::new(
+                "mock",
+                Scripted::new(vec![
+                    fail("SERVER", &[]),
+                    fail("SERVER", &[]),
+                    reply(&["ok"]),
+                    fail("SERVER", &[]),
+                    reply(&["again"]),
+                ]),
+            )
+            .model("m"),
         )
         .plugin(TestPlugin::slow("waiting", &t, Duration::from_secs(1), Verdict::Next))
         .build()
         .await
         .unwrap();
     let session = runtime.session("s").await.unwrap();
-    let first = session.prompt("one").await.unwrap();
+    let first = session.prompt("one").unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     let retry = TestPlugin::answering("retry", &t, Verdict::Retry);
     runtime.register_plugin(retry.clone()).await.unwrap();
@@ -328,7 +332,7 @@ async fn a_plugin_registered_at_run_time_joins_the_end_of_the_chain() {
     assert!(matches!(reason, TurnEndReason::Error { .. }), "{reason:?}");
     assert_eq!(retry.calls(), 0, "registered during the walk: not offered its failure");
 
-    let second = session.prompt("two").await.unwrap();
+    let second = session.prompt("two").unwrap();
     assert_eq!(second.outcome().await.unwrap().reason, TurnEndReason::Completed);
     assert_eq!(t.take(), ["waiting", "waiting", "retry"]);
 
@@ -342,7 +346,7 @@ async fn a_plugin_registered_at_run_time_joins_the_end_of_the_chain() {
     let fresh = TestPlugin::answering("retry", &t, Verdict::Retry);
     runtime.register_plugin(fresh.clone()).await.unwrap();
     assert_eq!(runtime.plugins(), ["waiting", "retry"]);
-    let third = session.prompt("three").await.unwrap();
+    let third = session.prompt("three").unwrap();
     assert_eq!(third.outcome().await.unwrap().reason, TurnEndReason::Completed);
     assert_eq!((retry.calls(), fresh.calls()), (1, 1), "the disposed one is not offered");
 
@@ -361,7 +365,9 @@ async fn a_plugin_registered_at_run_time_is_restarted_when_it_crashes() {
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]), "m", None)
+        .route(
+            Route::new("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])])).model("m"),
+        )
         .build()
         .await
         .unwrap();
@@ -377,7 +383,7 @@ async fn a_plugin_registered_at_run_time_is_restarted_when_it_crashes() {
     runtime.register_plugin(TestPlugin::answering("fallback", &t, Verdict::Retry)).await.unwrap();
     let before = runtime.chain().incarnation("crashy").unwrap();
     let session = runtime.session("s").await.unwrap();
-    let turn = session.prompt("hi").await.unwrap();
+    let turn = session.prompt("hi").unwrap();
     assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
     assert_eq!(t.take(), ["crashy", "fallback"], "the crash counted as Next");
     let after = runtime.chain().incarnation("crashy");

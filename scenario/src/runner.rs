@@ -61,7 +61,7 @@ use rein_runtime::clock::{Clock, VirtualClock};
 use rein_runtime::event::{CancelCause, Envelope};
 use rein_runtime::plugin::{ConfigError, Plugin};
 use rein_runtime::random::Samples;
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::{Prompt, Session, SessionError};
 use rein_runtime::session::{TurnHandle, TurnOutcome};
 use rein_runtime::store::memory::MemoryStore;
@@ -202,8 +202,11 @@ impl ScenarioRunner {
         // attempts with `NO_ADAPTER` and offers them with no policy, as for any unknown route.
         for route in scenario.providers.iter().filter(|r| r.adapter) {
             let adapter = ScriptedProvider::new(route.script.iter().cloned());
-            builder =
-                builder.route(&route.id, Arc::new(adapter), MODEL, route.retry_policy.clone());
+            builder = builder.route(
+                Route::new(&route.id, Arc::new(adapter))
+                    .model(MODEL)
+                    .retry_policy(route.retry_policy.clone()),
+            );
         }
         if !scenario.reject.is_empty() {
             let reject = RejectAppends::new(scenario.reject.iter().cloned());
@@ -375,8 +378,7 @@ impl Drive<'_> {
                 },
                 Move::Prompt(turn) => {
                     let prompt = Prompt::new(turn.prompt).on(turn.provider);
-                    let handle =
-                        session.prompt(prompt).await.map_err(|e| internal("prompting", e))?;
+                    let handle = session.prompt(prompt).map_err(|e| internal("prompting", e))?;
                     follow(handle, news_tx.clone());
                     running = true;
                     last_progress = Instant::now();

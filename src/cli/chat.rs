@@ -25,7 +25,7 @@ use std::sync::Arc;
 use anstream::ColorChoice;
 use rein_runtime::event::TurnEndReason;
 use rein_runtime::random::SeededJitter;
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::Session;
 use tokio::sync::mpsc;
 
@@ -166,12 +166,9 @@ async fn chat(args: &ChatArgs) -> u8 {
         }
     };
 
-    let mut builder = Runtime::builder().store(Arc::new(place.store.clone())).route(
-        route.name.clone(),
-        route.adapter.clone(),
-        route.model.clone(),
-        None,
-    );
+    let mut builder = Runtime::builder()
+        .store(Arc::new(place.store.clone()))
+        .route(Route::new(route.name.clone(), route.adapter.clone()).model(route.model.clone()));
     for plugin in chain {
         builder = builder.plugin(plugin);
     }

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use rein::providers::{Simulated, SimulatedConfig};
 use rein::runtime::census::ActorKind;
-use rein::runtime::runtime::Runtime;
+use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::sqlite::SqliteStore;
@@ -352,7 +352,7 @@ async fn stress(
     let specs = plugin_specs(args, &crashes)?;
     let mut builder = Runtime::builder()
         .store(Arc::clone(&store))
-        .route("simulated", Arc::new(simulated.clone()), simulated.model(), None)
+        .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
         .jitter(Arc::new(jitter::StressJitter::new(args.seed)));
     for spec in &specs {
         builder = builder.plugin((spec.make)()?);

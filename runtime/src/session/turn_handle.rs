@@ -79,7 +79,7 @@ impl TurnSink {
 }
 
 /// Where the stream stands.
-enum Stream {
+enum Position {
     /// The turn has not started (or its start was not yet seen).
     Waiting(oneshot::Receiver<Started>),
     /// Started; nothing read yet.
@@ -97,15 +97,25 @@ enum Stream {
 
 /// A prompted (or retried) turn: stream its events, await its outcome.
 pub struct TurnHandle {
-    stream: Stream,
+    position: Position,
+    /// The step of the stream in progress (it owns the position meanwhile).
+    advancing: Option<BoxFuture<'static, Advanced>>,
     turn: Option<u32>,
     outcome: oneshot::Receiver<Result<TurnOutcome, SessionError>>,
     streams: Arc<AtomicBool>,
 }
 
+/// What one step of the stream gave: the event (none: the stream ended), where the stream now
+/// stands, and the turn's number once seen.
+struct Advanced {
+    event: Option<Envelope>,
+    position: Position,
+    turn: Option<u32>,
+}
+
 impl std::fmt::Debug for TurnHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let ended = matches!(self.stream, Stream::Ended);
+        let ended = matches!(self.position, Position::Ended);
         f.debug_struct("TurnHandle").field("turn", &self.turn).field("ended", &ended).finish()
     }
 }
@@ -118,7 +128,8 @@ pub(crate) fn channel() -> (TurnSink, TurnHandle) {
     let sink =
         TurnSink { started: Some(started_tx), outcome: outcome_tx, streams: Arc::clone(&streams) };
     let handle = TurnHandle {
-        stream: Stream::Waiting(started_rx),
+        position: Position::Waiting(started_rx),
+        advancing: None,
         turn: None,
         outcome: outcome_rx,
         streams,
@@ -157,6 +168,80 @@ async fn catch_up(
     (out, live)
 }
 
+/// One step of the stream: from `position`, the next event and where the stream then stands.
+async fn advance(mut position: Position, streams: Arc<AtomicBool>) -> Advanced {
+    let mut turn = None;
+    loop {
+        match position {
+            Position::Ended => return Advanced { event: None, position: Position::Ended, turn },
+            Position::Waiting(started) => {
+                // Asked before the turn started: the session subscribes for this handle.
+                streams.store(true, Ordering::Release);
+                match started.await {
+                    Ok(started) => {
+                        turn = Some(started.turn);
+                        position = Position::Started(started);
+                    }
+                    Err(_) => return Advanced { event: None, position: Position::Ended, turn },
+                }
+            }
+            Position::Started(mut started) => {
+                let (pending, live) = catch_up(&mut started).await;
+                position = Position::Reading {
+                    turn: started.turn,
+                    pending,
+                    live,
+                    next_seq: started.from_seq,
+                };
+            }
+            Position::Reading { turn: this, mut pending, mut live, next_seq } => {
+                let event = match pending.pop_front() {
+                    Some(event) => Some(event),
+                    None => match live.as_mut() {
+                        Some(live) => live.recv().await,
+                        None => None,
+                    },
+                };
+                let Some(event) = event else {
+                    return Advanced { event: None, position: Position::Ended, turn };
+                };
+                if event.seq < next_seq {
+                    position = Position::Reading { turn: this, pending, live, next_seq };
+                    continue;
+                }
+                let position = if ends(&event, this) {
+                    Position::Ended
+                } else {
+                    Position::Reading { turn: this, pending, live, next_seq: event.seq + 1 }
+                };
+                return Advanced { event: Some(event), position, turn };
+            }
+        }
+    }
+}
+
+impl futures::Stream for TurnHandle {
+    type Item = Envelope;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Envelope>> {
+        let this = &mut *self;
+        let advancing = this.advancing.get_or_insert_with(|| {
+            let position = std::mem::replace(&mut this.position, Position::Ended);
+            Box::pin(advance(position, Arc::clone(&this.streams)))
+        });
+        let Advanced { event, position, turn } = std::task::ready!(advancing.as_mut().poll(cx));
+        this.advancing = None;
+        this.position = position;
+        if turn.is_some() {
+            this.turn = turn;
+        }
+        std::task::Poll::Ready(event)
+    }
+}
+
 impl TurnHandle {
     /// The turn's number, once [`TurnHandle::next_event`] saw it start.
     pub fn turn(&self) -> Option<u32> {
@@ -164,52 +249,9 @@ impl TurnHandle {
     }
 
     /// The next event of the turn, in commit order; `None` after its `turn/end` (or when the
-    /// turn never started).
+    /// turn never started). The same as [`futures::StreamExt::next`] on the handle.
     pub async fn next_event(&mut self) -> Option<Envelope> {
-        loop {
-            match std::mem::replace(&mut self.stream, Stream::Ended) {
-                Stream::Ended => return None,
-                Stream::Waiting(started) => {
-                    // Asked before the turn started: the session subscribes for this handle.
-                    self.streams.store(true, Ordering::Release);
-                    match started.await {
-                        Ok(started) => {
-                            self.turn = Some(started.turn);
-                            self.stream = Stream::Started(started);
-                        }
-                        Err(_) => return None,
-                    }
-                }
-                Stream::Started(mut started) => {
-                    let (pending, live) = catch_up(&mut started).await;
-                    self.stream = Stream::Reading {
-                        turn: started.turn,
-                        pending,
-                        live,
-                        next_seq: started.from_seq,
-                    };
-                }
-                Stream::Reading { turn, mut pending, mut live, next_seq } => {
-                    let event = match pending.pop_front() {
-                        Some(event) => Some(event),
-                        None => match live.as_mut() {
-                            Some(live) => live.recv().await,
-                            None => None,
-                        },
-                    };
-                    let event = event?;
-                    if event.seq < next_seq {
-                        self.stream = Stream::Reading { turn, pending, live, next_seq };
-                        continue;
-                    }
-                    if !ends(&event, turn) {
-                        let next_seq = event.seq + 1;
-                        self.stream = Stream::Reading { turn, pending, live, next_seq };
-                    }
-                    return Some(event);
-                }
-            }
-        }
+        futures::StreamExt::next(self).await
     }
 
     /// How the turn ended. An error when it never started (the session was closed or the

@@ -4,12 +4,12 @@
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::Tool;
+use super::{Tool, ToolOutcome};
 use crate::BoxFuture;
 use crate::provider::ToolSpec;
 
 /// Returns the `text` argument: `{"text": "hi"}` → `hi`. A bare JSON string is echoed too; any
-/// other argument is a tool error naming what was expected.
+/// other argument is an error the model sees, naming what was expected.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EchoTool;
 
@@ -46,8 +46,11 @@ impl Tool for EchoTool {
         &self,
         arguments: Value,
         _cancel: CancellationToken,
-    ) -> BoxFuture<'static, Result<String, String>> {
-        let answer = echo(&arguments);
+    ) -> BoxFuture<'static, ToolOutcome> {
+        let answer = match echo(&arguments) {
+            Ok(text) => ToolOutcome::Output(text),
+            Err(error) => ToolOutcome::Error(error),
+        };
         Box::pin(async move { answer })
     }
 }
@@ -79,6 +82,8 @@ mod tests {
     async fn the_tool_is_named_echo() {
         assert_eq!(EchoTool.spec().name, "echo");
         let out = EchoTool.call(json!({"text": "x"}), CancellationToken::new()).await;
-        assert_eq!(out, Ok("x".to_owned()));
+        assert_eq!(out, ToolOutcome::Output("x".to_owned()));
+        let out = EchoTool.call(json!({"text": 1}), CancellationToken::new()).await;
+        assert_eq!(out, ToolOutcome::Error("echo: arguments.text must be a string, got 1".into()));
     }
 }

@@ -20,7 +20,7 @@ use rein_runtime::event::TurnEndReason;
 use rein_runtime::failure::Failure;
 use rein_runtime::plugin::{Plugin, Recovery, Verdict};
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Message, Request};
-use rein_runtime::runtime::Runtime;
+use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::Session;
 use rein_runtime::session::TurnHandle;
 use rein_runtime::store::Durability;
@@ -116,7 +116,7 @@ impl Rig {
         let plugin = Arc::new(Parking::default());
         let runtime = Runtime::builder()
             .store(Arc::new(store))
-            .route("mock", Arc::new(FailOnRequest), "m", None)
+            .route(Route::new("mock", Arc::new(FailOnRequest)).model("m"))
             .plugin(Arc::clone(&plugin) as Arc<dyn Plugin>)
             .idle_grace(Duration::ZERO)
             .build()
@@ -151,7 +151,7 @@ impl Rig {
         let mut turns = Vec::with_capacity(n);
         for i in 0..n {
             let session = self.runtime.session(&format!("{prefix}{i}")).await.unwrap();
-            turns.push(session.prompt("fail").await.unwrap());
+            turns.push(session.prompt("fail").unwrap());
             sessions.push(session);
         }
         self.plugin.until_parked(n).await;
@@ -177,7 +177,7 @@ impl Rig {
         let mut turns = Vec::with_capacity(n);
         for i in 0..n {
             let session = self.runtime.session(&format!("{prefix}{i}")).await.unwrap();
-            turns.push(session.prompt("ok").await.unwrap());
+            turns.push(session.prompt("ok").unwrap());
             sessions.push(session);
         }
         for turn in turns {

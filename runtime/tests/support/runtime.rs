@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::provider::Adapter;
-use rein_runtime::runtime::{Runtime, RuntimeBuilder};
+use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
@@ -19,7 +19,7 @@ pub fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>, model: &str) -> R
         .validator(super::log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route("mock", adapter, model, None)
+        .route(Route::new("mock", adapter).model(model))
         .tool(Arc::new(EchoTool))
 }
 

@@ -36,7 +36,7 @@ pub(crate) async fn run(
     console: &mut Console,
     expand: bool,
 ) -> Result<Ran, SessionError> {
-    let mut handle = session.prompt(prompt).await?;
+    let mut handle = session.prompt(prompt)?;
     let (tx, mut events) = mpsc::unbounded_channel::<Envelope>();
     let forward = tokio::spawn(async move {
         while let Some(event) = handle.next_event().await {

@@ -183,7 +183,7 @@ async fn one_turn(
     report: &mut AgentReport,
 ) {
     let id = session.id();
-    let handle = match session.prompt(format!("stress turn {turn} of {id}")).await {
+    let handle = match session.prompt(format!("stress turn {turn} of {id}")) {
         Ok(handle) => handle,
         Err(error) => {
             if !shared.watch.stopping() {
