@@ -350,10 +350,6 @@ impl Plugin for CrashOnce {
         }
         Arc::clone(&self.inner).recover(recovery)
     }
-
-    fn default_route_policy(&self) -> Option<rein::runtime::retry_policy::RetryPolicy> {
-        self.inner.default_route_policy()
-    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -368,6 +364,7 @@ async fn a_plugin_restarted_mid_chain_continues_the_chain_count() {
         "maxTransientRetries": 2, "initialDelayMs": 100, "maxDelayMs": 1000, "jitterRatio": 0
     }))
     .unwrap();
+    let policy = llm_retry.policy().clone();
     let crashing = Arc::new(CrashOnce {
         inner: Arc::new(llm_retry),
         crash_on: 2,
@@ -378,6 +375,7 @@ async fn a_plugin_restarted_mid_chain_continues_the_chain_count() {
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route(Route::new("mock", Arc::new(provider)).model("m"))
+        .default_route_policy(policy)
         .plugin(crashing)
         .plugin(Arc::new(ScriptedPlugin::new("scripted", [Answer::Retry])))
         .build()

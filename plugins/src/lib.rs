@@ -52,7 +52,7 @@ pub type Factory = fn(&Value) -> Result<BuiltPlugin, ConfigError>;
 /// test double `scripted`), with the factory that builds it: what a scenario runner or a CLI
 /// registers.
 pub const ALL: &[(&str, Factory)] = &[
-    (llm_retry::NAME, llm_retry_factory),
+    (llm_retry::NAME, llm_retry::factory),
     (compaction::NAME, compaction::factory),
     (auto_retry::NAME, auto_retry::factory),
     (scripted::NAME, scripted_factory),
@@ -60,10 +60,6 @@ pub const ALL: &[(&str, Factory)] = &[
 
 /// The plugins of the default chain, in chain order (first = outermost).
 pub const DEFAULT_CHAIN: [&str; 3] = [llm_retry::NAME, compaction::NAME, auto_retry::NAME];
-
-fn llm_retry_factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
-    llm_retry::factory(config).map(BuiltPlugin::strict)
-}
 
 fn scripted_factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     scripted::factory(config).map(BuiltPlugin::strict)

@@ -6,9 +6,9 @@
 //!    ([`Scheduled::NotScheduled`]);
 //! 2. append `llm/retry` and wait for the log's acknowledgement; a rejected append (a live
 //!    invariant, a closed log) abandons the retry ([`Scheduled::Rejected`]);
-//! 3. wait `delayMs`, racing the turn's cancellation and the plugin's disposal (and, for
-//!    `auto-retry`, its switch to `enabled = false`); any of them ends the wait at once and
-//!    nothing more is written ([`Scheduled::Aborted`]);
+//! 3. wait `delayMs` ([`Recovery::wait_or`]: the turn's cancellation and the plugin's disposal —
+//!    and, for `auto-retry`, its switch to `enabled = false` — end the wait at once); nothing
+//!    more is written ([`Scheduled::Aborted`]);
 //! 4. append `llm/retry-started` ([`Scheduled::Started`]: answer `Retry`).
 //!
 //! Every outcome but `Started` answers `Stop` ([`Scheduled::verdict`]): a retry that was decided
@@ -27,87 +27,19 @@
 //! after, a crash would lose the pause and the count. So the wait starts only once the session
 //! log acknowledged the append at the store's durability.
 //!
-//! # Why the wait is a `select!` and not a spawned timer
+//! # Why the wait is the recovery's own
 //!
 //! The wait runs inside the recovery's own task (the plugin host runs each recovery as a tracked
-//! task), so it needs no task of its own: a `select!` of the sleep against the two tokens returns
-//! the moment either fires, drops the sleep (no timer is left behind) and lets the plugin host's
-//! drain (`post_stop` waits for every recovery) complete at once on disposal.
+//! task), so it needs no task of its own: [`Recovery::wait_or`] races the sleep against the
+//! tokens, returns the moment one fires, drops the sleep (no timer is left behind) and lets the
+//! plugin host's drain (`post_stop` waits for every recovery) complete at once on disposal.
 
 use std::time::Duration;
 
 use rein_runtime::event::{Event, LlmRetry, LlmRetryStarted};
-use rein_runtime::plugin::Verdict;
-use rein_runtime::session_log::{AppendError, SessionLog};
+use rein_runtime::plugin::{Interrupted, Recovery, Verdict};
+use rein_runtime::session_log::AppendError;
 use tokio_util::sync::CancellationToken;
-
-/// The signals that end a retry early: the turn's cancellation, the plugin's disposal and,
-/// for a plugin that can be switched off at run time (`auto-retry`'s `enabled = false`), its
-/// switch.
-#[derive(Debug, Clone, Copy)]
-pub struct Aborts<'a> {
-    /// The turn's cancellation (`payload.cancel`).
-    pub cancel: &'a CancellationToken,
-    /// The plugin's disposal (`recovery.disposed`).
-    pub disposed: &'a CancellationToken,
-    /// Cancelled when the plugin is switched off at run time, if it can be.
-    pub switched_off: Option<&'a CancellationToken>,
-}
-
-/// Which signal ended a retry early.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Abort {
-    /// The turn was cancelled.
-    Cancelled,
-    /// The plugin was disposed.
-    Disposed,
-    /// The plugin was switched off at run time.
-    SwitchedOff,
-}
-
-impl<'a> Aborts<'a> {
-    /// The turn's cancellation and the plugin's disposal.
-    pub fn new(cancel: &'a CancellationToken, disposed: &'a CancellationToken) -> Self {
-        Aborts { cancel, disposed, switched_off: None }
-    }
-
-    /// Also ended when `switched_off` is cancelled.
-    #[must_use]
-    pub fn or_switched_off(mut self, switched_off: &'a CancellationToken) -> Self {
-        self.switched_off = Some(switched_off);
-        self
-    }
-
-    /// Which signal has fired, if any (cancellation first: it decides how the turn ends).
-    pub fn fired(&self) -> Option<Abort> {
-        if self.cancel.is_cancelled() {
-            Some(Abort::Cancelled)
-        } else if self.disposed.is_cancelled() {
-            Some(Abort::Disposed)
-        } else if self.switched_off.is_some_and(CancellationToken::is_cancelled) {
-            Some(Abort::SwitchedOff)
-        } else {
-            None
-        }
-    }
-
-    /// Sleeps `delay`, unless a signal fires first.
-    async fn sleep(&self, delay: Duration) -> Result<(), Abort> {
-        let switched_off = async {
-            match self.switched_off {
-                Some(token) => token.cancelled().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            biased;
-            () = self.cancel.cancelled() => Err(Abort::Cancelled),
-            () = self.disposed.cancelled() => Err(Abort::Disposed),
-            () = switched_off => Err(Abort::SwitchedOff),
-            () = tokio::time::sleep(delay) => Ok(()),
-        }
-    }
-}
 
 /// How a scheduled retry ended.
 #[derive(Debug)]
@@ -115,12 +47,12 @@ impl<'a> Aborts<'a> {
 pub enum Scheduled {
     /// The wait elapsed and `llm/retry-started` is written: answer `Retry`.
     Started,
-    /// The turn was cancelled or the plugin disposed before anything was written.
-    NotScheduled(Abort),
+    /// The turn was cancelled, the plugin disposed or switched off before anything was written.
+    NotScheduled(Interrupted),
     /// The log refused `llm/retry` (nothing was written).
     Rejected(AppendError),
     /// `llm/retry` is written, but the wait was aborted; `llm/retry-started` is not written.
-    Aborted(Abort),
+    Aborted(Interrupted),
     /// The wait elapsed but the log refused `llm/retry-started`.
     StartRejected(AppendError),
 }
@@ -135,11 +67,23 @@ impl Scheduled {
     }
 }
 
-/// Performs the retry `retry` (SPEC §5.5) on `log`, watching `aborts`.
-pub async fn run(log: &SessionLog, aborts: Aborts<'_>, retry: LlmRetry) -> Scheduled {
-    if let Some(abort) = aborts.fired() {
-        return Scheduled::NotScheduled(abort);
+/// Performs the retry `retry` for `recovery`: on its session's log, its wait ended by the turn's
+/// cancellation, the plugin's disposal ([`Recovery::wait_or`]) or `switched_off` (a plugin that
+/// can be switched off at run time: `auto-retry`'s `enabled = false`).
+pub async fn run(
+    recovery: &Recovery,
+    switched_off: Option<&CancellationToken>,
+    retry: LlmRetry,
+) -> Scheduled {
+    let never = CancellationToken::new();
+    let switched_off = switched_off.unwrap_or(&never);
+    let fired = || {
+        recovery.interrupted().or_else(|| switched_off.is_cancelled().then_some(Interrupted::Also))
+    };
+    if let Some(interrupted) = fired() {
+        return Scheduled::NotScheduled(interrupted);
     }
+    let log = &recovery.payload.log;
     let delay = wait_duration(retry.delay_ms);
     let started = LlmRetryStarted {
         retry_id: retry.retry_id.clone(),
@@ -150,12 +94,8 @@ pub async fn run(log: &SessionLog, aborts: Aborts<'_>, retry: LlmRetry) -> Sched
     if let Err(error) = log.append(vec![Event::LlmRetry(retry)]).await {
         return Scheduled::Rejected(error);
     }
-    if let Err(abort) = aborts.sleep(delay).await {
-        return Scheduled::Aborted(abort);
-    }
-    // The sleep and a signal can become ready together; the signal wins.
-    if let Some(abort) = aborts.fired() {
-        return Scheduled::Aborted(abort);
+    if let Err(interrupted) = recovery.wait_or(delay, switched_off).await {
+        return Scheduled::Aborted(interrupted);
     }
     match log.append(vec![Event::LlmRetryStarted(started)]).await {
         Ok(_) => Scheduled::Started,
@@ -183,6 +123,9 @@ mod tests {
     use rein_runtime::clock::VirtualClock;
     use rein_runtime::event::{RequestError, RequestStart, StepRef, TurnStart};
     use rein_runtime::failure::Failure;
+    use rein_runtime::plugin::{Downstream, RequestErrorPayload};
+    use rein_runtime::random::SeededJitter;
+    use rein_runtime::session_log::SessionLog;
     use rein_runtime::store::memory::MemoryStore;
     use rein_scenario::reject::RejectAppends;
 
@@ -203,6 +146,31 @@ mod tests {
         ];
         for (ms, expected) in cases {
             assert_eq!(wait_duration(ms), expected, "{ms}");
+        }
+    }
+
+    /// A recovery of `log`'s failure, ended by `cancel` and `disposed`.
+    fn recovery(
+        log: &SessionLog,
+        cancel: &CancellationToken,
+        disposed: &CancellationToken,
+    ) -> Recovery {
+        let payload = RequestErrorPayload {
+            session: Arc::from("s"),
+            turn: 1,
+            step: 1,
+            attempt: 1,
+            provider: "mock".into(),
+            failure: Failure::new("SERVER", "down").unwrap(),
+            retry_policy: None,
+            cancel: cancel.clone(),
+            log: log.clone(),
+        };
+        Recovery {
+            payload: Arc::new(payload),
+            downstream: Downstream::end(),
+            disposed: disposed.clone(),
+            jitter: Arc::new(SeededJitter::new(0)),
         }
     }
 
@@ -260,9 +228,8 @@ mod tests {
     async fn writes_the_retry_waits_then_writes_the_start() {
         let (store, log) = failed_attempt().await;
         let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
-        let aborts = Aborts::new(&cancel, &disposed);
         let begun = tokio::time::Instant::now();
-        let outcome = run(&log, aborts, retry(1500.0)).await;
+        let outcome = run(&recovery(&log, &cancel, &disposed), None, retry(1500.0)).await;
         assert!(matches!(outcome, Scheduled::Started), "{outcome:?}");
         assert_eq!(outcome.verdict(), Verdict::Retry);
         assert_eq!(begun.elapsed(), Duration::from_millis(1500));
@@ -283,7 +250,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_abort_before_scheduling_writes_nothing() {
         for (cancelled, disposed, abort) in
-            [(true, false, Abort::Cancelled), (false, true, Abort::Disposed)]
+            [(true, false, Interrupted::Cancelled), (false, true, Interrupted::Disposed)]
         {
             let (store, log) = failed_attempt().await;
             let (cancel, dispose) = (CancellationToken::new(), CancellationToken::new());
@@ -293,8 +260,7 @@ mod tests {
             if disposed {
                 dispose.cancel();
             }
-            let outcome = run(&log, Aborts::new(&cancel, &dispose), retry(5.0));
-            let outcome = outcome.await;
+            let outcome = run(&recovery(&log, &cancel, &dispose), None, retry(5.0)).await;
             assert!(matches!(outcome, Scheduled::NotScheduled(a) if a == abort), "{outcome:?}");
             assert_eq!(outcome.verdict(), Verdict::Stop);
             assert_eq!(written(&store), []);
@@ -308,8 +274,7 @@ mod tests {
         log.add_validator(Box::new(RejectAppends::new(["llm/retry"]))).await.unwrap();
         let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
         let begun = tokio::time::Instant::now();
-        let outcome = run(&log, Aborts::new(&cancel, &disposed), retry(500.0));
-        let outcome = outcome.await;
+        let outcome = run(&recovery(&log, &cancel, &disposed), None, retry(500.0)).await;
         assert!(matches!(outcome, Scheduled::Rejected(AppendError::Rejected(_))), "{outcome:?}");
         assert_eq!(outcome.verdict(), Verdict::Stop);
         assert_eq!(begun.elapsed(), Duration::ZERO, "no wait");
@@ -318,18 +283,18 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_abort_during_the_wait_ends_it_at_once_without_a_start() {
-        for abort in [Abort::Cancelled, Abort::Disposed] {
+        for abort in [Interrupted::Cancelled, Interrupted::Disposed] {
             let (store, log) = failed_attempt().await;
             let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
             let signal = match abort {
-                Abort::Cancelled => cancel.clone(),
-                Abort::Disposed | Abort::SwitchedOff => disposed.clone(),
+                Interrupted::Cancelled => cancel.clone(),
+                _ => disposed.clone(),
             };
             let begun = tokio::time::Instant::now();
             let waiting = {
                 let (cancel, disposed) = (cancel.clone(), disposed.clone());
                 tokio::spawn(async move {
-                    run(&log, Aborts::new(&cancel, &disposed), retry(10_000.0)).await
+                    run(&recovery(&log, &cancel, &disposed), None, retry(10_000.0)).await
                 })
             };
             tokio::time::sleep(Duration::from_millis(300)).await;
@@ -350,20 +315,18 @@ mod tests {
         let waiting = {
             let (cancel, disposed, off) = (cancel.clone(), disposed.clone(), off.clone());
             tokio::spawn(async move {
-                let aborts = Aborts::new(&cancel, &disposed).or_switched_off(&off);
-                run(&log, aborts, retry(10_000.0)).await
+                run(&recovery(&log, &cancel, &disposed), Some(&off), retry(10_000.0)).await
             })
         };
         tokio::time::sleep(Duration::from_millis(300)).await;
         off.cancel();
         let outcome = waiting.await.unwrap();
-        assert!(matches!(outcome, Scheduled::Aborted(Abort::SwitchedOff)), "{outcome:?}");
+        assert!(matches!(outcome, Scheduled::Aborted(Interrupted::Also)), "{outcome:?}");
         assert_eq!(written(&store), [("llm/retry", 0)], "no llm/retry-started");
 
         let (store, log) = failed_attempt().await;
-        let aborts = Aborts::new(&cancel, &disposed).or_switched_off(&off);
-        let outcome = run(&log, aborts, retry(5.0)).await;
-        assert!(matches!(outcome, Scheduled::NotScheduled(Abort::SwitchedOff)), "{outcome:?}");
+        let outcome = run(&recovery(&log, &cancel, &disposed), Some(&off), retry(5.0)).await;
+        assert!(matches!(outcome, Scheduled::NotScheduled(Interrupted::Also)), "{outcome:?}");
         assert_eq!(written(&store), []);
     }
 
@@ -372,8 +335,7 @@ mod tests {
         let (store, log) = failed_attempt().await;
         log.clone().close().await;
         let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
-        let outcome = run(&log, Aborts::new(&cancel, &disposed), retry(1.0));
-        let outcome = outcome.await;
+        let outcome = run(&recovery(&log, &cancel, &disposed), None, retry(1.0)).await;
         assert!(matches!(outcome, Scheduled::Rejected(AppendError::Closed)), "{outcome:?}");
         assert_eq!(written(&store), []);
     }

@@ -45,7 +45,7 @@ fn builder(store: &MemoryStore, config: Value, downstream: Vec<Arc<dyn Plugin>>)
         .clock(Arc::new(VirtualClock::start()))
         .jitter(Arc::new(Constant::new(0.5).unwrap()))
         .tool(Arc::new(EchoTool))
-        .plugin(llm_retry::factory(&config).unwrap());
+        .built(llm_retry::factory(&config).unwrap());
     for plugin in downstream {
         builder = builder.plugin(plugin);
     }
@@ -286,7 +286,8 @@ async fn the_configuration_is_the_default_route_policy_and_a_declared_policy_win
     let (plain, own) = (ScriptAdapter::new(script(2)), ScriptAdapter::new(script(3)));
     let config = json!({"maxTransientRetries": 1, "initialDelayMs": 100, "jitterRatio": 0});
     let plugin = LlmRetry::from_config(&config).unwrap();
-    assert_eq!(plugin.default_route_policy().as_ref(), Some(plugin.policy()));
+    let built = llm_retry::factory(&config).unwrap();
+    assert_eq!(built.default_route_policy.as_ref(), Some(plugin.policy()));
     let runtime = builder(&store, config, vec![])
         .route(Route::new("plain", plain.clone()).model("m"))
         .route(Route::new("own", own.clone()).model("m").retry_policy(declared(

@@ -41,7 +41,7 @@
 //! };
 //! let runtime = Runtime::builder()
 //!     .route(Route::new(name, adapter).model(model))
-//!     .plugin(rein_plugins::llm_retry::factory(&serde_json::Value::Null)?)
+//!     .built(rein_plugins::llm_retry::factory(&serde_json::Value::Null)?)
 //!     .build()
 //!     .await?;
 //! let session = runtime.session("demo").await?;

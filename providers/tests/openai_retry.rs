@@ -36,7 +36,7 @@ async fn start(store: &MemoryStore, base_url: &str) -> (Runtime, Session) {
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .tool(Arc::new(EchoTool))
-        .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
         .route(
             Route::new("deepseek", Arc::new(OpenAiCompatible::new(config).unwrap())).model(model),
         )

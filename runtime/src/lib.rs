@@ -166,8 +166,8 @@ pub mod prelude {
     pub use crate::event::{CancelCause, Envelope, Event, ToolCall, TurnEndReason, Usage};
     pub use crate::failure::Failure;
     pub use crate::plugin::{
-        BuiltPlugin, ConfigError, ConfigOutcome, ConfigWarning, DownstreamAnswer, Plugin,
-        PluginSettings, Recovery, RequestErrorPayload, Verdict,
+        BuiltPlugin, ConfigError, ConfigOutcome, ConfigWarning, DownstreamAnswer, Interrupted,
+        Plugin, PluginSettings, Recovery, RequestErrorPayload, Verdict,
     };
     pub use crate::provider::{
         Adapter, ChunkSink, Completion, Message, Messages, Request, SinkClosed, ToolSpec,

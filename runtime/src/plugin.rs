@@ -52,6 +52,7 @@
 //! [`ConfigError::ReadOnly`] rather than accepting a patch it would not apply.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -125,6 +126,59 @@ pub struct Recovery {
     pub jitter: Arc<dyn Jitter>,
 }
 
+/// Why a recovery's wait ended before its delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Interrupted {
+    /// The turn was cancelled.
+    Cancelled,
+    /// The plugin was disposed (or left the chain after too many crashes).
+    Disposed,
+    /// The plugin's own signal fired (given to [`Recovery::wait_or`]).
+    Also,
+}
+
+impl Recovery {
+    /// Which of the turn's cancellation and the plugin's disposal has fired, if any — the
+    /// turn's first, as it decides how the turn ends. A recovery checks it before it writes.
+    pub fn interrupted(&self) -> Option<Interrupted> {
+        if self.payload.cancel.is_cancelled() {
+            Some(Interrupted::Cancelled)
+        } else if self.disposed.is_cancelled() {
+            Some(Interrupted::Disposed)
+        } else {
+            None
+        }
+    }
+
+    /// Waits `delay` (a backoff), unless the turn is cancelled or the plugin disposed first:
+    /// either ends the wait at once. A recovery waits through here, so it cannot forget either.
+    pub async fn wait(&self, delay: Duration) -> Result<(), Interrupted> {
+        self.wait_or(delay, &CancellationToken::new()).await
+    }
+
+    /// [`Recovery::wait`], also ended when `also` is cancelled (a plugin's own signal: a switch
+    /// to disabled, say). When the delay and a signal are ready together, the signal wins.
+    pub async fn wait_or(
+        &self,
+        delay: Duration,
+        also: &CancellationToken,
+    ) -> Result<(), Interrupted> {
+        tokio::select! {
+            biased;
+            () = self.payload.cancel.cancelled() => return Err(Interrupted::Cancelled),
+            () = self.disposed.cancelled() => return Err(Interrupted::Disposed),
+            () = also.cancelled() => return Err(Interrupted::Also),
+            () = tokio::time::sleep(delay) => {}
+        }
+        match self.interrupted() {
+            Some(interrupted) => Err(interrupted),
+            None if also.is_cancelled() => Err(Interrupted::Also),
+            None => Ok(()),
+        }
+    }
+}
+
 impl std::fmt::Debug for Recovery {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Recovery")
@@ -142,7 +196,7 @@ pub type RestOfChain =
 
 /// The rest of the chain after a plugin, as its [`Downstream`] walks it: the runtime's own walk
 /// implements it, so this module depends on no driver of the chain.
-pub(crate) trait DownstreamWalk: Send {
+pub(crate) trait DownstreamWalk: Send + Sync {
     /// The token the consultation's scope is a child of (the turn's), and the asking plugin's
     /// `disposed` token — read from the walk when asked, not copied into every handle.
     fn tokens(&self) -> (CancellationToken, CancellationToken);
@@ -151,9 +205,10 @@ pub(crate) trait DownstreamWalk: Send {
     fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer>;
 }
 
-/// A given closure as the rest of the chain (a plugin tested alone).
+/// A given closure as the rest of the chain (a plugin tested alone). Behind a mutex only so the
+/// handle is `Sync` (a recovery holding it may be borrowed across an await).
 struct Given {
-    rest: RestOfChain,
+    rest: std::sync::Mutex<Option<RestOfChain>>,
     cancel: CancellationToken,
     disposed: CancellationToken,
 }
@@ -164,7 +219,11 @@ impl DownstreamWalk for Given {
     }
 
     fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
-        (self.rest)(scope)
+        let rest = self.rest.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match rest {
+            Some(rest) => rest(scope),
+            None => Box::pin(async { DownstreamAnswer::Crashed }),
+        }
     }
 }
 
@@ -199,7 +258,7 @@ impl Downstream {
         cancel: CancellationToken,
         disposed: CancellationToken,
     ) -> (Self, AskedDownstream) {
-        Self::chain(Box::new(Given { rest, cancel, disposed }))
+        Self::chain(Box::new(Given { rest: std::sync::Mutex::new(Some(rest)), cancel, disposed }))
     }
 
     /// A handle on the runtime's chain after a plugin: nothing is walked until the plugin asks;
@@ -316,12 +375,16 @@ pub struct BuiltPlugin {
     pub plugin: Arc<dyn Plugin>,
     /// The fallbacks its configuration reader took.
     pub warnings: Vec<ConfigWarning>,
+    /// The runtime's default route policy this configuration sets, if any: `llm-retry`'s
+    /// configuration is the policy of every route that declares none
+    /// ([`RuntimeBuilder::built`](crate::runtime::RuntimeBuilder::built) applies it).
+    pub default_route_policy: Option<RetryPolicy>,
 }
 
 impl BuiltPlugin {
     /// A plugin whose configuration was read strictly: no fallback taken.
     pub fn strict(plugin: Arc<dyn Plugin>) -> Self {
-        Self { plugin, warnings: Vec::new() }
+        Self { plugin, warnings: Vec::new(), default_route_policy: None }
     }
 }
 
@@ -330,6 +393,7 @@ impl std::fmt::Debug for BuiltPlugin {
         f.debug_struct("BuiltPlugin")
             .field("plugin", &self.plugin.name())
             .field("warnings", &self.warnings)
+            .field("default_route_policy", &self.default_route_policy)
             .finish()
     }
 }
@@ -417,13 +481,6 @@ pub trait Plugin: Send + Sync + 'static {
         Err(ConfigError::Unsupported(self.name().to_owned()))
     }
 
-    /// The runtime's default route policy this plugin's configuration sets, if any (SPEC §5.1:
-    /// registering `llm-retry` with a configuration sets it). Read once, when the runtime is
-    /// built; a route's declared policy still wins.
-    fn default_route_policy(&self) -> Option<RetryPolicy> {
-        None
-    }
-
     /// Releases what the plugin holds. Runs once, when the plugin leaves the chain (disposed,
     /// removed after too many crashes, or the runtime shut down), after its waits were aborted
     /// and every recovery it was involved in settled; the chain drops the plugin afterwards.
@@ -437,7 +494,79 @@ pub trait Plugin: Send + Sync + 'static {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::time::Duration;
+
+    /// A recovery of a failure in a fresh log, with its own cancel and disposed tokens.
+    async fn recovery() -> (Recovery, CancellationToken, CancellationToken) {
+        let store = Arc::new(crate::store::memory::MemoryStore::new());
+        let clock = Arc::new(crate::clock::VirtualClock::start());
+        let (log, _) = SessionLog::open(store, clock, "s").await.unwrap();
+        let (cancel, disposed) = (CancellationToken::new(), CancellationToken::new());
+        let payload = RequestErrorPayload {
+            session: Arc::from("s"),
+            turn: 1,
+            step: 1,
+            attempt: 1,
+            provider: "mock".into(),
+            failure: Failure::new("SERVER", "down").unwrap(),
+            retry_policy: None,
+            cancel: cancel.clone(),
+            log,
+        };
+        let recovery = Recovery {
+            payload: Arc::new(payload),
+            downstream: Downstream::end(),
+            disposed: disposed.clone(),
+            jitter: Arc::new(crate::random::SeededJitter::new(0)),
+        };
+        (recovery, cancel, disposed)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_recovery_waits_its_delay_unless_the_turn_or_the_plugin_goes_first() {
+        type Fire = fn(&CancellationToken, &CancellationToken, &CancellationToken);
+        let none: Fire = |_, _, _| {};
+        let cancel: Fire = |c, _, _| c.cancel();
+        let dispose: Fire = |_, d, _| d.cancel();
+        let also: Fire = |_, _, a| a.cancel();
+        let both: Fire = |c, d, _| {
+            d.cancel();
+            c.cancel();
+        };
+        let cases: [(&str, Fire, Result<(), Interrupted>, Duration); 5] = [
+            ("nothing fires: the whole delay", none, Ok(()), Duration::from_secs(5)),
+            ("the turn is cancelled", cancel, Err(Interrupted::Cancelled), Duration::from_secs(1)),
+            ("the plugin is disposed", dispose, Err(Interrupted::Disposed), Duration::from_secs(1)),
+            ("its own signal", also, Err(Interrupted::Also), Duration::from_secs(1)),
+            (
+                "cancelled and disposed: the turn first",
+                both,
+                Err(Interrupted::Cancelled),
+                Duration::from_secs(1),
+            ),
+        ];
+        for (case, fire, expected, lasted) in cases {
+            let (recovery, cancel_token, disposed) = recovery().await;
+            let signal = CancellationToken::new();
+            let started = tokio::time::Instant::now();
+            let waiting = async { recovery.wait_or(Duration::from_secs(5), &signal).await };
+            let firing = async {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                fire(&cancel_token, &disposed, &signal);
+            };
+            let (waited, ()) = tokio::join!(waiting, firing);
+            assert_eq!(waited, expected, "{case}");
+            assert_eq!(started.elapsed(), lasted, "{case}: ended at once");
+            assert_eq!(
+                recovery.interrupted(),
+                expected.err().filter(|i| *i != Interrupted::Also),
+                "{case}"
+            );
+        }
+        // A signal that fired already wins over a zero delay.
+        let (recovery, cancel_token, _) = recovery().await;
+        cancel_token.cancel();
+        assert_eq!(recovery.wait(Duration::ZERO).await, Err(Interrupted::Cancelled));
+    }
 
     fn counting(walks: Arc<AtomicUsize>, answer: DownstreamAnswer) -> RestOfChain {
         Box::new(move |_| {

@@ -43,7 +43,7 @@ pub use crate::context::ValidatorFactory;
 use crate::context::{ServedRoute, Shared};
 use crate::event::ConfigChanged;
 use crate::fault::Faults;
-use crate::plugin::{ConfigError, ConfigOutcome, Plugin, PluginSettings};
+use crate::plugin::{BuiltPlugin, ConfigError, ConfigOutcome, Plugin, PluginSettings};
 use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
 use crate::plugin_host::{DisposeError, PluginChain, PluginHost, RegisterError, RestartIntensity};
 use crate::provider::Adapter;
@@ -231,6 +231,16 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Adds a plugin built from its configuration at the end of the chain; the runtime's default
+    /// route policy it sets (`llm-retry`'s configuration) applies unless one is set already.
+    pub fn built(mut self, built: BuiltPlugin) -> Self {
+        if self.default_policy.is_none() {
+            self.default_policy = built.default_route_policy;
+        }
+        self.plugins.push(built.plugin);
+        self
+    }
+
     /// Offers a tool to the model.
     pub fn tool(mut self, tool: Arc<dyn Tool>) -> Self {
         self.tools.add(tool);
@@ -256,9 +266,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// The runtime's default route policy (SPEC §5.1): the effective policy of a route without a
-    /// declared one. When unset, the first plugin that reports a
-    /// [`Plugin::default_route_policy`] (llm-retry's configuration) sets it; else the defaults.
+    /// The runtime's default route policy: the effective policy of a route without a declared
+    /// one. When unset, the first plugin added with [`RuntimeBuilder::built`] whose configuration
+    /// sets one (`llm-retry`'s) sets it; else the defaults.
     pub fn default_route_policy(mut self, policy: RetryPolicy) -> Self {
         self.default_policy = Some(policy);
         self
@@ -330,9 +340,7 @@ impl RuntimeBuilder {
             };
             routes.insert(spec.name.clone(), Arc::new(route));
         }
-        let default_policy = self
-            .default_policy
-            .or_else(|| self.plugins.iter().find_map(|p| p.default_route_policy()));
+        let default_policy = self.default_policy;
         let jitter = self.jitter.unwrap_or_else(|| Arc::new(SeededJitter::from_entropy()));
         let host = PluginHost::spawn(
             self.plugins,

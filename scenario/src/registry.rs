@@ -60,9 +60,7 @@ impl PluginRegistry {
         name: impl Into<String>,
         factory: impl Fn(&Value) -> Result<Arc<dyn Plugin>, ConfigError> + Send + Sync + 'static,
     ) -> &mut Self {
-        self.register_lenient(name, move |config: &Value| {
-            factory(config).map(|plugin| BuiltPlugin { plugin, warnings: Vec::new() })
-        })
+        self.register_lenient(name, move |config: &Value| factory(config).map(BuiltPlugin::strict))
     }
 
     /// Registers a `factory` whose configuration is read leniently: it also returns the

@@ -59,7 +59,7 @@ use super::report::{self, ConfigErrorRow, Report};
 use crate::scripted::ScriptedProvider;
 use rein_runtime::clock::{Clock, VirtualClock};
 use rein_runtime::event::{CancelCause, Envelope};
-use rein_runtime::plugin::{ConfigError, Plugin};
+use rein_runtime::plugin::{BuiltPlugin, ConfigError};
 use rein_runtime::random::Samples;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::{Prompt, Session, SessionError};
@@ -213,7 +213,7 @@ impl ScenarioRunner {
             builder = builder.validator(move || Box::new(reject.clone()));
         }
         for plugin in plugins {
-            builder = builder.plugin(plugin);
+            builder = builder.built(plugin);
         }
         for tool in tools {
             builder = builder.tool(tool);
@@ -263,15 +263,15 @@ impl ScenarioRunner {
                     format!("{base}.{}: {}", w.path, w.message)
                 }
             }));
-            let plugin = built.plugin;
-            let name = plugin.name();
+            let name = built.plugin.name();
             if name.is_empty() {
                 return Err(RunError::Internal(format!(
                     "the factory registered as {:?} built a plugin with an empty name",
                     used.name
                 )));
             }
-            if let Some(first) = plugins.iter().position(|p: &Arc<dyn Plugin>| p.name() == name) {
+            if let Some(first) = plugins.iter().position(|p: &BuiltPlugin| p.plugin.name() == name)
+            {
                 return Err(InvalidScenario::new(
                     used.path.clone(),
                     format!(
@@ -281,14 +281,14 @@ impl ScenarioRunner {
                 )
                 .into());
             }
-            plugins.push(plugin);
+            plugins.push(built);
         }
         Ok((plugins, warnings))
     }
 
     /// Every `dispose`/`configure` action names one of the plugins built (by the name it was
     /// built with, which is its `use` name unless its configuration gives another).
-    fn check_actions(scenario: &Scenario, plugins: &[Arc<dyn Plugin>]) -> Result<(), RunError> {
+    fn check_actions(scenario: &Scenario, plugins: &[BuiltPlugin]) -> Result<(), RunError> {
         for action in &scenario.actions {
             let (ActionKind::Dispose { plugin }
             | ActionKind::Configure { plugin, .. }
@@ -296,8 +296,8 @@ impl ScenarioRunner {
             else {
                 continue;
             };
-            if !plugins.iter().any(|p| p.name() == plugin) {
-                let built: Vec<&str> = plugins.iter().map(|p| p.name()).collect();
+            if !plugins.iter().any(|p| p.plugin.name() == plugin) {
+                let built: Vec<&str> = plugins.iter().map(|p| p.plugin.name()).collect();
                 return Err(InvalidScenario::new(
                     format!("{}.plugin", action.path),
                     format!("unknown plugin {plugin:?}; registered: {}", names(&built)),
@@ -331,7 +331,7 @@ impl ScenarioRunner {
 
 /// The plugins of a scenario, in chain order, and their configuration warnings (each under its
 /// `plugins[i].config`).
-type Instantiated = (Vec<Arc<dyn Plugin>>, Vec<String>);
+type Instantiated = (Vec<BuiltPlugin>, Vec<String>);
 
 /// One run's driving state.
 struct Drive<'a> {

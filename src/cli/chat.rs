@@ -170,7 +170,7 @@ async fn chat(args: &ChatArgs) -> u8 {
         .store(Arc::new(place.store.clone()))
         .route(Route::new(route.name.clone(), route.adapter.clone()).model(route.model.clone()));
     for plugin in chain {
-        builder = builder.plugin(plugin);
+        builder = builder.built(plugin);
     }
     if let Some(seed) = route.seed {
         builder = builder.jitter(Arc::new(SeededJitter::new(seed)));

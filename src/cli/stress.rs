@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use rein::providers::{Simulated, SimulatedConfig};
 use rein::runtime::census::ActorKind;
+use rein::runtime::plugin::BuiltPlugin;
 use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
@@ -309,10 +310,10 @@ fn plugin_specs(args: &StressArgs, crashes: &Arc<AtomicU64>) -> Result<Vec<Plugi
     let mut specs = Vec::new();
     if args.crash_rate > 0.0 {
         let (seed, rate, crashes) = (args.seed, args.crash_rate, Arc::clone(crashes));
-        let make: MakePlugin =
-            Arc::new(
-                move || Ok(Arc::new(flaky::Flaky::new(seed, rate, Arc::clone(&crashes))) as _),
-            );
+        let make: MakePlugin = Arc::new(move || {
+            let flaky = flaky::Flaky::new(seed, rate, Arc::clone(&crashes));
+            Ok(BuiltPlugin::strict(Arc::new(flaky)))
+        });
         specs.push(PluginSpec { name: flaky::NAME.to_owned(), make });
     }
     for (name, config) in configs {
@@ -321,8 +322,7 @@ fn plugin_specs(args: &StressArgs, crashes: &Arc<AtomicU64>) -> Result<Vec<Plugi
         };
         let factory = *factory;
         factory(&config).map_err(|e| format!("{name}: {e}"))?;
-        let make: MakePlugin =
-            Arc::new(move || factory(&config).map(|built| built.plugin).map_err(|e| e.to_string()));
+        let make: MakePlugin = Arc::new(move || factory(&config).map_err(|e| e.to_string()));
         specs.push(PluginSpec { name: name.to_owned(), make });
     }
     Ok(specs)
@@ -355,7 +355,7 @@ async fn stress(
         .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
         .jitter(Arc::new(jitter::StressJitter::new(args.seed)));
     for spec in &specs {
-        builder = builder.plugin((spec.make)()?);
+        builder = builder.built((spec.make)()?);
     }
     let runtime = builder.build().await.map_err(|e| e.to_string())?;
 

@@ -29,7 +29,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rein_runtime::BoxFuture;
-use rein_runtime::plugin::BuiltPlugin;
+use rein_runtime::plugin::{BuiltPlugin, Interrupted};
 use rein_runtime::plugin::{
     ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, RequestErrorPayload, Verdict,
 };
@@ -41,7 +41,7 @@ use tracing::Instrument;
 use super::NAME;
 use super::decision::{self, Decision, Declined, Failed, Gone};
 use super::settings::AutoRetrySettings;
-use crate::schedule::{self, Aborts, Scheduled};
+use crate::schedule::{self, Scheduled};
 use crate::settings::{Revisioned, Warning};
 
 /// The `auto-retry` plugin. Register it after `llm-retry` (and `compaction`): it takes over the
@@ -123,6 +123,7 @@ pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     Ok(BuiltPlugin {
         plugin: Arc::new(plugin),
         warnings: warnings.into_iter().map(Into::into).collect(),
+        default_route_policy: None,
     })
 }
 
@@ -200,7 +201,9 @@ async fn recover(
     recovery: Recovery,
     switched_off: CancellationToken,
 ) -> Verdict {
-    let Recovery { payload, mut downstream, disposed, jitter } = recovery;
+    let mut recovery = recovery;
+    let payload = Arc::clone(&recovery.payload);
+    let jitter = Arc::clone(&recovery.jitter);
     let chains = match payload.log.retry_chains().await {
         Ok(chains) => chains,
         Err(error) => {
@@ -212,14 +215,11 @@ async fn recover(
     let failed = failed(&payload, &chains);
     let decision = match decision::on_failure(&plugin.current(), &failed) {
         Decision::AskDownstream => {
-            let answer = downstream.ask().await;
-            let gone = if payload.cancel.is_cancelled() {
-                Some(Gone::Cancelled)
-            } else if disposed.is_cancelled() {
-                Some(Gone::Disposed)
-            } else {
-                None
-            };
+            let answer = recovery.downstream.ask().await;
+            let gone = recovery.interrupted().map(|interrupted| match interrupted {
+                Interrupted::Cancelled => Gone::Cancelled,
+                _ => Gone::Disposed,
+            });
             // The settings in force now: an update during the consultation applies.
             decision::after_downstream(&plugin.current(), &failed, answer, gone, || jitter.sample())
         }
@@ -247,8 +247,7 @@ async fn recover(
         schedule.event(payload.turn, payload.step, &payload.provider, &payload.failure, || {
             jitter.retry_id()
         });
-    let aborts = Aborts::new(&payload.cancel, &disposed).or_switched_off(&switched_off);
-    let outcome = schedule::run(&payload.log, aborts, event).await;
+    let outcome = schedule::run(&recovery, Some(&switched_off), event).await;
     match &outcome {
         Scheduled::Started => tracing::debug!("retry started"),
         Scheduled::Rejected(error) | Scheduled::StartRejected(error) => {

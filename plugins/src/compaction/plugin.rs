@@ -80,6 +80,7 @@ pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     Ok(BuiltPlugin {
         plugin: Arc::new(plugin),
         warnings: warnings.into_iter().map(Into::into).collect(),
+        default_route_policy: None,
     })
 }
 

@@ -24,7 +24,7 @@
 //! nothing, a crash-restart of the plugin loses nothing, and reopening a session continues its
 //! chains where the log left them (SPEC §9). The configured policy is not even read while
 //! recovering: the runtime folds it into each route's effective policy
-//! ([`Plugin::default_route_policy`]) and the payload carries the result, so `auto-retry` and
+//! (the [`factory`] hands the policy to `RuntimeBuilder::built`) and the payload carries the result, so `auto-retry` and
 //! `llm-retry` see the same curve.
 //!
 //! # Why its settings are read-only at run time
@@ -48,7 +48,7 @@ use rein_runtime::BoxFuture;
 use rein_runtime::event::LlmRetry as LlmRetryEvent;
 use rein_runtime::json_number;
 use rein_runtime::plugin::{
-    ConfigError, ConfigOutcome, DownstreamAnswer, Plugin, PluginSettings, Recovery,
+    BuiltPlugin, ConfigError, ConfigOutcome, DownstreamAnswer, Plugin, PluginSettings, Recovery,
     RequestErrorPayload, Verdict,
 };
 use rein_runtime::random::Jitter;
@@ -59,7 +59,7 @@ use tracing::Instrument;
 use super::NAME;
 use super::config::LlmRetryConfig;
 use super::decision::{self, Chain, Decision, Downstream, Schedule};
-use crate::schedule::{self, Aborts, Scheduled};
+use crate::schedule::{self, Scheduled};
 
 /// The `llm-retry` plugin: register it on a runtime
 /// ([`RuntimeBuilder::plugin`](rein_runtime::runtime::RuntimeBuilder::plugin)); its policy
@@ -109,12 +109,18 @@ impl LlmRetry {
 }
 
 /// Builds `llm-retry` from a configuration value, as a plugin registry entry (scenarios, the
-/// CLI; register it under [`NAME`]): [`LlmRetry::from_config`] behind `Arc<dyn Plugin>`. An
-/// invalid configuration is a [`ConfigError::Invalid`] whose `path` is relative to the value
-/// (`maxTransientRetires`; empty for the value itself).
-pub fn factory(config: &Value) -> Result<Arc<dyn Plugin>, ConfigError> {
+/// CLI; register it under [`NAME`]): [`LlmRetry::from_config`], with its policy as the runtime's
+/// default route policy (give it to `RuntimeBuilder::built`). An invalid configuration is a
+/// [`ConfigError::Invalid`] whose `path` is relative to the value (`maxTransientRetires`; empty
+/// for the value itself).
+pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     match LlmRetry::from_config(config) {
-        Ok(plugin) => Ok(Arc::new(plugin)),
+        Ok(plugin) => {
+            let policy = plugin.policy().clone();
+            let mut built = BuiltPlugin::strict(Arc::new(plugin));
+            built.default_route_policy = Some(policy);
+            Ok(built)
+        }
         Err(error) => {
             Err(ConfigError::Invalid { path: error.path.clone(), message: error.kind.to_string() })
         }
@@ -140,10 +146,6 @@ impl Plugin for LlmRetry {
             retry.number = tracing::field::Empty,
         );
         Box::pin(recover(recovery).instrument(span))
-    }
-
-    fn default_route_policy(&self) -> Option<RetryPolicy> {
-        Some(self.policy.clone())
     }
 
     fn settings(&self) -> Option<PluginSettings> {
@@ -199,7 +201,9 @@ fn config_json(policy: &RetryPolicy) -> Value {
 
 /// One recovery (see the module docs for the steps).
 async fn recover(recovery: Recovery) -> Verdict {
-    let Recovery { payload, mut downstream, disposed, jitter } = recovery;
+    let mut recovery = recovery;
+    let payload = Arc::clone(&recovery.payload);
+    let jitter = Arc::clone(&recovery.jitter);
     let Some(policy) = payload.retry_policy.as_ref() else {
         tracing::debug!("no effective policy (no adapter served the attempt): delegating");
         return Verdict::Next;
@@ -218,7 +222,7 @@ async fn recover(recovery: Recovery) -> Verdict {
     let sample = || jitter.sample();
     let decision = match decision::on_failure(Some(policy), &payload.failure, chain, sample) {
         Decision::AskDownstream => {
-            let answer = downstream.ask().await;
+            let answer = recovery.downstream.ask().await;
             tracing::debug!(?answer, "always mode: downstream answered");
             let answer = match answer {
                 DownstreamAnswer::Retry => Downstream::Retry,
@@ -242,8 +246,7 @@ async fn recover(recovery: Recovery) -> Verdict {
             span.record("retry.delay_ms", scheduled.delay_ms);
             span.record("retry.number", scheduled.retry);
             let event = retry_event(&payload, policy, policy_key, scheduled, jitter.as_ref());
-            let aborts = Aborts::new(&payload.cancel, &disposed);
-            let outcome = schedule::run(&payload.log, aborts, event).await;
+            let outcome = schedule::run(&recovery, None, event).await;
             match &outcome {
                 Scheduled::Started => tracing::debug!("retry started"),
                 Scheduled::Rejected(error) | Scheduled::StartRejected(error) => {
@@ -477,7 +480,8 @@ mod tests {
     fn the_configuration_is_read_strictly_and_becomes_the_default_route_policy() {
         let plugin = LlmRetry::from_config(&serde_json::json!({"maxTransientRetries": 5})).unwrap();
         assert_eq!(plugin.policy().max_retries(), Some(5));
-        assert_eq!(plugin.default_route_policy(), Some(plugin.policy().clone()));
+        let built = factory(&serde_json::json!({"maxTransientRetries": 5})).unwrap();
+        assert_eq!(built.default_route_policy, Some(plugin.policy().clone()));
         assert_eq!(plugin.name(), "llm-retry");
         assert_eq!(LlmRetry::from_config(&Value::Null).unwrap(), LlmRetry::default());
         let err = LlmRetry::from_config(&serde_json::json!({"maxTransientRetires": 5}))
@@ -503,6 +507,6 @@ mod tests {
                 message: "must be an object, got 3".into()
             }
         );
-        assert_eq!(factory(&serde_json::json!({})).unwrap().name(), "llm-retry");
+        assert_eq!(factory(&serde_json::json!({})).unwrap().plugin.name(), "llm-retry");
     }
 }

@@ -10,7 +10,7 @@ use super::*;
 use rein_runtime::BoxFuture;
 use rein_runtime::event::{Event, TurnEndReason};
 use rein_runtime::failure::SCRIPT_EXHAUSTED;
-use rein_runtime::plugin::{ConfigOutcome, Recovery, Verdict};
+use rein_runtime::plugin::{ConfigOutcome, Plugin, Recovery, Verdict};
 
 /// Waits `delay_ms` (racing the turn's cancel and its own disposal), then answers `Retry`;
 /// `Stop` when cancelled or disposed. Writes nothing. Its settings are `{"delayMs": n}`.
@@ -121,7 +121,7 @@ fn runner() -> ScenarioRunner {
             })
             .collect();
         let plugin = WaitThenRetry::factory("lenient")(&json!({}))?;
-        Ok(rein_runtime::plugin::BuiltPlugin { plugin, warnings })
+        Ok(BuiltPlugin { warnings, ..BuiltPlugin::strict(plugin) })
     });
     plugins.register("sample-delay", |_: &Value| Ok(Arc::new(SampleDelay) as Arc<dyn Plugin>));
     plugins.register("wait-then-retry", WaitThenRetry::factory("wait-then-retry"));

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
-use rein::runtime::plugin::{ConfigError, Plugin};
+use rein::runtime::plugin::{BuiltPlugin, ConfigError};
 use rein::runtime::runtime::Runtime;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -27,7 +27,7 @@ use super::plan::{self, StressRng};
 use super::summary::PluginChaos;
 
 /// Makes a fresh instance of a plugin.
-pub(crate) type MakePlugin = Arc<dyn Fn() -> Result<Arc<dyn Plugin>, String> + Send + Sync>;
+pub(crate) type MakePlugin = Arc<dyn Fn() -> Result<BuiltPlugin, String> + Send + Sync>;
 
 /// A plugin the run registered, and how to make it again.
 #[derive(Clone)]
@@ -135,7 +135,9 @@ impl Chaos {
             }
             report.removed += 1;
             let registered = match (spec.make)() {
-                Ok(plugin) => self.runtime.register_plugin(plugin).await.map_err(|e| e.to_string()),
+                Ok(built) => {
+                    self.runtime.register_plugin(built.plugin).await.map_err(|e| e.to_string())
+                }
                 Err(error) => Err(error),
             };
             match registered {
@@ -170,7 +172,7 @@ impl Chaos {
             let disposed = runtime.dispose_plugin(&spec.name).await.is_ok();
             tokio::time::sleep(pause).await;
             let registered = match (spec.make)() {
-                Ok(plugin) => runtime.register_plugin(plugin).await.map_err(|e| e.to_string()),
+                Ok(built) => runtime.register_plugin(built.plugin).await.map_err(|e| e.to_string()),
                 Err(error) => Err(error),
             };
             Back { name: spec.name, disposed, registered }
@@ -230,7 +232,7 @@ mod tests {
 
     use rein::runtime::BoxFuture;
     use rein::runtime::clock::VirtualClock;
-    use rein::runtime::plugin::{ConfigOutcome, Recovery, Verdict};
+    use rein::runtime::plugin::{ConfigOutcome, Plugin, Recovery, Verdict};
     use rein::runtime::store::memory::MemoryStore;
     use serde_json::Value;
 
@@ -284,9 +286,13 @@ mod tests {
         let seen = Arc::clone(&patches);
         let settings: MakePlugin = Arc::new(move || {
             let patches = Arc::clone(&seen);
-            Ok(Arc::new(Settings { name: "auto-retry", revision: AtomicU64::new(0), patches }) as _)
+            Ok(BuiltPlugin::strict(Arc::new(Settings {
+                name: "auto-retry",
+                revision: AtomicU64::new(0),
+                patches,
+            })))
         });
-        let plain: MakePlugin = Arc::new(|| Ok(Arc::new(Plain) as _));
+        let plain: MakePlugin = Arc::new(|| Ok(BuiltPlugin::strict(Arc::new(Plain))));
         let specs = vec![
             PluginSpec { name: "plain".into(), make: Arc::clone(&plain) },
             PluginSpec { name: "auto-retry".into(), make: Arc::clone(&settings) },
@@ -294,8 +300,8 @@ mod tests {
         let runtime = Runtime::builder()
             .store(Arc::new(MemoryStore::new()))
             .clock(Arc::new(VirtualClock::start()))
-            .plugin((plain)().unwrap())
-            .plugin((settings)().unwrap())
+            .built((plain)().unwrap())
+            .built((settings)().unwrap())
             .build()
             .await
             .unwrap();
