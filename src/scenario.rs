@@ -10,7 +10,7 @@ use rein_runtime::validator::Rejection;
 use rein_scenario::{PluginRegistry, ScenarioRunner};
 
 pub use rein_scenario::{
-    InvalidScenario, Outcome, Report, RunError, Scenario, ToolRegistry, report, scripted,
+    InvalidScenario, Report, RunError, RunOutcome, Scenario, ToolRegistry, report, scripted,
 };
 
 /// The plugins a scenario may `use`, by name: every plugin of `rein-plugins`

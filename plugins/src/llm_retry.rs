@@ -34,7 +34,7 @@ pub mod decision;
 pub mod plugin;
 
 pub use config::LlmRetryConfig;
-pub use decision::{Chain, Decision, DelaySource, Delegation, Downstream, Schedule};
+pub use decision::{ChainId, Consulted, Decision, DelaySource, Delegation, Schedule};
 pub use plugin::{LlmRetry, factory};
 
 /// The name the plugin is registered under (scenarios, the CLI, `llm/retry.plugin`).

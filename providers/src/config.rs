@@ -1,5 +1,5 @@
 //! An OpenAI-compatible route's configuration: [`Preset`]s, [`OpenAiConfig`] built in code or
-//! read from the environment, and [`ConfigError`] (which names the field or variable).
+//! read from the environment, and [`ProviderConfigError`] (which names the field or variable).
 //!
 //! Reading the environment is a pure function of a lookup ([`OpenAiConfig::from_lookup`]), so
 //! it is table-tested without touching the process environment. An unset API key is not an
@@ -57,7 +57,7 @@ impl Preset {
 /// holds the API key.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum ProviderConfigError {
     /// A field's value is invalid.
     #[error("{field}: {reason}")]
     Invalid {
@@ -71,9 +71,9 @@ pub enum ConfigError {
     Client(String),
 }
 
-impl ConfigError {
+impl ProviderConfigError {
     fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        ConfigError::Invalid { field: field.into(), reason: reason.into() }
+        ProviderConfigError::Invalid { field: field.into(), reason: reason.into() }
     }
 }
 
@@ -145,7 +145,7 @@ impl OpenAiConfig {
         label: impl Into<String>,
         base_url: &str,
         model: impl Into<String>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ProviderConfigError> {
         let mut config = Self::preset(Preset::OPENAI);
         config.name = name.into();
         config.label = label.into();
@@ -156,7 +156,7 @@ impl OpenAiConfig {
     }
 
     /// A preset read from the process environment (see [`OpenAiConfig::from_lookup`]).
-    pub fn from_env(preset: Preset) -> Result<Self, ConfigError> {
+    pub fn from_env(preset: Preset) -> Result<Self, ProviderConfigError> {
         Self::from_lookup(preset, |name| std::env::var(name).ok())
     }
 
@@ -166,7 +166,7 @@ impl OpenAiConfig {
     pub fn from_lookup(
         preset: Preset,
         lookup: impl Fn(&str) -> Option<String>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, ProviderConfigError> {
         let mut config = Self::preset(preset);
         let var = |suffix: &str| {
             let name = preset.var(suffix);
@@ -174,8 +174,9 @@ impl OpenAiConfig {
             (name, value)
         };
         if let (name, Some(key)) = var("API_KEY") {
-            let key = ApiKey::new(key).ok_or_else(|| ConfigError::invalid(&name, "is empty"))?;
-            key.check().map_err(|reason| ConfigError::invalid(&name, reason))?;
+            let key =
+                ApiKey::new(key).ok_or_else(|| ProviderConfigError::invalid(&name, "is empty"))?;
+            key.check().map_err(|reason| ProviderConfigError::invalid(&name, reason))?;
             config.api_key = Some(key);
         }
         if let (name, Some(url)) = var("BASE_URL") {
@@ -188,10 +189,10 @@ impl OpenAiConfig {
     }
 
     /// The same configuration with `key` (an empty key unsets it).
-    pub fn with_api_key(mut self, key: impl Into<String>) -> Result<Self, ConfigError> {
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Result<Self, ProviderConfigError> {
         self.api_key = match ApiKey::new(key) {
             Some(key) => {
-                key.check().map_err(|reason| ConfigError::invalid("api_key", reason))?;
+                key.check().map_err(|reason| ProviderConfigError::invalid("api_key", reason))?;
                 Some(key)
             }
             None => None,
@@ -200,7 +201,7 @@ impl OpenAiConfig {
     }
 
     /// The same configuration with another base URL (`http` or `https`).
-    pub fn with_base_url(mut self, url: &str) -> Result<Self, ConfigError> {
+    pub fn with_base_url(mut self, url: &str) -> Result<Self, ProviderConfigError> {
         self.base_url = parse_base_url(url, "base_url")?;
         Ok(self)
     }
@@ -285,14 +286,17 @@ impl OpenAiConfig {
 }
 
 /// `url` checked as an `http(s)` base URL, or an error naming `field`.
-fn parse_base_url(url: &str, field: &str) -> Result<String, ConfigError> {
+fn parse_base_url(url: &str, field: &str) -> Result<String, ProviderConfigError> {
     let parsed = reqwest::Url::parse(url)
-        .map_err(|e| ConfigError::invalid(field, format!("not a URL ({e}): {url:?}")))?;
+        .map_err(|e| ProviderConfigError::invalid(field, format!("not a URL ({e}): {url:?}")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(ConfigError::invalid(field, format!("must be an http(s) URL, got {url:?}")));
+        return Err(ProviderConfigError::invalid(
+            field,
+            format!("must be an http(s) URL, got {url:?}"),
+        ));
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(ConfigError::invalid(
+        return Err(ProviderConfigError::invalid(
             field,
             format!("must have no query or fragment: {url:?}"),
         ));

@@ -64,7 +64,7 @@ pub mod sse;
 mod telemetry;
 
 pub use assembly::{Assembled, Assembler};
-pub use config::{ConfigError, OpenAiConfig, Preset};
+pub use config::{OpenAiConfig, Preset, ProviderConfigError};
 pub use openai::OpenAiCompatible;
 pub use secret::ApiKey;
 pub use simulated::{Simulated, SimulatedConfig};

@@ -32,7 +32,7 @@ use tracing::Instrument;
 
 use crate::assembly::{Assembled, Assembler};
 use crate::classify::{self, typed};
-use crate::config::{ConfigError, OpenAiConfig, Preset};
+use crate::config::{OpenAiConfig, Preset, ProviderConfigError};
 use crate::request_body;
 use crate::response_headers;
 use crate::secret::ApiKey;
@@ -64,19 +64,19 @@ impl fmt::Debug for OpenAiCompatible {
 impl OpenAiCompatible {
     /// An adapter for `config` (builds its HTTP client: rustls, the configured connect timeout,
     /// no total timeout).
-    pub fn new(config: OpenAiConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: OpenAiConfig) -> Result<Self, ProviderConfigError> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout())
             .tcp_nodelay(true)
             .build()
-            .map_err(|e| ConfigError::Client(classify::error_chain(&e)))?;
+            .map_err(|e| ProviderConfigError::Client(classify::error_chain(&e)))?;
         let endpoint = config.endpoint();
         Ok(Self { inner: Arc::new(Inner { config, endpoint, client }) })
     }
 
     /// An adapter for `preset`, configured from the process environment
     /// ([`OpenAiConfig::from_env`]).
-    pub fn from_env(preset: Preset) -> Result<Self, ConfigError> {
+    pub fn from_env(preset: Preset) -> Result<Self, ProviderConfigError> {
         Self::new(OpenAiConfig::from_env(preset)?)
     }
 

@@ -20,7 +20,7 @@ use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
 use tracing::Instrument;
 
 use crate::assembly::Assembled;
-use crate::config::{ConfigError, DEFAULT_IDLE_TIMEOUT};
+use crate::config::{DEFAULT_IDLE_TIMEOUT, ProviderConfigError};
 use crate::telemetry;
 
 mod answer;
@@ -97,9 +97,9 @@ impl SimulatedConfig {
     }
 
     /// Checks the rates and ranges; the error names the field.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), ProviderConfigError> {
         let invalid = |field: &str, reason: String| {
-            Err(ConfigError::Invalid { field: field.to_owned(), reason })
+            Err(ProviderConfigError::Invalid { field: field.to_owned(), reason })
         };
         let rates = [
             ("rate_limit_rate", self.rate_limit_rate),
@@ -150,7 +150,7 @@ impl fmt::Debug for Simulated {
 
 impl Simulated {
     /// A simulated provider with `config` (checked).
-    pub fn new(config: SimulatedConfig) -> Result<Self, ConfigError> {
+    pub fn new(config: SimulatedConfig) -> Result<Self, ProviderConfigError> {
         config.validate()?;
         Ok(Self { config: Arc::new(config) })
     }

@@ -185,7 +185,7 @@ pub struct Attempt {
     /// What led to it.
     pub origin: Origin,
     /// How it ended.
-    pub outcome: Outcome,
+    pub outcome: AttemptEnd,
     /// The raw text it streamed (`assistant/chunk`), in full.
     pub streamed: String,
 }
@@ -194,7 +194,7 @@ impl Attempt {
     /// The failure, when it failed.
     pub fn failure(&self) -> Option<&Failure> {
         match &self.outcome {
-            Outcome::Failed(failure) => Some(failure),
+            AttemptEnd::Failed(failure) => Some(failure),
             _ => None,
         }
     }
@@ -306,7 +306,7 @@ impl ScheduledRetry {
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
-pub enum Outcome {
+pub enum AttemptEnd {
     /// The provider answered (`assistant/message`).
     Answered,
     /// It failed (`request/error`), with the provider's failure verbatim.
@@ -321,17 +321,17 @@ pub enum Outcome {
     Running,
 }
 
-impl Outcome {
+impl AttemptEnd {
     /// A stable one-word name (`answered`, `failed`, `cancelled`, `interrupted`, `unanswered`,
     /// `running`), for styling.
     pub fn kind(&self) -> &'static str {
         match self {
-            Outcome::Answered => "answered",
-            Outcome::Failed(_) => "failed",
-            Outcome::Cancelled => "cancelled",
-            Outcome::Interrupted => "interrupted",
-            Outcome::Unanswered => "unanswered",
-            Outcome::Running => "running",
+            AttemptEnd::Answered => "answered",
+            AttemptEnd::Failed(_) => "failed",
+            AttemptEnd::Cancelled => "cancelled",
+            AttemptEnd::Interrupted => "interrupted",
+            AttemptEnd::Unanswered => "unanswered",
+            AttemptEnd::Running => "running",
         }
     }
 }
@@ -411,8 +411,8 @@ impl Fold {
             Event::AssistantMessage(m) if m.turn == open.turn => {
                 if let Some(index) = open.current {
                     if let Line::Attempt(attempt) = &mut open.lines[index] {
-                        if attempt.step == m.step && attempt.outcome == Outcome::Running {
-                            attempt.outcome = Outcome::Answered;
+                        if attempt.step == m.step && attempt.outcome == AttemptEnd::Running {
+                            attempt.outcome = AttemptEnd::Answered;
                         }
                     }
                 }
@@ -442,14 +442,14 @@ impl Fold {
     fn close(&mut self, mut open: OpenTurn, ending: Ending) {
         open.abandon_scheduled();
         let unfinished = match ending {
-            Ending::Cancelled(_) => Outcome::Cancelled,
-            Ending::Interrupted => Outcome::Interrupted,
-            Ending::Running => Outcome::Running,
-            _ => Outcome::Unanswered,
+            Ending::Cancelled(_) => AttemptEnd::Cancelled,
+            Ending::Interrupted => AttemptEnd::Interrupted,
+            Ending::Running => AttemptEnd::Running,
+            _ => AttemptEnd::Unanswered,
         };
         for line in &mut open.lines {
             if let Line::Attempt(attempt) = line {
-                if attempt.outcome == Outcome::Running {
+                if attempt.outcome == AttemptEnd::Running {
                     attempt.outcome = unfinished.clone();
                 }
             }
@@ -530,7 +530,7 @@ impl OpenTurn {
             model: request.model.clone(),
             time,
             origin,
-            outcome: Outcome::Running,
+            outcome: AttemptEnd::Running,
             streamed: String::new(),
         }));
         self.current = Some(self.lines.len() - 1);
@@ -538,7 +538,7 @@ impl OpenTurn {
 
     fn fail_attempt(&mut self, error: &RequestError, time: u64) {
         self.failed = true;
-        let failure = Outcome::Failed(error.failure.clone());
+        let failure = AttemptEnd::Failed(error.failure.clone());
         if let Some(attempt) = self.attempt_mut(error.step, error.attempt) {
             attempt.outcome = failure;
             return;
@@ -561,7 +561,7 @@ impl OpenTurn {
     fn attempt_mut(&mut self, step: u32, number: u32) -> Option<&mut Attempt> {
         self.lines.iter_mut().rev().find_map(|line| match line {
             Line::Attempt(a)
-                if a.step == step && a.attempt == number && a.outcome == Outcome::Running =>
+                if a.step == step && a.attempt == number && a.outcome == AttemptEnd::Running =>
             {
                 Some(a)
             }

@@ -4,13 +4,13 @@
 //! 1. It reads the model-visible history from the log and builds the request, writes
 //!    `step/start` (first attempt) and `request/start`, and sends the attempt to the route's
 //!    provider actor. The provider streams the chunks back as [`StepMsg::Chunk`] messages
-//!    (each written as `assistant/chunk`) and then the outcome ([`StepMsg::Outcome`]).
+//!    (each written as `assistant/chunk`) and then the outcome ([`StepMsg::AttemptDone`]).
 //! 2. On success it writes `assistant/message` — built only from *this* attempt's chunks — and
 //!    runs the tool calls one after another, each as a task that reports back
 //!    ([`StepMsg::ToolDone`]): `tool/call` before it runs, `tool/result` after.
 //! 3. On failure it writes `request/error` and offers the failure to the waterfall: the walk of
 //!    the plugin chain runs as a task of the step and its verdict comes back as a message
-//!    ([`StepMsg::Verdict`]). `Retry` starts the next attempt at 1.; `Stop` ends the step with the
+//!    ([`StepMsg::Resolved`]). `Retry` starts the next attempt at 1.; `Stop` ends the step with the
 //!    failure.
 //!
 //! Its handlers never wait on anything but the session's log, so a stop is taken promptly.
@@ -65,7 +65,7 @@ use crate::provider::{ChunkSink, Completion, Request, SinkClosed};
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::SessionLog;
 use crate::tool::{TOOL_ERROR, ToolOutcome};
-use crate::waterfall::{self, Outcome};
+use crate::waterfall::{self, Resolution};
 
 /// What a turn and its steps run with (shared by them, one allocation per turn).
 pub(crate) struct TurnCtx {
@@ -84,9 +84,9 @@ pub(crate) enum StepMsg {
     /// A chunk of attempt `attempt` streamed.
     Chunk { attempt: u32, text: String },
     /// Attempt `attempt` ended.
-    Outcome { attempt: u32, result: AttemptResult },
+    AttemptDone { attempt: u32, result: AttemptResult },
     /// The waterfall answered the failure of attempt `attempt`.
-    Verdict { attempt: u32, outcome: Outcome },
+    Resolved { attempt: u32, resolution: Resolution },
     /// Tool call `index` of the successful attempt ended.
     ToolDone { index: usize, result: ToolOutcome },
 }
@@ -254,7 +254,7 @@ impl StepActor {
         let reply = {
             let step = myself.clone();
             Box::new(move |result| {
-                let _ = step.send_message(StepMsg::Outcome { attempt, result });
+                let _ = step.send_message(StepMsg::AttemptDone { attempt, result });
             })
         };
         let call =
@@ -306,8 +306,8 @@ impl StepActor {
         let (step, attempt) = (myself.clone(), state.attempt);
         let census = &state.ctx.shared.census;
         state.work = Some(census.spawn(async move {
-            let outcome = walk.await;
-            let _ = step.send_message(StepMsg::Verdict { attempt, outcome });
+            let resolution = walk.await;
+            let _ = step.send_message(StepMsg::Resolved { attempt, resolution });
         }));
         Ok(())
     }
@@ -415,16 +415,16 @@ impl StepActor {
             StepMsg::Chunk { attempt, text } if attempt == state.attempt => {
                 self.chunk(state, text).await
             }
-            StepMsg::Outcome { attempt, result } if attempt == state.attempt => match result {
+            StepMsg::AttemptDone { attempt, result } if attempt == state.attempt => match result {
                 Ok(completion) => self.succeeded(myself, state, completion).await,
                 Err(failure) => self.failed(myself, state, failure).await,
             },
-            StepMsg::Verdict { attempt, outcome } if attempt == state.attempt => {
+            StepMsg::Resolved { attempt, resolution } if attempt == state.attempt => {
                 state.work = None;
                 let failure = state.failure.take();
-                match (outcome, failure) {
-                    (Outcome::Retry, _) => self.begin(myself, state, attempt + 1).await,
-                    (Outcome::Stop, Some(failure)) => {
+                match (resolution, failure) {
+                    (Resolution::Retry, _) => self.begin(myself, state, attempt + 1).await,
+                    (Resolution::Stop, Some(failure)) => {
                         self.finish(myself, state, StepOutcome::Failed(*failure));
                         Ok(())
                     }

@@ -11,7 +11,7 @@
 //!
 //! The names: a plugin gives a [`Verdict`] (or crashes: [`Answered`]); the rest of the chain —
 //! and the chain as a whole — gives a [`DownstreamAnswer`]; one hop either decides that answer or
-//! continues ([`Hop`]); the failing step gets an [`Outcome`].
+//! continues ([`Hop`]); the failing step gets a [`Resolution`].
 
 use crate::failure::{self, Failure};
 use crate::plugin::{DownstreamAnswer, Verdict};
@@ -42,7 +42,7 @@ pub(crate) enum Hop {
 
 /// The waterfall's outcome for the failed attempt, as its step acts on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
+pub(crate) enum Resolution {
     /// Run a new attempt in the same step.
     Retry,
     /// End the step and the turn with the failure.
@@ -82,11 +82,11 @@ pub(crate) fn hop(answer: &Answered, disposed: bool, downstream: Option<Downstre
 
 /// Whatever the chain answered, a cancelled turn ends `aborted`; a walk that could not finish
 /// (`Crashed`: the runtime is shutting down) recovers nothing.
-pub(crate) fn outcome(answer: DownstreamAnswer, cancelled: bool) -> Outcome {
+pub(crate) fn outcome(answer: DownstreamAnswer, cancelled: bool) -> Resolution {
     match (cancelled, answer) {
-        (true, _) => Outcome::Aborted,
-        (false, DownstreamAnswer::Retry) => Outcome::Retry,
-        (false, DownstreamAnswer::Stop | DownstreamAnswer::Crashed) => Outcome::Stop,
+        (true, _) => Resolution::Aborted,
+        (false, DownstreamAnswer::Retry) => Resolution::Retry,
+        (false, DownstreamAnswer::Stop | DownstreamAnswer::Crashed) => Resolution::Stop,
     }
 }
 
@@ -139,12 +139,12 @@ mod tests {
     #[test]
     fn cancellation_beats_every_answer() {
         let cases = [
-            (D::Retry, false, Outcome::Retry),
-            (D::Stop, false, Outcome::Stop),
-            (D::Crashed, false, Outcome::Stop),
-            (D::Retry, true, Outcome::Aborted),
-            (D::Stop, true, Outcome::Aborted),
-            (D::Crashed, true, Outcome::Aborted),
+            (D::Retry, false, Resolution::Retry),
+            (D::Stop, false, Resolution::Stop),
+            (D::Crashed, false, Resolution::Stop),
+            (D::Retry, true, Resolution::Aborted),
+            (D::Stop, true, Resolution::Aborted),
+            (D::Crashed, true, Resolution::Aborted),
         ];
         for (answer, cancelled, expected) in cases {
             assert_eq!(outcome(answer, cancelled), expected, "{answer:?} {cancelled}");

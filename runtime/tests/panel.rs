@@ -13,7 +13,7 @@ use rein_runtime::event::{
     CancelCause, Envelope, Event, RequestError, RouteSwitched, TurnEndReason,
 };
 use rein_runtime::failure::Failure;
-use rein_runtime::panel::{Ending, Line, Origin, Outcome, TurnPanel, panels};
+use rein_runtime::panel::{AttemptEnd, Ending, Line, Origin, TurnPanel, panels};
 
 /// A failure with everything a provider can say.
 fn full(code: &str, message: &str, status: u16, request: &str) -> Failure {
@@ -44,7 +44,7 @@ fn show(line: &Line) -> String {
         Line::Attempt(a) => {
             let budget = a.origin.retry().map(|r| format!(" {} wait {}", r.budget(), r.wait()));
             let outcome = match &a.outcome {
-                Outcome::Failed(f) => format!(
+                AttemptEnd::Failed(f) => format!(
                     "failed {} {:?} {:?} {:?}",
                     f.code(),
                     f.status(),

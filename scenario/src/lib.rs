@@ -28,4 +28,4 @@ pub use format::{InvalidScenario, Scenario};
 pub use registry::{PluginRegistry, ToolRegistry};
 pub use reject::RejectAppends;
 pub use report::Report;
-pub use runner::{Outcome, RunError, ScenarioRunner};
+pub use runner::{RunError, RunOutcome, ScenarioRunner};

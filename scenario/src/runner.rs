@@ -37,7 +37,7 @@
 //! a note says so. On virtual time this costs nothing.
 //!
 //! Before anything runs, the plugins are built from their configurations; a lenient reader's
-//! fallbacks come back as [`Outcome::warnings`], each under `plugins[i].config`.
+//! fallbacks come back as [`RunOutcome::warnings`], each under `plugins[i].config`.
 //!
 //! # Why the checker is injected
 //!
@@ -79,7 +79,7 @@ pub const MODEL: &str = "scripted";
 pub const STALL_MS: u64 = MAX_MS + 1;
 
 /// Judges a finished log: the violations of the session-log contract (empty when it holds).
-pub type Checker = Arc<dyn Fn(&[Envelope]) -> Vec<Rejection> + Send + Sync>;
+pub type LogCheck = Arc<dyn Fn(&[Envelope]) -> Vec<Rejection> + Send + Sync>;
 
 /// Why a scenario could not be run.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +95,7 @@ pub enum RunError {
 
 /// What a run produced.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct RunOutcome {
     /// The `--json` report.
     pub report: Report,
     /// The session log.
@@ -114,7 +114,7 @@ pub struct Outcome {
 pub struct ScenarioRunner {
     plugins: PluginRegistry,
     tools: ToolRegistry,
-    checker: Checker,
+    checker: LogCheck,
 }
 
 impl std::fmt::Debug for ScenarioRunner {
@@ -169,7 +169,7 @@ impl ScenarioRunner {
 
     /// Runs `scenario` on its own paused current-thread runtime. Must not be called from inside
     /// a tokio runtime (use [`ScenarioRunner::run_here`] there).
-    pub fn run(&self, scenario: &Scenario) -> Result<Outcome, RunError> {
+    pub fn run(&self, scenario: &Scenario) -> Result<RunOutcome, RunError> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
@@ -181,7 +181,7 @@ impl ScenarioRunner {
     /// Runs `scenario` on the current tokio runtime, which should be a current-thread runtime
     /// with its clock paused (`#[tokio::test(start_paused = true)]`) for the run to be
     /// deterministic and instant.
-    pub async fn run_here(&self, scenario: &Scenario) -> Result<Outcome, RunError> {
+    pub async fn run_here(&self, scenario: &Scenario) -> Result<RunOutcome, RunError> {
         let (plugins, warnings) = self.instantiate_plugins(scenario)?;
         Self::check_actions(scenario, &plugins)?;
         let tools = self.resolve_tools(scenario)?;
@@ -235,7 +235,7 @@ impl ScenarioRunner {
         let events = store.events(SESSION);
         let violations = (self.checker)(&events);
         let report = report::build(&events, drive.config_errors, violations, end_ms);
-        Ok(Outcome { report, events, notes: drive.notes, warnings })
+        Ok(RunOutcome { report, events, notes: drive.notes, warnings })
     }
 
     /// The plugins, built from their configurations, and the warnings of the lenient readers.

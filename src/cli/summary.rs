@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use rein::runtime::event::{CancelCause, Envelope, Event, ToolResult, TurnEndReason};
-use rein::scenario::{Outcome, Report};
+use rein::scenario::{Report, RunOutcome};
 
 /// How many rows of one kind the summary lists before it says "… and N more".
 const LISTED: usize = 10;
@@ -19,7 +19,7 @@ const LISTED: usize = 10;
 const CLIPPED: usize = 80;
 
 /// The summary of `outcome`, the run of the scenario named `file`.
-pub(crate) fn summary(file: &str, outcome: &Outcome) -> String {
+pub(crate) fn summary(file: &str, outcome: &RunOutcome) -> String {
     let report: &Report = &outcome.report;
     let retried = manual_retries(&outcome.events);
     let mut out = String::new();

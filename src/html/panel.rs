@@ -21,7 +21,7 @@
 
 use maud::{Markup, html};
 use rein_runtime::failure::Failure;
-use rein_runtime::panel::{Attempt, Line, Outcome, TurnPanel, format_ms};
+use rein_runtime::panel::{Attempt, AttemptEnd, Line, TurnPanel, format_ms};
 
 use super::Verbatim;
 
@@ -139,7 +139,7 @@ fn attempt(a: &Attempt) -> Markup {
                 (sep())
                 span.rein-provider title=(format!("model {}", a.model)) { (a.provider) }
                 @match &a.outcome {
-                    Outcome::Failed(failure) => (failure_fields(failure)),
+                    AttemptEnd::Failed(failure) => (failure_fields(failure)),
                     other => {
                         (sep())
                         span.rein-outcome data-outcome=(other.kind()) { (other.kind()) }
@@ -149,7 +149,7 @@ fn attempt(a: &Attempt) -> Markup {
             @if let Some(failure) = a.failure() {
                 (raw(failure.message()))
             }
-            @if a.outcome != Outcome::Answered && !a.streamed.is_empty() {
+            @if a.outcome != AttemptEnd::Answered && !a.streamed.is_empty() {
                 details.rein-streamed {
                     summary { "streamed before it ended" }
                     (raw(&a.streamed))
@@ -221,8 +221,8 @@ mod tests {
             retries: 1,
             ending: Ending::Failed(failed("last")),
             lines: vec![
-                Line::Attempt(attempt(1, Origin::Harness, Outcome::Failed(failed(message)))),
-                Line::Attempt(attempt(2, Origin::Retry(retry), Outcome::Failed(failed("last")))),
+                Line::Attempt(attempt(1, Origin::Harness, AttemptEnd::Failed(failed(message)))),
+                Line::Attempt(attempt(2, Origin::Retry(retry), AttemptEnd::Failed(failed("last")))),
             ],
         }
     }

@@ -33,7 +33,7 @@ use rein_runtime::session_log::retry_chains::RetryChains;
 use super::catalogue;
 use super::settings::AutoRetrySettings;
 use crate::backoff;
-use crate::llm_retry::Chain;
+use crate::llm_retry::ChainId;
 
 /// The parts of a waterfall payload the decision reads, and the session's retry chains.
 #[derive(Debug, Clone, Copy)]
@@ -123,7 +123,7 @@ pub struct Schedule {
     /// Where the delay came from.
     pub source: DelaySource,
     /// Whether this retry opens the own chain or continues it.
-    pub chain: Chain,
+    pub chain: ChainId,
 }
 
 /// Where a scheduled delay came from.
@@ -156,8 +156,8 @@ impl Schedule {
         new_retry_id: impl FnOnce() -> String,
     ) -> LlmRetry {
         let retry_id = match self.chain {
-            Chain::New => new_retry_id(),
-            Chain::Continue(id) => id,
+            ChainId::New => new_retry_id(),
+            ChainId::Continue(id) => id,
         };
         LlmRetry {
             retry_id,
@@ -207,8 +207,8 @@ pub fn after_downstream(
     let retry = chain.as_ref().map_or(0, |(retries, _)| *retries).saturating_add(1);
     let (delay_ms, source) = delay(settings, failed, retry, sample);
     let chain = match chain {
-        None => Chain::New,
-        Some((_, id)) => Chain::Continue(id),
+        None => ChainId::New,
+        Some((_, id)) => ChainId::Continue(id),
     };
     Decision::Schedule(Schedule {
         retry,
@@ -703,7 +703,7 @@ mod tests {
             policy_key: key.to_owned(),
             delay_ms: 2000.0,
             source: DelaySource::OwnCurve,
-            chain: Chain::Continue(format!("{key}-id")),
+            chain: ChainId::Continue(format!("{key}-id")),
         };
         assert_eq!(decision, Decision::Schedule(expected.clone()));
         let event =
@@ -724,7 +724,7 @@ mod tests {
                 failure: f.clone(),
             }
         );
-        let first = Schedule { retry: 1, chain: Chain::New, ..event_schedule(key) };
+        let first = Schedule { retry: 1, chain: ChainId::New, ..event_schedule(key) };
         assert_eq!(first.event(1, 1, MOCK, &f, || "fresh".into()).retry_id, "fresh");
     }
 
@@ -735,7 +735,7 @@ mod tests {
             policy_key: key.to_owned(),
             delay_ms: 1.0,
             source: DelaySource::OwnCurve,
-            chain: Chain::New,
+            chain: ChainId::New,
         }
     }
 

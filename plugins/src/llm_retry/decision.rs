@@ -19,7 +19,7 @@
 //!
 //! Retry 1 of a chain gets a fresh UUID; later retries keep the chain's id (SPEC §5.4). The UUID
 //! itself is randomness the actor makes, but *whether* a chain is new is part of the decision, so
-//! [`Schedule::chain`] says [`Chain::New`] or carries the id to continue.
+//! [`Schedule::chain`] says [`ChainId::New`] or carries the id to continue.
 
 use rein_runtime::failure::Failure;
 use rein_runtime::retry_policy::{Backoff, RetryPolicy};
@@ -74,7 +74,7 @@ pub struct Schedule {
     /// Where the delay came from.
     pub source: DelaySource,
     /// Whether this retry opens a chain or continues one.
-    pub chain: Chain,
+    pub chain: ChainId,
 }
 
 /// Where a scheduled delay came from.
@@ -88,7 +88,7 @@ pub enum DelaySource {
 
 /// The chain a scheduled retry belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Chain {
+pub enum ChainId {
     /// Retry 1: make a fresh `retryId` (UUID v4).
     New,
     /// A later retry: keep the chain's `retryId`.
@@ -97,7 +97,7 @@ pub enum Chain {
 
 /// What the rest of the chain answered an always-mode consultation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Downstream {
+pub enum Consulted {
     /// It will retry: `llm-retry` accepts and writes nothing.
     Retry,
     /// It answered anything else (`Stop`; `Next` resolves to the end of the chain's `Stop`).
@@ -148,12 +148,12 @@ pub fn on_failure(
 /// used verbatim; one above the cap falls back to the local backoff (it never delegates).
 pub fn after_downstream(
     backoff: &Backoff,
-    downstream: Downstream,
+    downstream: Consulted,
     failure: &Failure,
     chain: Option<(u64, &str)>,
     sample: impl FnOnce() -> f64,
 ) -> Decision {
-    if downstream == Downstream::Retry {
+    if downstream == Consulted::Retry {
         return Decision::AcceptDownstreamRetry;
     }
     let provider = failure.provider_retry_after_ms().filter(|ms| *ms <= backoff.max_delay_ms());
@@ -173,8 +173,8 @@ fn schedule(
         None => (backoff::delay_for(backoff, retry, sample()), DelaySource::Backoff),
     };
     let chain = match chain {
-        None => Chain::New,
-        Some((_, id)) => Chain::Continue(id.to_owned()),
+        None => ChainId::New,
+        Some((_, id)) => ChainId::Continue(id.to_owned()),
     };
     Schedule { retry, delay_ms, source, chain }
 }
@@ -214,7 +214,7 @@ mod tests {
     }
 
     fn scheduled(retry: u64, delay_ms: f64, source: DelaySource, chain: Option<&str>) -> Decision {
-        let chain = chain.map_or(Chain::New, |id| Chain::Continue(id.to_owned()));
+        let chain = chain.map_or(ChainId::New, |id| ChainId::Continue(id.to_owned()));
         Decision::Schedule(Schedule { retry, delay_ms, source, chain })
     }
 
@@ -367,10 +367,10 @@ mod tests {
 
     #[test]
     fn always_mode_after_downstream_accepts_a_retry_or_retries_itself() {
+        use Consulted::{Crashed, Declined, Retry};
         use DelaySource::{Backoff as B, Provider as P};
-        use Downstream::{Crashed, Declined, Retry};
         let curve = Backoff::new(1.0, 4.0, 0.1).unwrap();
-        let cases: Vec<(Downstream, Failure, ChainIn, f64, Decision, usize)> = vec![
+        let cases: Vec<(Consulted, Failure, ChainIn, f64, Decision, usize)> = vec![
             // Downstream retries: accept, write nothing, draw nothing.
             (Retry, failure("SERVER"), None, 1.0, Decision::AcceptDownstreamRetry, 0),
             (Retry, after("SERVER", 2.0), Some((3, "id")), 1.0, Decision::AcceptDownstreamRetry, 0),
@@ -427,8 +427,8 @@ mod tests {
             match on_failure(Some(&policy), &failure("SERVER"), current, || 0.5) {
                 Decision::Schedule(s) => {
                     let id = match s.chain {
-                        Chain::New => "fresh".to_owned(),
-                        Chain::Continue(id) => id,
+                        ChainId::New => "fresh".to_owned(),
+                        ChainId::Continue(id) => id,
                     };
                     delays.push(s.delay_ms);
                     chain = Some((s.retry, id));

@@ -58,7 +58,7 @@ use tracing::Instrument;
 
 use super::NAME;
 use super::config::LlmRetryConfig;
-use super::decision::{self, Chain, Decision, Downstream, Schedule};
+use super::decision::{self, ChainId, Consulted, Decision, Schedule};
 use crate::schedule::{self, Scheduled};
 
 /// The `llm-retry` plugin: register it on a runtime
@@ -225,9 +225,9 @@ async fn recover(recovery: Recovery) -> Verdict {
             let answer = recovery.downstream.ask().await;
             tracing::debug!(?answer, "always mode: downstream answered");
             let answer = match answer {
-                DownstreamAnswer::Retry => Downstream::Retry,
-                DownstreamAnswer::Stop => Downstream::Declined,
-                DownstreamAnswer::Crashed => Downstream::Crashed,
+                DownstreamAnswer::Retry => Consulted::Retry,
+                DownstreamAnswer::Stop => Consulted::Declined,
+                DownstreamAnswer::Crashed => Consulted::Crashed,
             };
             decision::after_downstream(policy.backoff(), answer, &payload.failure, chain, sample)
         }
@@ -270,8 +270,8 @@ fn retry_event(
     randomness: &dyn Jitter,
 ) -> LlmRetryEvent {
     let retry_id = match scheduled.chain {
-        Chain::New => randomness.retry_id(),
-        Chain::Continue(id) => id,
+        ChainId::New => randomness.retry_id(),
+        ChainId::Continue(id) => id,
     };
     LlmRetryEvent {
         retry_id,

@@ -24,7 +24,7 @@ use super::slot::{Offered, PluginChain, Slots};
 use crate::BoxFuture;
 use crate::event::{Event, PluginCrashed};
 use crate::plugin::{DownstreamAnswer, DownstreamWalk, RequestErrorPayload};
-use crate::waterfall::{self, Answered, END_OF_CHAIN, Hop, Outcome};
+use crate::waterfall::{self, Answered, END_OF_CHAIN, Hop, Resolution};
 
 /// Offers a failed attempt to the chain and returns what the step must do. The caller has
 /// already appended `request/error` and checked [`waterfall::offered`].
@@ -35,12 +35,12 @@ use crate::waterfall::{self, Answered, END_OF_CHAIN, Hop, Outcome};
 pub(crate) fn run(
     chain: &Arc<PluginChain>,
     payload: RequestErrorPayload,
-) -> impl Future<Output = Outcome> + Send + 'static {
+) -> impl Future<Output = Resolution> + Send + 'static {
     let cancel = payload.cancel.clone();
     let walk = (!cancel.is_cancelled()).then(|| walk(chain.snapshot(), 0, Arc::new(payload)));
     async move {
         let Some(walk) = walk else {
-            return Outcome::Aborted;
+            return Resolution::Aborted;
         };
         waterfall::outcome(walk.await, cancel.is_cancelled())
     }

@@ -129,7 +129,7 @@ fn runner() -> ScenarioRunner {
     ScenarioRunner::new().plugins(plugins)
 }
 
-fn run(doc: Value) -> Outcome {
+fn run(doc: Value) -> RunOutcome {
     let scenario = Scenario::from_value(doc).expect("valid scenario");
     runner().run(&scenario).expect("the scenario runs")
 }
@@ -142,11 +142,11 @@ fn invalid(doc: Value) -> InvalidScenario {
     }
 }
 
-fn reasons(outcome: &Outcome) -> Vec<(u32, TurnEndReason)> {
+fn reasons(outcome: &RunOutcome) -> Vec<(u32, TurnEndReason)> {
     outcome.report.turns.iter().map(|t| (t.turn, t.reason.clone())).collect()
 }
 
-fn requests(outcome: &Outcome) -> Vec<(u64, u32, u32, u32)> {
+fn requests(outcome: &RunOutcome) -> Vec<(u64, u32, u32, u32)> {
     outcome.report.requests.iter().map(|r| (r.at_ms, r.turn, r.step, r.attempt)).collect()
 }
 
@@ -154,7 +154,7 @@ fn error(code: &str, message: &str) -> TurnEndReason {
     TurnEndReason::Error { failure: rein_runtime::failure::Failure::new(code, message).unwrap() }
 }
 
-fn kinds(outcome: &Outcome) -> Vec<&'static str> {
+fn kinds(outcome: &RunOutcome) -> Vec<&'static str> {
     outcome.events.iter().map(Envelope::kind).collect()
 }
 
@@ -536,7 +536,7 @@ fn plugins_draw_the_random_samples_in_order_then_the_seeded_rng() {
             "turns": [{"prompt": "hello", "provider": "mock"}]
         })
     };
-    let starts = |outcome: &Outcome| -> Vec<u64> {
+    let starts = |outcome: &RunOutcome| -> Vec<u64> {
         outcome.report.requests.iter().map(|r| r.at_ms).collect()
     };
     let seven = starts(&run(with_seed(7)));

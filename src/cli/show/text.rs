@@ -20,7 +20,9 @@ use std::fmt::Write as _;
 use anstyle::{AnsiColor, Style};
 use rein_runtime::event::Envelope;
 use rein_runtime::failure::Failure;
-use rein_runtime::panel::{Attempt, Ending, Line, Origin, Outcome, TurnPanel, format_ms, panels};
+use rein_runtime::panel::{
+    Attempt, AttemptEnd, Ending, Line, Origin, TurnPanel, format_ms, panels,
+};
 
 const BOLD: Style = Style::new().bold();
 const DIM: Style = Style::new().dimmed();
@@ -159,8 +161,8 @@ fn attempt(out: &mut String, attempt: &Attempt) {
         attempt.turn, attempt.step, attempt.provider
     );
     match &attempt.outcome {
-        Outcome::Failed(failure) => failure_fields(out, failure),
-        Outcome::Answered => {
+        AttemptEnd::Failed(failure) => failure_fields(out, failure),
+        AttemptEnd::Answered => {
             let _ = write!(out, " · {GREEN}answered{GREEN:#}");
         }
         other => {
@@ -171,7 +173,7 @@ fn attempt(out: &mut String, attempt: &Attempt) {
     if let Some(failure) = attempt.failure() {
         verbatim(out, 6, failure.message());
     }
-    if attempt.outcome != Outcome::Answered && !attempt.streamed.is_empty() {
+    if attempt.outcome != AttemptEnd::Answered && !attempt.streamed.is_empty() {
         let _ = writeln!(out, "      {DIM}streamed before it ended:{DIM:#}");
         verbatim(out, 8, &attempt.streamed);
     }

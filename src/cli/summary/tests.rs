@@ -61,8 +61,12 @@ fn report() -> Report {
 
 #[test]
 fn the_summary_names_every_turn_retry_config_error_and_violation() {
-    let outcome =
-        Outcome { report: report(), events: Vec::new(), notes: Vec::new(), warnings: Vec::new() };
+    let outcome = RunOutcome {
+        report: report(),
+        events: Vec::new(),
+        notes: Vec::new(),
+        warnings: Vec::new(),
+    };
     assert_eq!(
         summary("s.json", &outcome),
         "scenario s.json: 2 turns, 0 requests, 1 retry, 17 events, ended at 1500 ms (virtual)\n\
@@ -93,7 +97,7 @@ fn many_turns_are_tallied_and_only_the_unfinished_ones_listed() {
     report.invariant = InvariantRow { ok: true, violations: Vec::new() };
     let text = summary(
         "s.json",
-        &Outcome { report, events: Vec::new(), notes: Vec::new(), warnings: Vec::new() },
+        &RunOutcome { report, events: Vec::new(), notes: Vec::new(), warnings: Vec::new() },
     );
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[1], "  turns: 14 max-steps, 16 completed");
@@ -211,7 +215,7 @@ fn the_summary_names_the_manual_retry_and_the_tool_call() {
         end(2),
     ]);
     let text =
-        summary("s.json", &Outcome { report, events, notes: Vec::new(), warnings: Vec::new() });
+        summary("s.json", &RunOutcome { report, events, notes: Vec::new(), warnings: Vec::new() });
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[1], "  turn 1: error SERVER: busy three");
     assert_eq!(lines[2], "  turn 2 (manual retry of turn 1): completed");

@@ -18,7 +18,7 @@ use crate::random::SeededJitter;
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::SessionLog;
 use crate::store::memory::MemoryStore;
-use crate::waterfall::Outcome;
+use crate::waterfall::Resolution;
 use plugins::{TestPlugin, Trace};
 use tokio_util::sync::CancellationToken;
 
@@ -55,13 +55,16 @@ async fn host(plugins: Vec<Arc<dyn Plugin>>, census: &Census) -> PluginHost {
     .unwrap()
 }
 
-fn spawn_run(host: &PluginHost, payload: RequestErrorPayload) -> tokio::task::JoinHandle<Outcome> {
+fn spawn_run(
+    host: &PluginHost,
+    payload: RequestErrorPayload,
+) -> tokio::task::JoinHandle<Resolution> {
     let chain = Arc::clone(host.chain());
     tokio::spawn(async move { run(&chain, payload).await })
 }
 
 /// Runs one failure through a fresh host over `plugins`; returns the outcome and the trace.
-async fn once(plugins: Vec<Arc<dyn Plugin>>) -> Outcome {
+async fn once(plugins: Vec<Arc<dyn Plugin>>) -> Resolution {
     let census = Census::new();
     let host = host(plugins, &census).await;
     let store = MemoryStore::new();
@@ -77,9 +80,9 @@ async fn once(plugins: Vec<Arc<dyn Plugin>>) -> Outcome {
 #[tokio::test(start_paused = true)]
 async fn plugins_answer_in_registration_order_and_the_first_decision_wins() {
     let t = Trace::default();
-    type Case = (&'static str, Vec<Arc<dyn Plugin>>, Outcome, Vec<&'static str>);
+    type Case = (&'static str, Vec<Arc<dyn Plugin>>, Resolution, Vec<&'static str>);
     let cases: Vec<Case> = vec![
-        ("empty chain: the end answers Stop", vec![], Outcome::Stop, vec![]),
+        ("empty chain: the end answers Stop", vec![], Resolution::Stop, vec![]),
         (
             "Next delegates until someone retries",
             vec![
@@ -88,19 +91,19 @@ async fn plugins_answer_in_registration_order_and_the_first_decision_wins() {
                 TestPlugin::answering("c", &t, Retry),
                 TestPlugin::answering("d", &t, Stop),
             ],
-            Outcome::Retry,
+            Resolution::Retry,
             vec!["a", "b", "c"],
         ),
         (
             "Stop ends the chain",
             vec![TestPlugin::answering("a", &t, Stop), TestPlugin::answering("b", &t, Retry)],
-            Outcome::Stop,
+            Resolution::Stop,
             vec!["a"],
         ),
         (
             "everyone delegates: the end of the chain answers Stop",
             vec![TestPlugin::answering("a", &t, Next), TestPlugin::answering("b", &t, Next)],
-            Outcome::Stop,
+            Resolution::Stop,
             vec!["a", "b"],
         ),
         (
@@ -109,7 +112,7 @@ async fn plugins_answer_in_registration_order_and_the_first_decision_wins() {
                 TestPlugin::downstream_first("a", &t, Next),
                 TestPlugin::answering("b", &t, Retry),
             ],
-            Outcome::Retry,
+            Resolution::Retry,
             vec!["a", "b"],
         ),
         (
@@ -118,7 +121,7 @@ async fn plugins_answer_in_registration_order_and_the_first_decision_wins() {
                 TestPlugin::downstream_first("a", &t, Retry),
                 TestPlugin::answering("b", &t, Stop),
             ],
-            Outcome::Retry,
+            Resolution::Retry,
             vec!["a", "b"],
         ),
         (
@@ -129,7 +132,7 @@ async fn plugins_answer_in_registration_order_and_the_first_decision_wins() {
                 TestPlugin::answering("c", &t, Stop),
                 TestPlugin::answering("d", &t, Retry),
             ],
-            Outcome::Stop,
+            Resolution::Stop,
             vec!["a", "b", "c"],
         ),
         (
@@ -139,13 +142,13 @@ async fn plugins_answer_in_registration_order_and_the_first_decision_wins() {
                 TestPlugin::downstream_first("b", &t, Stop),
                 TestPlugin::answering("c", &t, Retry),
             ],
-            Outcome::Retry,
+            Resolution::Retry,
             vec!["a", "b", "c"],
         ),
         (
             "a crash counts as Next",
             vec![TestPlugin::crashing("a", &t), TestPlugin::answering("b", &t, Retry)],
-            Outcome::Retry,
+            Resolution::Retry,
             vec!["a", "b"],
         ),
         (
@@ -154,7 +157,7 @@ async fn plugins_answer_in_registration_order_and_the_first_decision_wins() {
                 TestPlugin::slow("a", &t, Duration::from_millis(500), Next),
                 TestPlugin::slow("b", &t, Duration::from_millis(500), Retry),
             ],
-            Outcome::Retry,
+            Resolution::Retry,
             vec!["a", "b"],
         ),
     ];
@@ -177,7 +180,7 @@ async fn a_crashing_plugin_is_restarted_and_leaves_the_chain_beyond_its_intensit
     let mut incarnations = vec![host.chain().incarnation("crashy").unwrap()];
     for _ in 0..4 {
         let outcome = run(host.chain(), payload(&log, &CancellationToken::new())).await;
-        assert_eq!(outcome, Outcome::Retry, "the crash counts as Next; fallback retries");
+        assert_eq!(outcome, Resolution::Retry, "the crash counts as Next; fallback retries");
         if let Some(id) = host.chain().incarnation("crashy") {
             incarnations.push(id);
         }
@@ -189,7 +192,7 @@ async fn a_crashing_plugin_is_restarted_and_leaves_the_chain_beyond_its_intensit
 
     // Later failures skip it.
     let outcome = run(host.chain(), payload(&log, &CancellationToken::new())).await;
-    assert_eq!(outcome, Outcome::Retry);
+    assert_eq!(outcome, Resolution::Retry);
     assert_eq!(crashing.calls(), 4);
     assert_eq!(fallback.calls(), 5);
 
@@ -235,7 +238,7 @@ async fn cancelling_during_a_wait_or_a_consultation_aborts_promptly() {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let before = tokio::time::Instant::now();
         cancel.cancel();
-        assert_eq!(running.await.unwrap(), Outcome::Aborted, "consult: {consult}");
+        assert_eq!(running.await.unwrap(), Resolution::Aborted, "consult: {consult}");
         assert_eq!(before.elapsed(), Duration::ZERO, "promptly");
         host.stop().await;
         log.close().await;
@@ -273,7 +276,7 @@ async fn disposing_a_plugin_aborts_its_waits_fails_closed_and_removes_it() {
         host.dispose("disposed").await.unwrap();
         assert_eq!(before.elapsed(), Duration::ZERO, "disposal completes promptly");
         assert!(running.is_finished(), "the recovery settled before disposal completed");
-        assert_eq!(running.await.unwrap(), Outcome::Stop, "fail closed (consult: {consult})");
+        assert_eq!(running.await.unwrap(), Resolution::Stop, "fail closed (consult: {consult})");
         assert!(!cancel.is_cancelled(), "the turn itself was not cancelled");
         assert_eq!(t.take(), Vec::<String>::new(), "nothing downstream was asked after disposal");
 
@@ -285,7 +288,7 @@ async fn disposing_a_plugin_aborts_its_waits_fails_closed_and_removes_it() {
             Some(if consult { "waiter" } else { "last" })
         );
         if !consult {
-            assert_eq!(outcome, Outcome::Retry);
+            assert_eq!(outcome, Resolution::Retry);
         }
         assert_eq!(
             host.dispose("disposed").await,
@@ -329,12 +332,12 @@ async fn a_thousand_sessions_park_in_one_plugin_actor_without_blocking_it() {
     let extra = spawn_run(&host, payload(&logs[0], &cancel));
     tokio::task::yield_now().await;
     cancel.cancel();
-    assert_eq!(extra.await.unwrap(), Outcome::Aborted);
+    assert_eq!(extra.await.unwrap(), Resolution::Aborted);
     assert_eq!(parking.parked(), 1000);
 
     tokio::time::sleep(Duration::from_secs(10)).await;
     for r in running {
-        assert_eq!(r.await.unwrap(), Outcome::Retry);
+        assert_eq!(r.await.unwrap(), Resolution::Retry);
     }
     host.stop().await;
     for log in logs {
@@ -369,12 +372,12 @@ async fn a_crash_in_one_session_does_not_disturb_the_waits_of_the_others() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let before = host.chain().incarnation("mixed").unwrap();
     let crashed = run(host.chain(), payload(&logs[0], &CancellationToken::new())).await;
-    assert_eq!(crashed, Outcome::Stop, "the crash counts as Next; the end of the chain stops");
+    assert_eq!(crashed, Resolution::Stop, "the crash counts as Next; the end of the chain stops");
     assert_ne!(host.chain().incarnation("mixed").unwrap(), before, "restarted");
 
     tokio::time::sleep(Duration::from_secs(10)).await;
     for w in waiting {
-        assert_eq!(w.await.unwrap(), Outcome::Retry, "the other sessions kept their waits");
+        assert_eq!(w.await.unwrap(), Resolution::Retry, "the other sessions kept their waits");
     }
     host.stop().await;
     for log in logs {
@@ -413,8 +416,8 @@ async fn an_offer_lost_in_a_crashing_incarnations_mailbox_reaches_its_successor(
     release.notify_one();
     let lost = spawn_run(&host, payload(&b, &CancellationToken::new()));
 
-    assert_eq!(crashing.await.unwrap(), Outcome::Stop, "a's crash counts as Next");
-    assert_eq!(lost.await.unwrap(), Outcome::Retry, "b's offer was re-sent and answered");
+    assert_eq!(crashing.await.unwrap(), Resolution::Stop, "a's crash counts as Next");
+    assert_eq!(lost.await.unwrap(), Resolution::Retry, "b's offer was re-sent and answered");
     assert_ne!(host.chain().incarnation("fragile").unwrap(), first);
     assert_eq!(plugin.calls(), 2, "b's recovery ran exactly once");
     host.stop().await;
