@@ -62,8 +62,8 @@ fn layout(
                 header.console {
                     a.brand href="/" { "rein console" }
                     nav {
-                        a href="/" aria-current=[(page == "sessions" || page == "session").then_some("page")] { "Sessions" }
-                        a href="/plugins" aria-current=[(page == "plugins").then_some("page")] { "Plugins" }
+                        a href="/" aria-current=[current(matches!(page, "sessions" | "session"))] { "Sessions" }
+                        a href="/plugins" aria-current=[current(page == "plugins")] { "Plugins" }
                     }
                     span.mode data-mode=(if context.read_only() { "read-only" } else { "live" }) {
                         @match &context.live {
@@ -122,10 +122,10 @@ pub(crate) fn session_rows(rows: &[Summary]) -> Markup {
                 @if let Some(error) = &row.error {
                     td.error colspan="6" { "cannot be read: " (error) }
                 } @else {
-                    td.title { @if let Some(title) = &row.title { (title) } @else { span.muted { "—" } } }
+                    td.title { (or_dash(row.title.as_deref())) }
                     td.num { (row.turns) }
                     td.state data-state=(state_kind(&row.state)) { (row.state.describe()) }
-                    td { @if let Some(ending) = &row.last_ending { (ending) } @else { span.muted { "—" } } }
+                    td { (or_dash(row.last_ending.as_deref())) }
                     td.num { (row.retried_or_failed) }
                     td { @if let Some(time) = row.last_time { (time_tag(time)) } }
                 }
@@ -133,6 +133,22 @@ pub(crate) fn session_rows(rows: &[Summary]) -> Markup {
         }
     }
 }
+
+/// `aria-current="page"` when `yes`.
+fn current(yes: bool) -> Option<&'static str> {
+    yes.then_some("page")
+}
+
+/// The text, or a muted dash.
+fn or_dash(text: Option<&str>) -> Markup {
+    html! { @if let Some(text) = text { (text) } @else { span.muted { "—" } } }
+}
+
+const PLACEHOLDER: &str =
+    "Ask something. Ctrl+Enter sends; a prompt sent while a turn runs waits its turn.";
+
+/// What the never-retried group says of itself.
+const NEVER_NOTE: &str = "listed so you know they exist; they cannot be turned on";
 
 fn time_tag(ms: u64) -> Markup {
     html! { time data-ms=(ms) { (status::utc(ms)) } }
@@ -176,7 +192,7 @@ pub(crate) fn session(context: &Context, view: &SessionView<'_>) -> Markup {
             form #prompt-form autocomplete="off" {
                 label for="prompt" { "Prompt" }
                 textarea #prompt name="text" rows="3"
-                    placeholder="Ask something. Ctrl+Enter sends; a prompt sent while a turn runs waits its turn." {}
+                    placeholder=(PLACEHOLDER) {}
                 div.actions {
                     button #send type="submit" { "Send" }
                 }
@@ -265,7 +281,7 @@ pub(crate) fn plugin(plugin: &PluginView, saved: Option<&str>) -> Markup {
             h2 { (plugin.name) }
             @match (&plugin.settings, plugin.form) {
                 (None, _) => p.meta { "No settings." },
-                (Some(settings), Some(fields)) if plugin.read_only.is_none() && !settings.read_only => {
+                (Some(settings), Some(fields)) if editable(plugin, settings) => {
                     (form(&plugin.name, settings, fields, saved))
                 }
                 (Some(settings), _) => {
@@ -279,6 +295,11 @@ pub(crate) fn plugin(plugin: &PluginView, saved: Option<&str>) -> Markup {
             }
         }
     }
+}
+
+/// Whether the console edits `plugin`'s settings.
+fn editable(plugin: &PluginView, settings: &PluginSettings) -> bool {
+    plugin.read_only.is_none() && !settings.read_only
 }
 
 fn values(settings: &Value) -> Markup {
@@ -297,7 +318,8 @@ fn values(settings: &Value) -> Markup {
 fn form(plugin: &str, settings: &PluginSettings, fields: &[Field], saved: Option<&str>) -> Markup {
     let values = &settings.settings;
     html! {
-        form.settings data-plugin=(plugin) data-revision=(settings.revision) autocomplete="off" novalidate {
+        form.settings data-plugin=(plugin) data-revision=(settings.revision)
+            autocomplete="off" novalidate {
             p.revision { "Revision " span.rev { (settings.revision) } }
             @for field in fields {
                 (self::field(plugin, field, values.get(field.key)))
@@ -367,7 +389,7 @@ fn codes(id: &str, key: &str, value: Option<&Value>) -> Markup {
                 div.group data-group=(group_name(group.group)) {
                     h4 {
                         (group.title)
-                        @if never { span.muted { " · listed so you know they exist; they cannot be turned on" } }
+                        @if never { span.muted { " · " (NEVER_NOTE) } }
                     }
                     ul {
                         @for info in group.codes {
