@@ -421,14 +421,15 @@ fn group_name(group: CodeGroup) -> &'static str {
     }
 }
 
-/// The page for a path nothing serves, or a session that does not exist.
-pub(crate) fn not_found(context: &Context, what: &str) -> Markup {
+/// A page that says what went wrong: a path nothing serves, a session that does not exist, a
+/// log that cannot be read.
+pub(crate) fn problem(context: &Context, title: &str, what: &str) -> Markup {
     let body = html! {
-        div.page-head { h1 { "Not found" } }
-        p { (what) }
+        div.page-head { h1 { (title) } }
+        p.error { (what) }
         p { a href="/" { "All sessions" } }
     };
-    layout(context, "Not found", "not-found", &[], body)
+    layout(context, title, "problem", &[], body)
 }
 
 #[cfg(test)]

@@ -224,7 +224,8 @@ async fn not_found(State(app): Shared, request: Request) -> Response {
     if path.starts_with("/api/") {
         return error(StatusCode::NOT_FOUND, "notFound", format!("nothing at {path}"));
     }
-    let markup = pages::not_found(&app.context, &format!("Nothing is served at {path}."));
+    let markup =
+        pages::problem(&app.context, "Not found", &format!("Nothing is served at {path}."));
     (StatusCode::NOT_FOUND, Html(markup.into_string())).into_response()
 }
 
@@ -373,10 +374,14 @@ async fn session_page(State(app): Shared, Path(id): Path<String>) -> Response {
             page(pages::session(&app.context, &SessionView { id: &id, events: &events }))
         }
         Ok(None) => {
-            let markup = pages::not_found(&app.context, &format!("There is no session {id:?}."));
+            let markup =
+                pages::problem(&app.context, "Not found", &format!("There is no session {id:?}."));
             (StatusCode::NOT_FOUND, Html(markup.into_string())).into_response()
         }
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable", e),
+        Err(e) => {
+            let markup = pages::problem(&app.context, "Cannot read the log", &e);
+            (StatusCode::INTERNAL_SERVER_ERROR, Html(markup.into_string())).into_response()
+        }
     }
 }
 
@@ -466,7 +471,7 @@ async fn new_session(State(app): Shared, body: Bytes) -> Response {
             }
             id
         }
-        None => match super::super::agent::sessions::fresh_id(&live.store) {
+        None => match crate::cli::agent::sessions::fresh_id(&live.store) {
             Ok(id) => id,
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
         },
