@@ -1,6 +1,8 @@
 //! The subcommands of the `rein` command line, one file each.
 //!
 //! - [`chat`]: `rein chat [PROMPT]` — a conversation with a model (the README's main job).
+//! - [`console`]: `rein console` — the browser half: sessions, a live session view, the Plugins
+//!   page.
 //! - [`demo`]: `rein demo` — the embedded demo scenario on virtual time.
 //! - [`check`]: `rein check LOG…` — the offline invariant checker.
 //! - [`scenario`]: `rein scenario run FILE` — a scenario file on virtual time.
@@ -11,13 +13,17 @@
 //!   every guarantee checked.
 //!
 //! Shared by them:
+//! - [`agent`]: the runtime `chat` talks through and `console` serves (provider, default chain,
+//!   store).
 //! - [`logs`]: reading the logs `show` and `report` look at.
 //! - [`summary`]: the summary of a scenario run a person reads (`demo`, `scenario run`).
 //! - [`output_file`]: files written whole (temporary file + rename), never through a link.
 
+pub(crate) mod agent;
 pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod codes;
+pub(crate) mod console;
 pub(crate) mod demo;
 pub(crate) mod logs;
 pub(crate) mod output_file;

@@ -3,6 +3,8 @@
 //! interpolated string, so text from a provider or a model is always shown as text.
 //!
 //! - [`panel`]: one turn-tail panel as a collapsed `<details>`, and its stylesheet.
+//! - [`conversation`]: a session's turns — messages, tool calls, the panel at each turn's tail,
+//!   what a running turn streams — shared by the report and the console.
 //! - [`report`]: a self-contained page: each log's conversation with a panel at the tail of
 //!   each turn that retried or failed.
 //! - [`THEME_CSS`]: the colour tokens the stylesheets use (CSS custom properties), light and
@@ -15,6 +17,7 @@ use std::fmt::Write as _;
 
 use maud::{Escaper, Render};
 
+pub mod conversation;
 pub mod panel;
 pub mod report;
 

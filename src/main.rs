@@ -25,6 +25,13 @@ enum Command {
     /// kept in a JSONL store and resumed with --session ID.
     #[command(after_help = cli::chat::CHAT_HELP)]
     Chat(cli::chat::ChatArgs),
+    /// Serve the console: sessions, a live session view with prompt and cancel, the Plugins
+    /// page, on http://127.0.0.1:PORT/ only.
+    ///
+    /// The runtime is the one `rein chat` builds (same providers, flags and store), or, with
+    /// --read-only, none: the store's logs are shown and followed, nothing is written.
+    #[command(after_help = cli::console::CONSOLE_HELP)]
+    Console(cli::console::ConsoleArgs),
     /// Run the embedded demo scenario (retries, a tool call, a manual retry) and write its log.
     #[command(after_help = cli::demo::DEMO_HELP)]
     Demo(cli::demo::DemoArgs),
@@ -60,6 +67,7 @@ enum Command {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Chat(args) => cli::chat::run(&args),
+        Command::Console(args) => cli::console::run(&args),
         Command::Demo(args) => cli::demo::run(&args),
         Command::Check(args) => cli::check::run(&args),
         Command::Scenario(args) => cli::scenario::run(&args),

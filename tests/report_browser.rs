@@ -4,24 +4,20 @@
 //! the dark theme follows the system's preference. Screenshots are written to
 //! `target/screenshots/` for people to look at.
 //!
-//! Needs `/usr/bin/chromium` and `/usr/bin/chromedriver` (Debian's `chromium` and
-//! `chromium-driver`; `bash .ci/install-deps` installs them); `REIN_CHROMIUM` and
-//! `REIN_CHROMEDRIVER` name others. When they are missing the test fails and says so: it never
-//! passes without a browser. chromedriver is started on a port it picks itself (`--port=0`,
-//! read back from the line it prints), and each browser session gets a fresh profile directory.
+//! The browser and its driver are started by `tests/support/browser.rs` (shared with the
+//! console's browser test), which says what they need.
 
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::panic::AssertUnwindSafe;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
+#[path = "support/browser.rs"]
+mod browser;
 
-use fantoccini::{Client, ClientBuilder, Locator, elements::Element};
-use futures::FutureExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use browser::{Driver, background, is_open, js, screenshot, text_content, with_session};
+use fantoccini::Locator;
 use serde_json::{Value, json};
 
 /// The provider message of the first failure of `tests/panels/report.json`.
@@ -29,18 +25,6 @@ const HOSTILE: &str = "<script>document.title='pwned';window.pwned=1</script><im
                        onerror=\"window.pwned=2\"> & \"quoted\"";
 /// The last failure of its third turn: leading newline, CR LF, trailing spaces.
 const LAST: &str = "\n  upstream said:\r\n  <html>503</html>  \n";
-
-fn tool(variable: &str, default: &str, package: &str) -> PathBuf {
-    let path = std::env::var_os(variable).map_or_else(|| PathBuf::from(default), PathBuf::from);
-    assert!(
-        path.is_file(),
-        "{} not found: this test drives a real headless Chromium. Install it with \
-         `bash .ci/install-deps` (Debian packages chromium and chromium-driver: apt-get install \
-         {package}), or set {variable} to its path.",
-        path.display()
-    );
-    path
-}
 
 fn rein(args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_rein")).args(args).output().expect("rein runs")
@@ -63,121 +47,12 @@ fn scenario_log(dir: &Path, scenario: &Path, log: &str) -> PathBuf {
     log
 }
 
-/// chromedriver, on a port it chose; killed when dropped.
-struct Driver {
-    process: std::process::Child,
-    url: String,
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.process.kill();
-        let _ = self.process.wait();
-    }
-}
-
-impl Driver {
-    fn start(path: &Path) -> Self {
-        let mut process = Command::new(path)
-            .arg("--port=0")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", path.display()));
-        let stdout = process.stdout.take().unwrap();
-        let (port_tx, port_rx) = mpsc::channel();
-        // Reads what it prints to the end, so that a full pipe never blocks it.
-        std::thread::spawn(move || {
-            let started = "ChromeDriver was started successfully on port ";
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(rest) = line.strip_prefix(started) {
-                    let _ = port_tx.send(rest.trim_end_matches('.').parse::<u16>());
-                }
-            }
-        });
-        let mut driver = Self { process, url: String::new() };
-        let port = match port_rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(Ok(port)) => port,
-            Ok(Err(e)) => panic!("chromedriver printed a port that is not one: {e}"),
-            Err(e) => panic!("chromedriver did not say it started ({e})"),
-        };
-        driver.url = format!("http://127.0.0.1:{port}");
-        driver
-    }
-
-    /// A new browser session with a fresh profile in `profile`, and `extra` flags.
-    async fn session(&self, chromium: &Path, profile: &Path, extra: &[&str]) -> Client {
-        let mut args = vec![
-            "--headless".to_owned(),
-            "--no-sandbox".to_owned(),
-            "--disable-gpu".to_owned(),
-            "--disable-quic".to_owned(),
-            "--no-first-run".to_owned(),
-            "--disable-background-networking".to_owned(),
-            "--disable-component-update".to_owned(),
-            "--disable-sync".to_owned(),
-            "--disable-dev-shm-usage".to_owned(),
-            "--window-size=1200,1400".to_owned(),
-            format!("--user-data-dir={}", profile.display()),
-        ];
-        args.extend(extra.iter().map(|flag| (*flag).to_owned()));
-        let capabilities = json!({
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": chromium, "args": args},
-        });
-        let Value::Object(capabilities) = capabilities else { unreachable!() };
-        let connector = hyper_util::client::legacy::connect::HttpConnector::new();
-        ClientBuilder::new(connector)
-            .capabilities(capabilities)
-            .connect(&self.url)
-            .await
-            .unwrap_or_else(|e| panic!("cannot open a Chromium session: {e}"))
-    }
-}
-
-/// Runs `check` with `client`, then ends the session whatever happened, then reports.
-async fn with_session<F>(client: Client, check: impl FnOnce(Client) -> F)
-where
-    F: std::future::Future<Output = ()>,
-{
-    let outcome = AssertUnwindSafe(check(client.clone())).catch_unwind().await;
-    client.close().await.ok();
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-}
-
-async fn js(client: &Client, script: &str, args: Vec<Value>) -> Value {
-    client.execute(script, args).await.unwrap()
-}
-
-async fn is_open(client: &Client, panel: &Element) -> bool {
-    let open = js(client, "return arguments[0].open;", vec![json!(panel)]).await;
-    open.as_bool().unwrap()
-}
-
-async fn text_content(client: &Client, element: &Element) -> String {
-    let text = js(client, "return arguments[0].textContent;", vec![json!(element)]).await;
-    text.as_str().unwrap().to_owned()
-}
-
-async fn screenshot(client: &Client, path: &Path) {
-    std::fs::write(path, client.screenshot().await.unwrap()).unwrap();
-}
-
-async fn background(client: &Client) -> String {
-    let colour = js(client, "return getComputedStyle(document.body).backgroundColor;", vec![]);
-    colour.await.as_str().unwrap().to_owned()
-}
-
 #[tokio::test]
 async fn the_report_opens_its_panels_on_click_and_shows_provider_text_as_text() {
-    let chromium = tool("REIN_CHROMIUM", "/usr/bin/chromium", "chromium");
-    let chromedriver = tool("REIN_CHROMEDRIVER", "/usr/bin/chromedriver", "chromium-driver");
+    let chromium = browser::chromium();
+    let chromedriver = browser::chromedriver();
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("screenshots");
-    std::fs::create_dir_all(&shots).unwrap();
+    let shots = browser::screenshots();
 
     let dir = tempfile::tempdir().unwrap();
     let mixed = scenario_log(dir.path(), &root.join("tests/panels/report.json"), "mixed.jsonl");

@@ -16,7 +16,8 @@
 //!   came before it; `fallback` after a `route/switched`; `compaction` after a
 //!   `context/compacted`; `unrecorded` when a plugin retried without writing anything.
 //! - "Retried N time(s)" counts the attempts that are not the first of their step.
-//! - A retry scheduled but never started (its wait was cut short) is a line of its own, as are
+//! - A retry scheduled but never started (its wait was cut short) is a line of its own — a
+//!   waiting one when the log ends during its wait (the turn still runs) — as are
 //!   route switches, compactions, plugin crashes and settings changes during the turn, and the
 //!   turn's final failure when it is not the failure of its last failed attempt.
 //!
@@ -154,6 +155,9 @@ pub enum Line {
     /// A retry that was scheduled (`llm/retry`) but never started: its wait was cut short (the
     /// turn was cancelled, the plugin disposed or switched off) or its start was refused.
     NotStarted(ScheduledRetry),
+    /// A retry scheduled (`llm/retry`) in the last turn of a log that ends while it runs: the
+    /// turn is waiting for it (a live log), or the process stopped during the wait.
+    Waiting(ScheduledRetry),
     /// A recovery moved the step to another route.
     RouteSwitched(RouteSwitched),
     /// Compaction shrank the model-visible history.
@@ -368,7 +372,9 @@ struct OpenTurn {
 impl Fold {
     fn apply(&mut self, envelope: &Envelope) {
         if let Event::TurnStart(start) = &envelope.event {
-            if let Some(open) = self.open.take() {
+            if let Some(mut open) = self.open.take() {
+                // A later turn started: nothing waits for this one's retry any more.
+                open.abandon_scheduled();
                 self.close(open, Ending::Running);
             }
             self.open = Some(OpenTurn::new(start.turn));
@@ -440,6 +446,11 @@ impl Fold {
     }
 
     fn close(&mut self, mut open: OpenTurn, ending: Ending) {
+        if ending == Ending::Running {
+            if let Some(retry) = open.scheduled.take() {
+                open.lines.push(Line::Waiting(retry));
+            }
+        }
         open.abandon_scheduled();
         let unfinished = match ending {
             Ending::Cancelled(_) => AttemptEnd::Cancelled,
@@ -467,6 +478,7 @@ impl Fold {
             matches!(
                 line,
                 Line::NotStarted(_)
+                    | Line::Waiting(_)
                     | Line::RouteSwitched(_)
                     | Line::Compacted(_)
                     | Line::PluginCrashed(_)

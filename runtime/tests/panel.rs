@@ -68,6 +68,9 @@ fn show(line: &Line) -> String {
         Line::NotStarted(r) => {
             format!("not started: {} {} wait {} ({})", r.plugin, r.budget(), r.wait(), r.code)
         }
+        Line::Waiting(r) => {
+            format!("waiting: {} {} wait {} ({})", r.plugin, r.budget(), r.wait(), r.code)
+        }
         Line::RouteSwitched(r) => {
             format!("switched {} -> {} {} {}", r.from, r.to, r.code, r.reason)
         }
@@ -298,7 +301,7 @@ fn endings_without_a_provider_failure_are_still_told() {
     h.user().turn().step().request("mock");
     fail(&mut h, Failure::new("SERVER", "y").unwrap()).retried(Retry::official("b", 1));
     h.request("mock").step_end().turn_end(TurnEndReason::Interrupted);
-    // Turn 3 is still running at the end of the log.
+    // Turn 3 is still running at the end of the log, waiting for its retry.
     h.user().turn().step().request("mock");
     fail(&mut h, Failure::new("SERVER", "z").unwrap()).retry(Retry::official("c", 1));
 
@@ -321,8 +324,9 @@ fn endings_without_a_provider_failure_are_still_told() {
         lines(&all[2]),
         [
             r#"harness 3·1#1 mock failed SERVER None None "z""#,
-            "not started: llm-retry attempt 1/2 wait 500 ms (SERVER)",
-        ]
+            "waiting: llm-retry attempt 1/2 wait 500 ms (SERVER)",
+        ],
+        "the log ends during the wait: the retry waits, it was not cut short"
     );
 }
 

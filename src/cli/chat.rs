@@ -12,11 +12,11 @@
 //! the process mid-write. Output and exit status: [`CHAT_HELP`]; the decisions behind them are
 //! in `docs/runtime-semantics.md` ("rein chat").
 //!
-//! Pure core: [`provider`] (which provider, its configuration and refusals), [`view`] (what a
-//! turn's events show, the exit status), [`input`] (what a line asks for), [`plugins`] (the
-//! default chain by name). Shells: [`sessions`] (the store and the session's place, checked
-//! before anything is written), [`turn`] (one turn, its signals and its panel), [`console`],
-//! [`signals`], [`telemetry`] (the subscriber and the session/turn/step spans).
+//! The runtime — the provider route, the default chain, the store and the session's place — is
+//! built by [`super::agent`], shared with `rein console`. Pure core: [`view`] (what a turn's
+//! events show, the exit status), [`input`] (what a line asks for). Shells: [`turn`] (one turn,
+//! its signals and its panel), [`console`], [`signals`], [`telemetry`] (the subscriber and the
+//! session/turn/step spans).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,25 +24,20 @@ use std::sync::Arc;
 
 use anstream::ColorChoice;
 use rein_runtime::event::TurnEndReason;
-use rein_runtime::random::SeededJitter;
-use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::Session;
 use tokio::sync::mpsc;
 
+use super::agent::{self, ProviderArgs, provider, sessions};
 use super::show::ColorWhen;
 
 mod console;
 mod input;
-mod plugins;
-mod provider;
-mod sessions;
-mod signals;
-mod telemetry;
+pub(crate) mod signals;
+pub(crate) mod telemetry;
 mod turn;
 mod view;
 
 use console::Console;
-use provider::{ProviderKind, Wanted};
 use signals::Signal;
 use telemetry::Spans;
 
@@ -95,16 +90,8 @@ pub(crate) struct ChatArgs {
     /// The prompt (one turn); without it, prompts are read from stdin, one per line.
     #[arg(value_name = "PROMPT")]
     prompt: Option<String>,
-    /// The provider (default: deepseek when DEEPSEEK_API_KEY is set, else openai when
-    /// OPENAI_API_KEY is, else simulated).
-    #[arg(long, value_enum, value_name = "PROVIDER")]
-    provider: Option<ProviderKind>,
-    /// The model to ask (default: the provider's, or its *_MODEL variable).
-    #[arg(long, value_name = "NAME")]
-    model: Option<String>,
-    /// The simulated provider's seed: the same seed replays the same faults and answers.
-    #[arg(long, value_name = "N")]
-    seed: Option<u64>,
+    #[command(flatten)]
+    provider: ProviderArgs,
     /// The directory of session logs.
     #[arg(long, value_name = "DIR", default_value = sessions::DEFAULT_STORE)]
     store: PathBuf,
@@ -158,27 +145,10 @@ async fn chat(args: &ChatArgs) -> u8 {
             return BAD_INPUT;
         }
     };
-    let chain = match plugins::default_chain() {
-        Ok(chain) => chain,
-        Err(e) => {
-            console.error(&e);
-            return FAILED;
-        }
-    };
-
-    let mut builder = Runtime::builder()
-        .store(Arc::new(place.store.clone()))
-        .route(Route::new(route.name.clone(), route.adapter.clone()).model(route.model.clone()));
-    for plugin in chain {
-        builder = builder.built(plugin);
-    }
-    if let Some(seed) = route.seed {
-        builder = builder.jitter(Arc::new(SeededJitter::new(seed)));
-    }
-    let runtime = match builder.build().await {
+    let runtime = match agent::build(&route, Arc::new(place.store.clone())).await {
         Ok(runtime) => runtime,
         Err(e) => {
-            console.error(&format!("cannot start the runtime: {e}"));
+            console.error(&e);
             return FAILED;
         }
     };
@@ -217,14 +187,7 @@ fn prepare(args: &ChatArgs) -> Result<(provider::Route, sessions::Place), String
     if args.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
         return Err("PROMPT: must not be empty (omit it to chat line by line)".to_owned());
     }
-    let lookup = |name: &str| std::env::var(name).ok();
-    let wanted = Wanted {
-        kind: provider::choose(args.provider, &lookup),
-        model: args.model.clone(),
-        seed: args.seed,
-    };
-    let random_seed = uuid::Uuid::new_v4().as_u64_pair().0 % 1_000_000;
-    let plan = provider::plan(&wanted, random_seed, lookup)?;
+    let plan = agent::plan(&args.provider)?;
     let place = sessions::open(&args.store, args.session.as_deref())?;
     let route = provider::build(plan)?;
     Ok((route, place))

@@ -72,6 +72,19 @@ fn line(line: &Line) -> Markup {
                 }
             }
         },
+        Line::Waiting(r) => html! {
+            li.rein-line.rein-waiting {
+                div.rein-fields {
+                    span.rein-origin data-origin=(r.plugin) { (r.plugin) } (sep())
+                    span.rein-budget { (r.budget()) } (sep())
+                    span.rein-wait { "wait " (r.wait()) } (sep())
+                    span.rein-where { "turn " (r.turn) "·step " (r.step) } (sep())
+                    span.rein-provider { (r.provider) } (sep())
+                    span.rein-outcome data-outcome="waiting" { "waiting" }
+                    " (retrying " span.rein-code { (r.code) } ")"
+                }
+            }
+        },
         Line::RouteSwitched(r) => html! {
             li.rein-line.rein-route-switched {
                 div.rein-fields {

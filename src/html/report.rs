@@ -1,8 +1,9 @@
 //! `rein report`'s page: one self-contained HTML document for one or more session logs.
 //!
-//! For each log, a section with its name and session, then its turns: the conversation
-//! (user and assistant messages, tool calls with their arguments, tool results, compactions)
-//! and, at the tail of each turn that retried or failed, its [`panel`](super::panel::panel), collapsed.
+//! For each log, a section with its name and session, then its turns: the
+//! [`conversation`](super::conversation) (user and assistant messages, tool calls with their
+//! arguments, tool results, compactions) and, at the tail of each turn that retried or failed,
+//! its [`panel`](super::panel::panel), collapsed.
 //!
 //! Self-contained: the stylesheets are inlined, there is no script and no external asset, and a
 //! `Content-Security-Policy` of `default-src 'none'; style-src 'unsafe-inline'` makes the
@@ -10,11 +11,12 @@
 //! escaping. The page is the same for the same logs (no timestamp of its making).
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
-use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
-use rein_runtime::panel::{TurnPanel, panels};
-use rein_runtime::transcript::{Entry, TurnTranscript, transcript};
+use rein_runtime::event::Envelope;
+use rein_runtime::panel::panels;
+use rein_runtime::transcript::transcript;
 
-use super::{THEME_CSS, Verbatim, panel};
+use super::conversation::conversation;
+use super::{THEME_CSS, panel};
 
 /// The page's own stylesheet (the panels' is [`panel::CSS`]).
 pub const CSS: &str = include_str!("report.css");
@@ -76,119 +78,32 @@ pub fn report(sources: &[Source<'_>]) -> String {
 }
 
 fn log(index: usize, source: &Source<'_>) -> Markup {
-    let conversation = transcript(source.events);
+    let transcript = transcript(source.events);
     let panels = panels(source.events);
     html! {
         section.log id=(format!("log-{index}")) {
             h2 { (source.name) }
             p.meta {
-                @if let Some(session) = &conversation.session {
+                @if let Some(session) = &transcript.session {
                     "session " (session) " · "
                 }
-                (conversation.turns.len()) " turn(s), "
+                (transcript.turns.len()) " turn(s), "
                 @if panels.is_empty() { "none" } @else { (panels.len()) }
                 " retried or failed"
             }
             @if source.events.is_empty() {
                 p.note { "This log has no events." }
             }
-            @for turn in &conversation.turns {
-                (self::turn(index, turn, panels.iter().find(|p| p.turn == turn.turn)))
-            }
-            @if !conversation.queued.is_empty() {
-                article.turn.queued {
-                    div.turn-head { h3 { "Queued" } span.badge { "no turn has taken these up yet" } }
-                    @for text in &conversation.queued {
-                        (message("user", text))
-                    }
-                }
-            }
+            (conversation(&format!("log-{index}"), &transcript, &panels, None))
         }
-    }
-}
-
-fn turn(log: usize, turn: &TurnTranscript, panel: Option<&TurnPanel>) -> Markup {
-    let (kind, label) = ending(turn.ending.as_ref());
-    html! {
-        article.turn id=(format!("log-{log}-turn-{}", turn.turn)) data-turn=(turn.turn) {
-            div.turn-head {
-                h3 { "Turn " (turn.turn) }
-                span.badge data-ending=(kind) { (label) }
-            }
-            @if !turn.entries.iter().any(|e| matches!(e, Entry::User { .. })) {
-                p.note { "No new user message: a manual retry over the same history." }
-            }
-            @for entry in &turn.entries {
-                (self::entry(entry))
-            }
-            @if let Some(panel) = panel {
-                (panel::panel(panel))
-            }
-        }
-    }
-}
-
-/// The turn's ending as a `data-ending` value and a label.
-fn ending(reason: Option<&TurnEndReason>) -> (&'static str, String) {
-    match reason {
-        None => ("running", "still running".to_owned()),
-        Some(TurnEndReason::Completed) => ("completed", "completed".to_owned()),
-        Some(TurnEndReason::Error { failure }) => ("error", format!("failed: {}", failure.code())),
-        Some(TurnEndReason::Aborted { cause }) => (
-            "aborted",
-            match cause {
-                CancelCause::User => "cancelled".to_owned(),
-                CancelCause::Parent => "cancelled with its session".to_owned(),
-                CancelCause::Disposed => "cancelled: disposed".to_owned(),
-                CancelCause::Hook { reason } => format!("cancelled by a hook: {reason}"),
-            },
-        ),
-        Some(TurnEndReason::MaxSteps) => ("max-steps", "stopped at the step limit".to_owned()),
-        Some(TurnEndReason::Interrupted) => ("interrupted", "interrupted".to_owned()),
-    }
-}
-
-fn message(role: &str, text: &str) -> Markup {
-    html! {
-        div.entry.msg.(role) {
-            div.role { (role) }
-            div.text { (Verbatim(text)) }
-        }
-    }
-}
-
-fn entry(entry: &Entry) -> Markup {
-    match entry {
-        Entry::User { text } => message("user", text),
-        Entry::Assistant { text, .. } if text.is_empty() => html! {},
-        Entry::Assistant { text, .. } => message("assistant", text),
-        Entry::ToolCall { name, id, arguments, .. } => {
-            let arguments =
-                serde_json::to_string_pretty(arguments).unwrap_or_else(|_| arguments.to_string());
-            html! {
-                div.entry.tool.call {
-                    div.role { "tool call · " code { (name) } " · " code { (id) } }
-                    pre { "\n" (Verbatim(&arguments)) }
-                }
-            }
-        }
-        Entry::ToolResult { id, output, is_error, .. } => html! {
-            div.entry.tool.result.error[*is_error] {
-                div.role { "tool result · " code { (id) } @if *is_error { " · error" } }
-                pre { "\n" (Verbatim(output)) }
-            }
-        },
-        Entry::Compacted { removed, kept, .. } => html! {
-            p.entry.note { "Context compacted: " (removed) " event(s) removed, " (kept) " kept." }
-        },
-        other => html! { p.entry.note { (format!("{other:?}")) } },
     }
 }
 
 #[cfg(test)]
 mod tests {
     use rein_runtime::event::{
-        AssistantMessage, Event, SessionStart, ToolResult, TurnEnd, TurnStart, UserMessage,
+        AssistantMessage, Event, SessionStart, ToolResult, TurnEnd, TurnEndReason, TurnStart,
+        UserMessage,
     };
 
     use super::*;

@@ -99,6 +99,20 @@ fn line(out: &mut String, line: &Line) {
                 retry.code,
             );
         }
+        Line::Waiting(retry) => {
+            let _ = writeln!(
+                out,
+                "    {CYAN}{}{CYAN:#} · {} · wait {} · {DIM}turn {}·step {}{DIM:#} · {} · \
+                 {YELLOW}waiting{YELLOW:#} (retrying {})",
+                retry.plugin,
+                retry.budget(),
+                retry.wait(),
+                retry.turn,
+                retry.step,
+                retry.provider,
+                retry.code,
+            );
+        }
         Line::RouteSwitched(r) => {
             let _ = writeln!(
                 out,

@@ -1,6 +1,6 @@
-//! The plugin chain of `rein chat`: rein's default chain (`rein_plugins::DEFAULT_CHAIN`:
-//! `llm-retry`, `compaction`, `auto-retry`, outermost first), each plugin with its default
-//! settings.
+//! The plugin chain of `rein chat` and `rein console`: rein's default chain
+//! (`rein_plugins::DEFAULT_CHAIN`: `llm-retry`, `compaction`, `auto-retry`, outermost first), each
+//! plugin with its default settings.
 
 use rein_runtime::plugin::BuiltPlugin;
 

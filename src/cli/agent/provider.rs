@@ -1,4 +1,4 @@
-//! Which provider `rein chat` talks to, and the route built for it.
+//! Which provider `rein chat` and `rein console` talk to, and the route built for it.
 //!
 //! - `--provider deepseek|openai|simulated` chooses; without it, DeepSeek when
 //!   `DEEPSEEK_API_KEY` is set, else the generic OpenAI-compatible preset when `OPENAI_API_KEY`

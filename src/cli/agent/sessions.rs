@@ -1,5 +1,5 @@
-//! Where `rein chat` keeps its sessions: a JSONL store directory (`--store`, default
-//! [`DEFAULT_STORE`]) with one `<id>.jsonl` log per session.
+//! Where `rein chat` and `rein console` keep their sessions: a JSONL store directory (`--store`,
+//! default [`DEFAULT_STORE`]) with one `<id>.jsonl` log per session.
 //!
 //! Everything a person can get wrong is found here, before the runtime starts and before
 //! anything is written, and refused with an error naming the path (and line):
@@ -49,8 +49,7 @@ pub(crate) fn open(dir: &Path, id: Option<&str>) -> Result<Place, String> {
     if let Some(id) = id {
         check_session_id(id).map_err(|e| format!("--session: {e}"))?;
     }
-    prepare_dir(dir)?;
-    let store = JsonlStore::open(dir, Durability::Os).map_err(|e| e.to_string())?;
+    let store = open_store(dir)?;
     let id = match id {
         Some(id) => id.to_owned(),
         None => fresh_id(&store)?,
@@ -62,6 +61,13 @@ pub(crate) fn open(dir: &Path, id: Option<&str>) -> Result<Place, String> {
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
     Ok(Place { store, id, path, resumed })
+}
+
+/// The JSONL store at `dir` (appends at [`Durability::Os`]), the directory created owner-only
+/// when missing; refused when it is not a readable directory.
+pub(crate) fn open_store(dir: &Path) -> Result<JsonlStore, String> {
+    prepare_dir(dir)?;
+    JsonlStore::open(dir, Durability::Os).map_err(|e| e.to_string())
 }
 
 /// The store directory, created owner-only when missing; refused when it is not a readable
@@ -103,7 +109,7 @@ fn read_existing(path: &Path, id: &str) -> Result<Resumed, String> {
 }
 
 /// A new session id (12 hex digits from a v4 UUID) that names no log in `store`.
-fn fresh_id(store: &JsonlStore) -> Result<String, String> {
+pub(crate) fn fresh_id(store: &JsonlStore) -> Result<String, String> {
     loop {
         let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
         let path = store.path(&id).map_err(|e| e.to_string())?;

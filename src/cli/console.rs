@@ -1,0 +1,234 @@
+//! `rein console`: rein's browser half — a local web console over the runtime `rein chat`
+//! builds (or over a store, read-only).
+//!
+//! It serves, on 127.0.0.1 only: the sessions list; a session's conversation with its
+//! turn-tail panels, updated live (server-sent events) as the log grows, with a prompt box and
+//! a cancel button for a running turn; and the Plugins page, a settings form per plugin whose
+//! settings change at run time (staged until Save, saved under the revision fence). There is no
+//! login: the console listens on loopback only and refuses any request whose `Host` or `Origin`
+//! is not its own. The decisions are in `docs/runtime-semantics.md` ("rein console").
+//!
+//! Pure core: [`guard`] (who may talk to it), [`request`] (request bodies), [`staged`] (a
+//! settings patch from a form's staged edits), [`status`] (what a session is doing). Shells:
+//! [`server`] (routes), [`pages`] (markup), [`feed`] (how it learns a log grew); the page script
+//! and stylesheet are `console/console.js` and `console/console.css`, embedded.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use rein_runtime::store::SessionStore;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::agent::{self, ProviderArgs, provider, sessions};
+use super::chat::signals::{self, Signal};
+use super::chat::telemetry;
+
+mod feed;
+mod guard;
+mod pages;
+mod request;
+mod server;
+mod staged;
+mod status;
+
+/// The port when `--port` is not given.
+const DEFAULT_PORT: u16 = 4180;
+/// Exit status: a usage error or bad input (nothing was written).
+const BAD_INPUT: u8 = 2;
+/// Exit status: the console could not start (the port is taken…) or the runtime failed.
+const FAILED: u8 = 1;
+
+/// What `rein console --help` says after the options.
+pub(crate) const CONSOLE_HELP: &str = "\
+What it serves:
+  On http://127.0.0.1:PORT/ only (never another interface): the sessions of the store, newest
+  first; a session's conversation with the turn-tail panel of each turn that retried or failed,
+  updated live as the log grows, a prompt box and a Cancel button for the running turn; the
+  Plugins page, a settings form for auto-retry and compaction (llm-retry's settings are shown,
+  read-only). Edits stay staged until Save, which sends only the changed fields under the
+  revision the form was drawn at: a save based on a revision another client already replaced is
+  refused, never overwritten. There is no login; a request whose Host or Origin is not the
+  console's own is refused (403), and a write without a JSON body too (415).
+
+The runtime:
+  The one `rein chat` builds: the same providers and flags (see rein chat --help: DeepSeek with
+  DEEPSEEK_API_KEY, an OpenAI-compatible server with OPENAI_API_KEY, else the simulated
+  provider), the default plugin chain (llm-retry, compaction, auto-retry), the same JSONL store
+  (--store, default .rein/sessions, created owner-only), so `rein chat --session ID` continues a
+  session started here and the other way round (not both at once). With --read-only there is no
+  runtime: the store must exist; its logs are shown and followed, and nothing is written.
+
+Output:
+  stdout   `rein console: http://127.0.0.1:PORT/` once it listens (--port 0 picks a free port).
+  stderr   the provider (and the simulated provider's seed), the store; `error: ...`. With
+           RUST_LOG, tracing spans as in rein chat.
+  Ctrl-C (or SIGTERM) stops it: running turns end cancelled (`aborted: disposed`), every log is
+  closed, then it exits.
+
+Exit status:
+  0  stopped by Ctrl-C or SIGTERM
+  1  it could not listen (the port is taken: choose another with --port, or --port 0), or the
+     runtime failed
+  2  bad input, nothing written: a usage error, an invalid provider variable, a missing key for
+     the --provider asked, a store that is not a readable directory (--read-only: that does not
+     exist)";
+
+/// Arguments of `rein console`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ConsoleArgs {
+    /// The port on 127.0.0.1 (0: any free port, printed).
+    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_PORT)]
+    port: u16,
+    #[command(flatten)]
+    provider: ProviderArgs,
+    /// The directory of session logs.
+    #[arg(long, value_name = "DIR", default_value = sessions::DEFAULT_STORE)]
+    store: PathBuf,
+    /// Serve the store without a runtime: show and follow its logs, change nothing.
+    #[arg(long, conflicts_with_all = ["provider", "model", "seed"])]
+    read_only: bool,
+}
+
+/// Runs `rein console`.
+pub(crate) fn run(args: &ConsoleArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    let status = runtime.block_on(console(args));
+    runtime.shutdown_background();
+    ExitCode::from(status)
+}
+
+async fn console(args: &ConsoleArgs) -> u8 {
+    // First, so that no Ctrl-C from here on kills the process mid-write.
+    let mut signals = match signals::listen() {
+        Ok(signals) => signals,
+        Err(e) => {
+            eprintln!("error: cannot listen for Ctrl-C: {e}");
+            return FAILED;
+        }
+    };
+    telemetry::init();
+
+    let store_shown = args.store.display().to_string();
+    let live = if args.read_only {
+        if let Err(e) = readable_dir(&args.store) {
+            eprintln!("error: {e}");
+            return BAD_INPUT;
+        }
+        None
+    } else {
+        match start(args).await {
+            Ok(live) => Some(live),
+            Err((status, e)) => {
+                eprintln!("error: {e}");
+                return status;
+            }
+        }
+    };
+    let label = live.as_ref().map(|(_, label)| label.clone());
+    let live = live.map(|(live, _)| live);
+
+    let listener = match TcpListener::bind(("127.0.0.1", args.port)).await {
+        Ok(listener) => listener,
+        Err(e) => {
+            eprintln!(
+                "error: cannot listen on 127.0.0.1:{}: {e} (choose another port with --port, or \
+                 --port 0 for any free one)",
+                args.port
+            );
+            if let Some(live) = &live {
+                live.runtime.shutdown().await;
+            }
+            return FAILED;
+        }
+    };
+    let port = match listener.local_addr() {
+        Ok(addr) => addr.port(),
+        Err(e) => {
+            eprintln!("error: cannot read the address it listens on: {e}");
+            return FAILED;
+        }
+    };
+
+    let closing = CancellationToken::new();
+    let banner = match &label {
+        Some(label) => format!("{label} · store {store_shown}"),
+        None => format!("read-only · store {store_shown}"),
+    };
+    let app = Arc::new(server::App {
+        context: pages::Context { live: label, store: store_shown },
+        own: guard::Own { port },
+        dir: args.store.clone(),
+        live,
+        closing: closing.clone(),
+        turns: TaskTracker::new(),
+    });
+
+    println!("rein console: http://127.0.0.1:{port}/");
+    eprintln!("{banner}");
+    eprintln!("Ctrl-C stops it");
+
+    let stop = closing.clone();
+    let stopping = async move {
+        match signals.recv().await {
+            Some(Signal::Interrupt | Signal::Terminate) | None => {}
+        }
+        // Event streams end first: the server then waits only for short requests.
+        stop.cancel();
+    };
+    let served = axum::serve(listener, server::router(Arc::clone(&app)))
+        .with_graceful_shutdown(stopping)
+        .await;
+    if let Some(live) = &app.live {
+        live.runtime.shutdown().await;
+    }
+    app.turns.close();
+    app.turns.wait().await;
+    match served {
+        Ok(()) => {
+            eprintln!("rein console stopped");
+            0
+        }
+        Err(e) => {
+            eprintln!("error: the server failed: {e}");
+            FAILED
+        }
+    }
+}
+
+/// The runtime `rein chat` builds, over a store that tells the console of every append, and
+/// how the pages name its provider; or the exit status and the error.
+async fn start(args: &ConsoleArgs) -> Result<(server::Live, String), (u8, String)> {
+    let route =
+        agent::plan(&args.provider).and_then(provider::build).map_err(|e| (BAD_INPUT, e))?;
+    let store = sessions::open_store(&args.store).map_err(|e| (BAD_INPUT, e))?;
+    let feed = Arc::new(feed::Feed::default());
+    let notifying: Arc<dyn SessionStore> =
+        Arc::new(feed::NotifyingStore::new(Arc::new(store.clone()), Arc::clone(&feed)));
+    let runtime = agent::build(&route, notifying).await.map_err(|e| (FAILED, e))?;
+    let mut label = format!("{} on {}", route.model, route.label);
+    if let Some(seed) = route.seed {
+        label.push_str(&format!(" (seed {seed})"));
+    }
+    Ok((server::Live { runtime, store, feed }, label))
+}
+
+/// A store to serve read-only: it must be a readable directory.
+fn readable_dir(dir: &std::path::Path) -> Result<(), String> {
+    let shown = dir.display();
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Err(format!("--store {shown}: not a directory")),
+        Err(e) => return Err(format!("--store {shown}: {e}")),
+    }
+    std::fs::read_dir(dir).map_err(|e| format!("--store {shown}: cannot read it: {e}"))?;
+    Ok(())
+}

@@ -1,0 +1,759 @@
+//! The console's HTTP server (axum): the routes, and the wiring between a request, the pure
+//! checks (`guard`, `request`, `staged`, `status`), the pages and the runtime.
+//!
+//! | route | answers |
+//! |---|---|
+//! | `GET /`, `/sessions/{id}`, `/plugins` | the pages |
+//! | `GET /assets/console.css`, `/assets/console.js` | the page's only assets, embedded |
+//! | `GET /api/sessions` | every session's row (`{"sessions": [...], "readOnly": bool}`) |
+//! | `POST /api/sessions` | a new session (`{"id"}` optional) → 201 `{"id", "url"}` |
+//! | `GET /api/sessions/{id}` | its state and its whole log |
+//! | `GET /api/sessions/{id}/events` | server-sent `update` events: state and markup, at once and on every append |
+//! | `GET /api/events` | server-sent `update` events for the sessions list |
+//! | `POST /api/sessions/{id}/prompt` | `{"text"}` → 202: the turn starts (or waits its turn) |
+//! | `POST /api/sessions/{id}/cancel` | → `{"cancelled": bool}` |
+//! | `GET /api/plugins`, `/api/plugins/{name}` | settings, revision, whether they can change |
+//! | `PATCH /api/plugins/{name}` | `{"revision", "patch"}` → the runtime's settings API |
+//! | `POST /api/plugins/{name}/staged` | a form's staged edits → what Save would send, and what blocks it (nothing applied) |
+//! | `POST /api/plugins/{name}/save` | a form's staged edits → saved (only the changed fields, under the form's revision) |
+//!
+//! Errors are `{"error": {"kind", "message", …}}`: `badRequest` 400, `forbidden` 403 (a foreign
+//! `Host` or `Origin`), `readOnly` 403, `notFound` 404, `exists` 409, `stale` 409 (another
+//! client saved first; `revision` is the current one), `unsupportedMediaType` 415 (a write
+//! without a JSON body), `invalid` 422 (`problems`, each naming its field), `unavailable` 503.
+//! Every response forbids framing, sniffing, caching and any script or style from elsewhere.
+
+use std::convert::Infallible;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use maud::Markup;
+use rein_runtime::event::{CancelCause, Envelope};
+use rein_runtime::plugin::ConfigError;
+use rein_runtime::runtime::Runtime;
+use rein_runtime::session::SessionError;
+use rein_runtime::store::check_session_id;
+use rein_runtime::store::jsonl::{JsonlStore, read_log};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::feed::{self, Feed, Fingerprint};
+use super::guard::{self, Own};
+use super::pages::{self, Context, PluginView, SessionView};
+use super::request::{self, BadRequest};
+use super::staged::{self, Problem};
+use super::status;
+
+/// The stylesheet: the colour tokens, the panels', the conversation's, the console's own.
+fn css() -> String {
+    [
+        rein::html::THEME_CSS,
+        rein::html::panel::CSS,
+        rein::html::report::CSS,
+        include_str!("console.css"),
+    ]
+    .join("\n")
+}
+
+/// The page script.
+const JS: &str = include_str!("console.js");
+
+/// The least time between two updates of a session view (a fast stream appends many chunks).
+const SESSION_GAP: Duration = Duration::from_millis(100);
+/// The least time between two updates of the sessions list (it reads every log).
+const LIST_GAP: Duration = Duration::from_millis(500);
+
+/// What every response carries.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
+                   img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// The runtime the console serves, when it serves one.
+pub(crate) struct Live {
+    /// The runtime.
+    pub(crate) runtime: Runtime,
+    /// Its store (for fresh session ids).
+    pub(crate) store: JsonlStore,
+    /// Told of every append.
+    pub(crate) feed: Arc<Feed>,
+}
+
+/// Everything a request can reach.
+pub(crate) struct App {
+    /// What the pages say about the console.
+    pub(crate) context: Context,
+    /// The console's own address.
+    pub(crate) own: Own,
+    /// The store directory.
+    pub(crate) dir: PathBuf,
+    /// The runtime; `None` for a store served read-only.
+    pub(crate) live: Option<Live>,
+    /// Cancelled when the console stops: every event stream ends.
+    pub(crate) closing: CancellationToken,
+    /// The tasks that await the turns prompts started.
+    pub(crate) turns: TaskTracker,
+}
+
+type Shared = State<Arc<App>>;
+
+/// The router over `app`.
+pub(crate) fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/", get(sessions_page))
+        .route("/sessions/{id}", get(session_page))
+        .route("/plugins", get(plugins_page))
+        .route("/assets/console.css", get(stylesheet))
+        .route("/assets/console.js", get(script))
+        .route("/api/sessions", get(list_sessions).post(new_session))
+        .route("/api/sessions/{id}", get(one_session))
+        .route("/api/sessions/{id}/events", get(session_events))
+        .route("/api/sessions/{id}/prompt", post(prompt))
+        .route("/api/sessions/{id}/cancel", post(cancel))
+        .route("/api/events", get(list_events))
+        .route("/api/plugins", get(list_plugins))
+        .route("/api/plugins/{name}", get(one_plugin).patch(patch_plugin))
+        .route("/api/plugins/{name}/staged", post(check_form))
+        .route("/api/plugins/{name}/save", post(save_form))
+        .fallback(not_found)
+        .layer(middleware::from_fn_with_state(Arc::clone(&app), guarded))
+        .with_state(app)
+}
+
+// ---- the guard and the headers ----
+
+fn text_header(headers: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Refuses what `guard::check` refuses (403) and writes without a JSON body (415); adds the
+/// security headers to every response.
+async fn guarded(State(app): Shared, request: Request, next: Next) -> Response {
+    let headers = request.headers();
+    let method = request.method().as_str().to_owned();
+    let api = request.uri().path().starts_with("/api/");
+    let checked = guard::check(
+        app.own,
+        &method,
+        text_header(headers, header::HOST),
+        text_header(headers, header::ORIGIN),
+        headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()),
+    );
+    let mut response = match checked {
+        Err(refusal) => refused(api, StatusCode::FORBIDDEN, "forbidden", &refusal.to_string()),
+        Ok(())
+            if guard::is_write(&method)
+                && !guard::json_body(text_header(headers, header::CONTENT_TYPE)) =>
+        {
+            let message = "a write must send a JSON body (Content-Type: application/json)";
+            refused(api, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupportedMediaType", message)
+        }
+        Ok(()) => next.run(request).await,
+    };
+    let headers = response.headers_mut();
+    for (name, value) in [
+        ("content-security-policy", CSP),
+        ("x-content-type-options", "nosniff"),
+        ("x-frame-options", "DENY"),
+        ("referrer-policy", "no-referrer"),
+        ("cross-origin-opener-policy", "same-origin"),
+        ("cross-origin-resource-policy", "same-origin"),
+        ("cache-control", "no-store"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn refused(api: bool, status: StatusCode, kind: &str, message: &str) -> Response {
+    if api {
+        error(status, kind, message)
+    } else {
+        (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], format!("{message}\n"))
+            .into_response()
+    }
+}
+
+// ---- answers ----
+
+fn error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
+    error_with(status, kind, message, Map::new())
+}
+
+fn error_with(
+    status: StatusCode,
+    kind: &str,
+    message: impl Into<String>,
+    extra: Map<String, Value>,
+) -> Response {
+    let mut body = Map::new();
+    body.insert("kind".into(), Value::from(kind));
+    body.insert("message".into(), Value::from(message.into()));
+    body.extend(extra);
+    (status, axum::Json(json!({ "error": body }))).into_response()
+}
+
+fn bad_request(e: &BadRequest) -> Response {
+    let extra = Map::from_iter([("field".to_owned(), Value::from(e.field.clone()))]);
+    error_with(StatusCode::BAD_REQUEST, "badRequest", e.to_string(), extra)
+}
+
+fn read_only_console() -> Response {
+    error(
+        StatusCode::FORBIDDEN,
+        "readOnly",
+        "this console serves a store read-only: nothing can be changed",
+    )
+}
+
+fn page(markup: Markup) -> Response {
+    Html(markup.into_string()).into_response()
+}
+
+async fn not_found(State(app): Shared, request: Request) -> Response {
+    let path = request.uri().path().to_owned();
+    if path.starts_with("/api/") {
+        return error(StatusCode::NOT_FOUND, "notFound", format!("nothing at {path}"));
+    }
+    let markup =
+        pages::problem(&app.context, "Not found", &format!("Nothing is served at {path}."));
+    (StatusCode::NOT_FOUND, Html(markup.into_string())).into_response()
+}
+
+async fn stylesheet() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], css()).into_response()
+}
+
+async fn script() -> Response {
+    ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], JS).into_response()
+}
+
+// ---- logs ----
+
+impl App {
+    /// The log file of session `id`, when `id` is a valid session id.
+    fn path(&self, id: &str) -> Option<PathBuf> {
+        check_session_id(id).ok().map(|()| self.dir.join(format!("{id}.jsonl")))
+    }
+
+    /// The log of session `id`: `Ok(None)` when there is no such session.
+    async fn read(&self, id: &str) -> Result<Option<Vec<Envelope>>, String> {
+        let Some(path) = self.path(id) else { return Ok(None) };
+        blocking(move || {
+            if !path.is_file() {
+                return Ok(None);
+            }
+            read_log(&path).map(|loaded| Some(loaded.events)).map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Every session's row, newest activity first.
+    async fn rows(&self) -> Result<Vec<status::Summary>, String> {
+        let dir = self.dir.clone();
+        blocking(move || {
+            let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let mut rows = Vec::new();
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                    continue;
+                };
+                if check_session_id(id).is_err() || !entry.path().is_file() {
+                    continue;
+                }
+                rows.push(match read_log(&entry.path()) {
+                    Ok(loaded) => status::summary(id, &loaded.events),
+                    Err(e) => status::unreadable(id, e.to_string()),
+                });
+            }
+            rows.sort_by(|a, b| b.last_time.cmp(&a.last_time).then_with(|| a.id.cmp(&b.id)));
+            Ok(rows)
+        })
+        .await
+    }
+
+    fn runtime(&self) -> Option<&Runtime> {
+        self.live.as_ref().map(|live| &live.runtime)
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(work).await.map_err(|e| format!("reading failed: {e}"))?
+}
+
+/// Resolves when what it watches changed.
+enum Changes {
+    /// The feed's counter.
+    Feed(watch::Receiver<u64>),
+    /// Files looked at once per [`feed::POLL`].
+    Poll { target: PathBuf, dir: bool, last: Fingerprint, tick: tokio::time::Interval },
+}
+
+impl Changes {
+    fn poll(target: PathBuf, dir: bool) -> Self {
+        let last = if dir { Fingerprint::dir(&target) } else { Fingerprint::file(&target) };
+        let mut tick = tokio::time::interval(feed::POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        Changes::Poll { target, dir, last, tick }
+    }
+
+    async fn next(&mut self) {
+        match self {
+            Changes::Feed(rx) => {
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            Changes::Poll { target, dir, last, tick } => loop {
+                tick.tick().await;
+                let now = if *dir { Fingerprint::dir(target) } else { Fingerprint::file(target) };
+                if now != *last {
+                    *last = now;
+                    return;
+                }
+            },
+        }
+    }
+}
+
+/// Server-sent `update` events: `render` at once, then after every change — at most one per
+/// `gap`, the changes in between coalesced — until the console stops.
+fn updates<F, Fut>(app: Arc<App>, changes: Changes, gap: Duration, render: F) -> Response
+where
+    F: Fn(Arc<App>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Value> + Send + 'static,
+{
+    let render = Arc::new(render);
+    let stream = futures::stream::unfold((app, changes, true), move |(app, mut changes, first)| {
+        let render = Arc::clone(&render);
+        async move {
+            if !first {
+                tokio::select! {
+                    () = async {
+                        tokio::time::sleep(gap).await;
+                        changes.next().await;
+                    } => {}
+                    () = app.closing.cancelled() => return None,
+                }
+            }
+            if app.closing.is_cancelled() {
+                return None;
+            }
+            let data = render(Arc::clone(&app)).await;
+            let event = Event::default().event("update").data(data.to_string());
+            Some((Ok::<_, Infallible>(event), (app, changes, false)))
+        }
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
+}
+
+// ---- sessions ----
+
+async fn sessions_page(State(app): Shared) -> Response {
+    match app.rows().await {
+        Ok(rows) => page(pages::sessions(&app.context, &rows)),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
+    }
+}
+
+async fn session_page(State(app): Shared, Path(id): Path<String>) -> Response {
+    match app.read(&id).await {
+        Ok(Some(events)) => {
+            page(pages::session(&app.context, &SessionView { id: &id, events: &events }))
+        }
+        Ok(None) => {
+            let markup =
+                pages::problem(&app.context, "Not found", &format!("There is no session {id:?}."));
+            (StatusCode::NOT_FOUND, Html(markup.into_string())).into_response()
+        }
+        Err(e) => {
+            let markup = pages::problem(&app.context, "Cannot read the log", &e);
+            (StatusCode::INTERNAL_SERVER_ERROR, Html(markup.into_string())).into_response()
+        }
+    }
+}
+
+async fn list_sessions(State(app): Shared) -> Response {
+    match app.rows().await {
+        Ok(rows) => {
+            axum::Json(json!({"sessions": rows, "readOnly": app.live.is_none()})).into_response()
+        }
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
+    }
+}
+
+async fn list_events(State(app): Shared) -> Response {
+    let changes = match &app.live {
+        Some(live) => Changes::Feed(live.feed.all()),
+        None => Changes::poll(app.dir.clone(), true),
+    };
+    updates(Arc::clone(&app), changes, LIST_GAP, |app: Arc<App>| async move {
+        match app.rows().await {
+            Ok(rows) => json!({"rows": pages::session_rows(&rows).into_string()}),
+            Err(e) => json!({"error": e}),
+        }
+    })
+}
+
+async fn one_session(State(app): Shared, Path(id): Path<String>) -> Response {
+    match app.read(&id).await {
+        Ok(Some(events)) => axum::Json(json!({
+            "id": id,
+            "state": status::state(&events),
+            "turns": events.iter().filter(|e| e.kind() == "turn/start").count(),
+            "events": events,
+        }))
+        .into_response(),
+        Ok(None) => no_session(&id),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable", e),
+    }
+}
+
+fn no_session(id: &str) -> Response {
+    error(StatusCode::NOT_FOUND, "notFound", format!("there is no session {id:?}"))
+}
+
+/// The session view's live state: what its stream sends.
+async fn session_update(app: &App, id: &str) -> Value {
+    match app.read(id).await {
+        Ok(Some(events)) => {
+            let state = status::state(&events);
+            json!({
+                "state": state,
+                "running": state.is_running(),
+                "events": events.len(),
+                "status": pages::status(&state).into_string(),
+                "conversation": pages::conversation(&events).into_string(),
+            })
+        }
+        Ok(None) => json!({"error": format!("there is no session {id:?} any more")}),
+        Err(e) => json!({"error": e}),
+    }
+}
+
+async fn session_events(State(app): Shared, Path(id): Path<String>) -> Response {
+    let Some(path) = app.path(&id).filter(|p| p.is_file()) else { return no_session(&id) };
+    let changes = match &app.live {
+        Some(live) => Changes::Feed(live.feed.session(&id)),
+        None => Changes::poll(path, false),
+    };
+    updates(Arc::clone(&app), changes, SESSION_GAP, move |app: Arc<App>| {
+        let id = id.clone();
+        async move { session_update(&app, &id).await }
+    })
+}
+
+async fn new_session(State(app): Shared, body: Bytes) -> Response {
+    let Some(live) = &app.live else { return read_only_console() };
+    let asked = match request::new_session(&body) {
+        Ok(asked) => asked,
+        Err(e) => return bad_request(&e),
+    };
+    let id = match asked {
+        Some(id) => {
+            if let Err(e) = check_session_id(&id) {
+                return bad_request(&BadRequest { field: "id".into(), message: e.to_string() });
+            }
+            if app.path(&id).is_some_and(|p| FsPath::exists(&p)) {
+                return error(StatusCode::CONFLICT, "exists", format!("session {id:?} exists"));
+            }
+            id
+        }
+        None => match crate::cli::agent::sessions::fresh_id(&live.store) {
+            Ok(id) => id,
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
+        },
+    };
+    match live.runtime.session(&id).await {
+        Ok(_) => {
+            (StatusCode::CREATED, axum::Json(json!({"id": id, "url": format!("/sessions/{id}")})))
+                .into_response()
+        }
+        Err(e) => session_error(&e),
+    }
+}
+
+fn session_error(e: &SessionError) -> Response {
+    match e {
+        SessionError::ShutDown => {
+            error(StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the console is stopping")
+        }
+        other => error(StatusCode::CONFLICT, "session", other.to_string()),
+    }
+}
+
+async fn prompt(State(app): Shared, Path(id): Path<String>, body: Bytes) -> Response {
+    let Some(live) = &app.live else { return read_only_console() };
+    let text = match request::prompt(&body) {
+        Ok(text) => text,
+        Err(e) => return bad_request(&e),
+    };
+    if !app.path(&id).is_some_and(|p| p.is_file()) {
+        return no_session(&id);
+    }
+    let session = match live.runtime.session(&id).await {
+        Ok(session) => session,
+        Err(e) => return session_error(&e),
+    };
+    match session.prompt(text) {
+        Ok(handle) => {
+            // Awaited so the turn's outcome is taken; its events reach the page through the log.
+            app.turns.spawn(async move {
+                if let Err(e) = handle.await {
+                    tracing::debug!(error = %e, "a console prompt did not run");
+                }
+            });
+            (StatusCode::ACCEPTED, axum::Json(json!({"session": id}))).into_response()
+        }
+        Err(e) => session_error(&e),
+    }
+}
+
+async fn cancel(State(app): Shared, Path(id): Path<String>) -> Response {
+    let Some(live) = &app.live else { return read_only_console() };
+    if !app.path(&id).is_some_and(|p| p.is_file()) {
+        return no_session(&id);
+    }
+    let session = match live.runtime.session(&id).await {
+        Ok(session) => session,
+        Err(e) => return session_error(&e),
+    };
+    match session.cancel(CancelCause::User).await {
+        Ok(cancelled) => axum::Json(json!({"cancelled": cancelled})).into_response(),
+        Err(e) => session_error(&e),
+    }
+}
+
+// ---- plugins ----
+
+fn plugin_view(runtime: &Runtime, name: &str) -> Option<PluginView> {
+    if !runtime.plugins().iter().any(|n| n == name) {
+        return None;
+    }
+    let settings = runtime.plugin_settings(name).ok();
+    let read_only = settings.as_ref().filter(|s| s.read_only).map(|s| {
+        match runtime.check_plugin_settings(name, &json!({}), s.revision) {
+            Err(ConfigError::ReadOnly { reason, .. }) => reason,
+            _ => "its settings cannot change while the runtime runs".to_owned(),
+        }
+    });
+    Some(PluginView { name: name.to_owned(), settings, read_only, form: staged::form(name) })
+}
+
+fn plugin_json(view: &PluginView) -> Value {
+    let editable = view.form.is_some()
+        && view.read_only.is_none()
+        && view.settings.as_ref().is_some_and(|s| !s.read_only);
+    json!({
+        "name": view.name,
+        "revision": view.settings.as_ref().map(|s| s.revision),
+        "settings": view.settings.as_ref().map(|s| s.settings.clone()),
+        "readOnly": view.settings.as_ref().is_some_and(|s| s.read_only),
+        "readOnlyReason": view.read_only,
+        "editable": editable,
+    })
+}
+
+async fn plugins_page(State(app): Shared) -> Response {
+    let views: Vec<PluginView> = match app.runtime() {
+        Some(runtime) => {
+            runtime.plugins().iter().filter_map(|name| plugin_view(runtime, name)).collect()
+        }
+        None => Vec::new(),
+    };
+    page(pages::plugins(&app.context, &views))
+}
+
+async fn list_plugins(State(app): Shared) -> Response {
+    let Some(runtime) = app.runtime() else {
+        return axum::Json(json!({"plugins": [], "readOnly": true})).into_response();
+    };
+    let plugins: Vec<Value> = runtime
+        .plugins()
+        .iter()
+        .filter_map(|name| plugin_view(runtime, name))
+        .map(|view| plugin_json(&view))
+        .collect();
+    axum::Json(json!({"plugins": plugins, "readOnly": false})).into_response()
+}
+
+fn no_plugin(name: &str) -> Response {
+    error(StatusCode::NOT_FOUND, "notFound", format!("no plugin named {name:?} is in the chain"))
+}
+
+async fn one_plugin(State(app): Shared, Path(name): Path<String>) -> Response {
+    let Some(runtime) = app.runtime() else { return read_only_console() };
+    match plugin_view(runtime, &name) {
+        Some(view) => axum::Json(plugin_json(&view)).into_response(),
+        None => no_plugin(&name),
+    }
+}
+
+/// The top-level field a settings path names (`retryableCodes[2]` → `retryableCodes`).
+fn field_of(path: &str) -> &str {
+    path.split(['[', '.']).next().unwrap_or(path)
+}
+
+fn stale(based_on: u64, current: u64) -> Response {
+    let extra = Map::from_iter([
+        ("revision".to_owned(), Value::from(current)),
+        ("basedOn".to_owned(), Value::from(based_on)),
+    ]);
+    error_with(
+        StatusCode::CONFLICT,
+        "stale",
+        format!(
+            "not saved: another client saved revision {current} after revision {based_on}, \
+             which these edits are based on. Nothing was overwritten; reload to start from the \
+             current settings"
+        ),
+        extra,
+    )
+}
+
+fn invalid(problems: &[Problem]) -> Response {
+    let message = problems.first().map_or_else(String::new, |p| p.message.clone());
+    let extra = Map::from_iter([("problems".to_owned(), json!(problems))]);
+    error_with(StatusCode::UNPROCESSABLE_ENTITY, "invalid", message, extra)
+}
+
+fn config_error(name: &str, e: ConfigError) -> Response {
+    match e {
+        ConfigError::StaleRevision { based_on, current } => stale(based_on, current),
+        ConfigError::Invalid { path, message } => {
+            let field = field_of(&path).to_owned();
+            invalid(&[Problem { field, message: format!("{path}: {message}") }])
+        }
+        ConfigError::UnknownPlugin(_) => no_plugin(name),
+        other => error(StatusCode::FORBIDDEN, "readOnly", other.to_string()),
+    }
+}
+
+async fn patch_plugin(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
+    let Some(runtime) = app.runtime() else { return read_only_console() };
+    let based = match request::patch(&body) {
+        Ok(based) => based,
+        Err(e) => return bad_request(&e),
+    };
+    match runtime.configure_plugin(&name, Value::Object(based.object), based.revision).await {
+        Ok(outcome) => axum::Json(json!({
+            "revision": outcome.revision,
+            "changed": outcome.changed,
+            "settings": runtime.plugin_settings(&name).ok().map(|s| s.settings),
+        }))
+        .into_response(),
+        Err(e) => config_error(&name, e),
+    }
+}
+
+/// A form's staged edits read against the plugin's settings now.
+struct Read {
+    view: PluginView,
+    revision: u64,
+    based_on: u64,
+    staged: staged::Staged,
+}
+
+fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Response>> {
+    let based = request::form(body).map_err(|e| Box::new(bad_request(&e)))?;
+    let view = plugin_view(runtime, name).ok_or_else(|| Box::new(no_plugin(name)))?;
+    let (Some(settings), Some(fields), None) = (&view.settings, view.form, &view.read_only) else {
+        let reason = view.read_only.clone().unwrap_or_else(|| "no editable settings".to_owned());
+        return Err(Box::new(error(
+            StatusCode::FORBIDDEN,
+            "readOnly",
+            format!("the settings of plugin {name} cannot be changed here: {reason}"),
+        )));
+    };
+    let mut staged = staged::stage(fields, &settings.settings, &based.object);
+    let revision = settings.revision;
+    if revision == based.revision && staged.problems.is_empty() && !staged.patch.is_empty() {
+        // The plugin is the authority: whatever it would refuse blocks the save too.
+        let patch = Value::Object(staged.patch.clone());
+        if let Err(ConfigError::Invalid { path, message }) =
+            runtime.check_plugin_settings(name, &patch, based.revision)
+        {
+            let field = field_of(&path).to_owned();
+            staged.problems.push(Problem { field, message: format!("{path}: {message}") });
+        }
+    }
+    Ok(Read { view, revision, based_on: based.revision, staged })
+}
+
+async fn check_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
+    let Some(runtime) = app.runtime() else { return read_only_console() };
+    match read_form(runtime, &name, &body) {
+        Ok(read) => axum::Json(json!({
+            "revision": read.revision,
+            "stale": read.revision != read.based_on,
+            "changed": read.staged.changed,
+            "problems": read.staged.problems,
+        }))
+        .into_response(),
+        Err(response) => *response,
+    }
+}
+
+async fn save_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
+    let Some(runtime) = app.runtime() else { return read_only_console() };
+    let read = match read_form(runtime, &name, &body) {
+        Ok(read) => read,
+        Err(response) => return *response,
+    };
+    if read.revision != read.based_on {
+        return stale(read.based_on, read.revision);
+    }
+    if !read.staged.problems.is_empty() {
+        return invalid(&read.staged.problems);
+    }
+    if read.staged.patch.is_empty() {
+        let html =
+            pages::plugin(&read.view, Some("Nothing to save: no field changed.")).into_string();
+        return axum::Json(json!({"revision": read.revision, "changed": [], "html": html}))
+            .into_response();
+    }
+    let patch = Value::Object(read.staged.patch);
+    match runtime.configure_plugin(&name, patch, read.based_on).await {
+        Ok(outcome) => {
+            let saved =
+                format!("Saved revision {}: {}.", outcome.revision, outcome.changed.join(", "));
+            let view = plugin_view(runtime, &name).unwrap_or(read.view);
+            let html = pages::plugin(&view, Some(&saved)).into_string();
+            axum::Json(
+                json!({"revision": outcome.revision, "changed": outcome.changed, "html": html}),
+            )
+            .into_response()
+        }
+        Err(e) => config_error(&name, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_settings_path_names_its_top_field() {
+        let cases = [
+            ("retryableCodes[2]", "retryableCodes"),
+            ("extraRetries", "extraRetries"),
+            ("a.b", "a"),
+            ("", ""),
+        ];
+        for (path, want) in cases {
+            assert_eq!(field_of(path), want, "{path}");
+        }
+    }
+}
