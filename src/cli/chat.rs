@@ -285,7 +285,7 @@ async fn interactive(
             },
         };
         if !terminal {
-            console.note(&format!("> {}", crate::cli::show::text::escape(&prompt)));
+            console.note(&format!("> {}", rein::show::escape(&prompt)));
         }
         match turn::run(session, prompt, signals, spans, console, args.expand).await {
             Ok(ran) => {

@@ -1,9 +1,9 @@
 //! `rein show LOG…`: the turn-tail panels of session logs in the terminal.
 //!
 //! Each log gets a header line, then one panel per turn that retried or failed, collapsed to its
-//! summary line unless `--expand` (the format is in `show/text.rs`). Colour follows `--color`:
-//! `auto` colours a terminal unless `NO_COLOR` is set (`CLICOLOR_FORCE` forces it), through
-//! `anstream`, which strips the styles when colour is off.
+//! summary line unless `--expand` (the format is [`rein::show`], shared with `rein chat` and the
+//! examples). Colour follows `--color`: `auto` colours a terminal unless `NO_COLOR` is set
+//! (`CLICOLOR_FORCE` forces it), through `anstream`, which strips the styles when colour is off.
 
 use std::io::{self, Write};
 use std::path::PathBuf;
@@ -12,8 +12,6 @@ use std::process::ExitCode;
 use anstream::{AutoStream, ColorChoice};
 
 use super::logs;
-
-pub(crate) mod text;
 
 /// Exit status and format, for `--help`.
 const AFTER_HELP: &str = "\
@@ -76,7 +74,7 @@ pub(crate) fn run(args: &ShowArgs) -> ExitCode {
                     writeln!(err, "warning: {warning}").ok();
                 }
                 // A closed pipe cannot change the verdict; the exit status still tells it.
-                write!(out, "{}", text::render(&log.name, &log.events, args.expand)).ok();
+                write!(out, "{}", rein::show::render(&log.name, &log.events, args.expand)).ok();
             }
             Err(error) => {
                 unreadable += 1;

@@ -16,7 +16,6 @@ use super::console::Console;
 use super::signals::Signal;
 use super::telemetry::Spans;
 use super::view::{self, View};
-use crate::cli::show::text;
 
 /// How a turn went.
 #[derive(Debug)]
@@ -94,7 +93,7 @@ async fn tail(
     match panel {
         Some(panel) => {
             let failed = matches!(reason, TurnEndReason::Error { .. });
-            console.styled(&text::panel(&panel, expand || failed));
+            console.styled(&rein::show::panel(&panel, expand || failed));
         }
         None => {
             if let Some(line) = view::ending(turn, reason) {

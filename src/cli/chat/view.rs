@@ -15,7 +15,7 @@
 use rein_runtime::event::{CancelCause, Event, LlmRetry, TurnEndReason};
 use rein_runtime::failure::Failure;
 
-use crate::cli::show::text::escape;
+use rein::show::escape;
 
 /// The longest tool argument or result shown, in characters.
 const SHOWN: usize = 80;

@@ -1,5 +1,6 @@
-//! The terminal text of `rein show`: a log's turn-tail panels, collapsed to their summary line or
-//! expanded to every line, with ANSI styles that the caller's stream keeps or strips.
+//! The terminal text of turn-tail panels (`rein show`, `rein chat`, the examples): a log's panels,
+//! collapsed to their summary line or expanded to every line, with ANSI styles that the caller's
+//! stream keeps or strips (print through `anstream` to strip them where colour is off).
 //!
 //! Format (one log):
 //!
@@ -32,7 +33,7 @@ const YELLOW: Style = AnsiColor::Yellow.on_default();
 const CYAN: Style = AnsiColor::Cyan.on_default();
 
 /// The text for the log `name`: a header line, then one panel per turn that retried or failed.
-pub(crate) fn render(name: &str, log: &[Envelope], expand: bool) -> String {
+pub fn render(name: &str, log: &[Envelope], expand: bool) -> String {
     let panels = panels(log);
     let turns = log.iter().filter(|e| e.kind() == "turn/start").count();
     let session = log.iter().find_map(|e| match &e.event {
@@ -56,7 +57,7 @@ pub(crate) fn render(name: &str, log: &[Envelope], expand: bool) -> String {
 
 /// One panel: its summary line, then (when `expand`) every line of it. `rein chat` prints the
 /// panel of a turn that retried or failed this way.
-pub(crate) fn panel(panel: &TurnPanel, expand: bool) -> String {
+pub fn panel(panel: &TurnPanel, expand: bool) -> String {
     let mut out = String::new();
     summary(&mut out, panel, expand);
     if expand {
@@ -215,7 +216,7 @@ fn verbatim(out: &mut String, indent: usize, text: &str) {
 }
 
 /// `text` with every control character but tab written as a Rust-style escape (`\u{1b}`).
-pub(crate) fn escape(text: &str) -> String {
+pub fn escape(text: &str) -> String {
     let mut escaped = String::with_capacity(text.len());
     for c in text.chars() {
         if c.is_control() && c != '\t' {
