@@ -215,7 +215,7 @@ async fn run(clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow::Result<()> 
         .clock(clock)
         .route(Route::new("scripted", Arc::new(model)).model("scripted-1"))
         .plugin(budget.clone())
-        .plugin(Arc::new(llm_retry))
+        .built(llm_retry.into()) // its policy: the routes' default
         .plugin(Arc::new(Compaction::default()))
         .plugin(Arc::new(AutoRetry::default()))
         .build()

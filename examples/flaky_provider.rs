@@ -113,7 +113,7 @@ async fn run(
     let runtime = Runtime::builder()
         .clock(clock)
         .route(Route::new("flaky", Arc::new(flaky)).model("flaky-1"))
-        .plugin(Arc::new(llm_retry))
+        .built(llm_retry.into()) // its policy: the routes' default
         .plugin(Arc::new(Compaction::default()))
         .plugin(Arc::new(auto_retry))
         .build()
@@ -219,6 +219,15 @@ mod tests {
                 "  attempt 4 failed with SERVER: auto-retry retries (2/3)",
             ]
         );
+        // The waits follow the configured curve (200 ms doubling, jitter ±10 %), not the
+        // runtime's default policy: llm-retry's configuration is the route's policy.
+        let waits: Vec<f64> = out
+            .lines()
+            .filter(|l| l.starts_with("  attempt "))
+            .map(|l| l.rsplit(" in ").next().unwrap().trim_end_matches(" ms").parse().unwrap())
+            .collect();
+        assert!((180.0..=220.0).contains(&waits[0]), "{out}");
+        assert!((360.0..=440.0).contains(&waits[1]), "{out}");
         assert!(out.contains("\nParis is the capital of France.\n"), "{out}");
         assert!(out.contains("turn 1 ended: completed after 5 attempt(s)"), "{out}");
         assert!(out.contains("▾ turn 1 · Retried 4 time(s) this turn · recovered"), "{out}");

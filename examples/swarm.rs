@@ -91,7 +91,7 @@ async fn run(args: &Args, clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow
         .clock(clock)
         .store(store.clone())
         .route(Route::new("simulated", Arc::new(simulated)).model(model))
-        .plugin(Arc::new(llm_retry))
+        .built(llm_retry.into()) // its policy: the routes' default
         .plugin(Arc::new(Compaction::default()))
         .plugin(Arc::new(auto_retry))
         .build()

@@ -263,7 +263,7 @@ async fn reopen_and_check(
     let runtime = Runtime::builder()
         .store(Arc::clone(&opened))
         .route(Route::new("simulated", Arc::new(failing.clone())).model(failing.model()))
-        .plugin(Arc::new(llm_retry))
+        .built(llm_retry.into())
         .idle_grace(Duration::ZERO)
         .build()
         .await

@@ -37,7 +37,7 @@ fn builder(store: &MemoryStore, auto_retry: AutoRetry) -> RuntimeBuilder {
         .clock(Arc::new(VirtualClock::start()))
         .jitter(Arc::new(Constant::new(0.5).unwrap()))
         .idle_grace(Duration::from_secs(3600))
-        .plugin(Arc::new(LlmRetry::from_config(&json!({"jitterRatio": 0})).unwrap()))
+        .built(LlmRetry::from_config(&json!({"jitterRatio": 0})).unwrap().into())
         .plugin(Arc::new(Compaction::default()))
         .plugin(Arc::new(auto_retry))
 }

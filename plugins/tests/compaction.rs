@@ -32,7 +32,7 @@ async fn runtime(store: &MemoryStore, adapter: &Arc<ScriptAdapter>) -> Runtime {
         .jitter(Arc::new(Constant::new(0.5).unwrap()))
         .tool(Arc::new(EchoTool))
         .route(Route::new("mock", adapter.clone()).model("m"))
-        .plugin(Arc::new(LlmRetry::default()))
+        .built(LlmRetry::default().into())
         .plugin(Arc::new(Compaction::from_config(&json!({"keepRecentMessages": 2})).0))
         .plugin(Arc::new(AutoRetry::default()))
         .build()

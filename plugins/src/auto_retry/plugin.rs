@@ -59,7 +59,7 @@ use crate::settings::{Revisioned, Warning};
 /// assert_eq!(auto_retry.current().extra_retries(), 3, "a negative number is the default");
 /// assert_eq!(warnings[0].to_string(), "extraRetries: -1 is negative; using the default 3");
 /// let runtime = Runtime::builder()
-///     .plugin(Arc::new(LlmRetry::default()))
+///     .built(LlmRetry::default().into())
 ///     .plugin(Arc::new(auto_retry))
 ///     .build()
 ///     .await?;

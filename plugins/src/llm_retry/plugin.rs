@@ -61,13 +61,15 @@ use super::config::LlmRetryConfig;
 use super::decision::{self, ChainId, Consulted, Decision, Schedule};
 use crate::schedule::{self, Scheduled};
 
-/// The `llm-retry` plugin: register it on a runtime
-/// ([`RuntimeBuilder::plugin`](rein_runtime::runtime::RuntimeBuilder::plugin)); its policy
-/// becomes the runtime's default route policy.
+/// The `llm-retry` plugin: register it on a runtime with
+/// [`RuntimeBuilder::built`](rein_runtime::runtime::RuntimeBuilder::built)`(llm_retry.into())`, so
+/// that its policy becomes the runtime's default route policy — the policy of every route that
+/// declares none, which the waterfall carries to every plugin (auto-retry continues its curve).
+/// Added bare with `RuntimeBuilder::plugin`, it would set no policy and recover under the
+/// runtime's default one instead of its configuration.
 ///
 /// ```
 /// # tokio_test::block_on(async {
-/// use std::sync::Arc;
 /// use rein_plugins::llm_retry::LlmRetry;
 /// use rein_runtime::runtime::Runtime;
 ///
@@ -77,7 +79,7 @@ use crate::schedule::{self, Scheduled};
 ///     llm_retry.policy().policy_key(),
 ///     r#"["normal",3,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],500,10000,0]"#
 /// );
-/// let runtime = Runtime::builder().plugin(Arc::new(llm_retry)).build().await?;
+/// let runtime = Runtime::builder().built(llm_retry.into()).build().await?;
 /// assert_eq!(runtime.plugins(), ["llm-retry"]);
 /// runtime.shutdown().await;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -108,6 +110,14 @@ impl LlmRetry {
     }
 }
 
+/// The plugin, with its policy as the runtime's default route policy.
+impl From<LlmRetry> for BuiltPlugin {
+    fn from(plugin: LlmRetry) -> Self {
+        let policy = plugin.policy.clone();
+        BuiltPlugin { default_route_policy: Some(policy), ..BuiltPlugin::strict(Arc::new(plugin)) }
+    }
+}
+
 /// Builds `llm-retry` from a configuration value, as a plugin registry entry (scenarios, the
 /// CLI; register it under [`NAME`]): [`LlmRetry::from_config`], with its policy as the runtime's
 /// default route policy (give it to `RuntimeBuilder::built`). An invalid configuration is a
@@ -115,12 +125,7 @@ impl LlmRetry {
 /// for the value itself).
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     match LlmRetry::from_config(config) {
-        Ok(plugin) => {
-            let policy = plugin.policy().clone();
-            let mut built = BuiltPlugin::strict(Arc::new(plugin));
-            built.default_route_policy = Some(policy);
-            Ok(built)
-        }
+        Ok(plugin) => Ok(plugin.into()),
         Err(error) => {
             Err(ConfigError::Invalid { path: error.path.clone(), message: error.kind.to_string() })
         }
