@@ -31,6 +31,79 @@
 //! The default chain is [`DEFAULT_CHAIN`]: `llm-retry`, `compaction`, `auto-retry` — the
 //! official executor first (it never consults downstream when it retries), then the overflow
 //! recovery, then the takeover of what both declined. Their budgets are independent and add up.
+//!
+//! # Quick start
+//!
+//! The default chain, each plugin built from its configuration, on a provider that answers only
+//! its sixth attempt: `llm-retry` spends its two retries, `auto-retry` takes over with three of
+//! its own, and the log says who retried what.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//!
+//! use rein_plugins::{ALL, DEFAULT_CHAIN};
+//! use rein_runtime::prelude::*;
+//! use serde_json::json;
+//!
+//! /// Fails with a 503 five times, then answers.
+//! #[derive(Default)]
+//! struct Overloaded(AtomicU32);
+//!
+//! impl Adapter for Overloaded {
+//!     fn call(&self, _: Request, chunks: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+//!         let call = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+//!         Box::pin(async move {
+//!             if call <= 5 {
+//!                 return Err(Failure::new("SERVER", "503 overloaded").expect("a valid failure"));
+//!             }
+//!             let _ = chunks.send("at last".into());
+//!             Ok(Completion::default())
+//!         })
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let configs = [
+//!     json!({"maxTransientRetries": 2}), // llm-retry: the routes' default policy
+//!     json!({}),                         // compaction: its defaults
+//!     json!({"extraRetries": 3}),        // auto-retry
+//! ];
+//! let mut builder = Runtime::builder()
+//!     .clock(Arc::new(VirtualClock::start())) // the waits pass on tokio's paused clock
+//!     .route(Route::new("main", Arc::new(Overloaded::default())).model("m-1"));
+//! for (name, config) in DEFAULT_CHAIN.iter().zip(&configs) {
+//!     let (_, factory) = ALL.iter().find(|(known, _)| known == name).expect("in ALL");
+//!     let built = factory(config)?;
+//!     assert!(built.warnings.is_empty(), "{:?}", built.warnings);
+//!     builder = builder.built(built);
+//! }
+//! let runtime = builder.build().await?;
+//! assert_eq!(runtime.plugins(), DEFAULT_CHAIN);
+//!
+//! let session = runtime.session("s").await?;
+//! let outcome = session.ask("hi").await?;
+//! assert_eq!(outcome.reason, TurnEndReason::Completed);
+//!
+//! let retried_by: Vec<(String, u64)> = session
+//!     .events()
+//!     .await?
+//!     .into_iter()
+//!     .filter_map(|e| match e.event {
+//!         Event::LlmRetry(retry) => Some((retry.plugin, retry.retry)),
+//!         _ => None,
+//!     })
+//!     .collect();
+//! let by = |plugin: &str, n: u64| (plugin.to_owned(), n);
+//! assert_eq!(
+//!     retried_by,
+//!     [by("llm-retry", 1), by("llm-retry", 2), by("auto-retry", 1), by("auto-retry", 2), by("auto-retry", 3)]
+//! );
+//! runtime.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod auto_retry;
 pub mod backoff;

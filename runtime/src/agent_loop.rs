@@ -14,11 +14,11 @@ use crate::provider::Completion;
 
 /// The code of a failure in the runtime's own machinery (a request that could not be built, a
 /// log that refused an append, an actor that crashed). Not offered to the waterfall.
-pub const RUNTIME_ERROR: &str = "RUNTIME_ERROR";
+pub(crate) const RUNTIME_ERROR: &str = "RUNTIME_ERROR";
 
 /// A failure of the runtime's own machinery (code [`RUNTIME_ERROR`]; not offered to the
 /// waterfall).
-pub fn runtime_failure(message: impl Into<String>) -> Failure {
+pub(crate) fn runtime_failure(message: impl Into<String>) -> Failure {
     Failure::internal(RUNTIME_ERROR, message)
 }
 
@@ -27,20 +27,19 @@ pub const DEFAULT_MAX_STEPS: u32 = 32;
 
 /// How a step ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum StepOutcome {
+pub(crate) enum StepOutcome {
     /// The model answered without tool calls.
     Completed,
     /// The model called tools and every call got its result: the turn goes on.
     ToolsRan,
     /// A failure ended the step: nobody recovered it, a tool failed, or the runtime itself did.
+    /// (A cancelled step ends with whatever it reached; its turn's cause decides.)
     Failed(Failure),
-    /// The turn was cancelled.
-    Aborted,
 }
 
 /// What the turn does after a step.
 #[derive(Debug, Clone, PartialEq)]
-pub enum TurnDecision {
+pub(crate) enum TurnDecision {
     /// Run this step next.
     NextStep(u32),
     /// End the turn.
@@ -48,7 +47,7 @@ pub enum TurnDecision {
 }
 
 /// What a step's outcome means for its turn. `cause`: why the turn was cancelled, if it was.
-pub fn after_step(
+pub(crate) fn after_step(
     outcome: &StepOutcome,
     step: u32,
     max_steps: u32,
@@ -65,15 +64,12 @@ pub fn after_step(
         StepOutcome::Failed(failure) => {
             TurnDecision::End(TurnEndReason::Error { failure: failure.clone() })
         }
-        StepOutcome::Aborted => {
-            TurnDecision::End(TurnEndReason::Aborted { cause: CancelCause::User })
-        }
     }
 }
 
 /// The `assistant/message` of a successful attempt: its text is the concatenation of *that
 /// attempt's* chunks, never of an earlier failed one.
-pub fn assistant_message(
+pub(crate) fn assistant_message(
     turn: u32,
     step: u32,
     chunks: &[String],
@@ -105,7 +101,10 @@ pub enum RetryRefused {
 
 /// Whether `Session::retry()` applies: the last turn ended and did not complete (an error, an
 /// abort, the step limit, or a crash's interruption), and nothing runs or waits.
-pub fn retry_allowed(last: Option<(u32, &TurnEndReason)>, busy: bool) -> Result<(), RetryRefused> {
+pub(crate) fn retry_allowed(
+    last: Option<(u32, &TurnEndReason)>,
+    busy: bool,
+) -> Result<(), RetryRefused> {
     if busy {
         return Err(RetryRefused::Busy);
     }
@@ -146,14 +145,14 @@ mod tests {
                 End(TurnEndReason::Error { failure: server() }),
             ),
             (
-                StepOutcome::Aborted,
+                StepOutcome::ToolsRan,
                 1,
                 32,
                 Some(&user),
                 End(TurnEndReason::Aborted { cause: user.clone() }),
             ),
             (
-                StepOutcome::Aborted,
+                StepOutcome::ToolsRan,
                 1,
                 32,
                 Some(&disposed),

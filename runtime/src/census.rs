@@ -84,12 +84,12 @@ impl Drop for Alive {
 
 impl Census {
     /// An empty census.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Counts an actor of `kind` in until the returned mark is dropped.
-    pub fn enter(&self, kind: ActorKind) -> Alive {
+    pub(crate) fn enter(&self, kind: ActorKind) -> Alive {
         self.actors[kind.index()].fetch_add(1, Ordering::AcqRel);
         Alive { actors: Arc::clone(&self.actors), kind }
     }
@@ -119,17 +119,12 @@ impl Census {
     }
 
     /// Spawns a tracked task.
-    pub fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
+    pub(crate) fn spawn<F>(&self, task: F) -> JoinHandle<F::Output>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
         self.tasks.spawn(task)
-    }
-
-    /// Wraps a future so that it counts as a live task while it exists.
-    pub fn track<F: Future>(&self, future: F) -> tokio_util::task::task_tracker::TrackedFuture<F> {
-        self.tasks.track_future(future)
     }
 
     /// Resolves when every tracked task has ended (call after the runtime stopped spawning).

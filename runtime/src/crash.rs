@@ -7,7 +7,7 @@
 use std::any::Any;
 
 /// The message of a caught panic (`panic!("…")` payloads are `&str` or `String`).
-pub fn panic_message(payload: &(dyn Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {
     if let Some(text) = payload.downcast_ref::<&str>() {
         (*text).to_owned()
     } else if let Some(text) = payload.downcast_ref::<String>() {

@@ -3,45 +3,31 @@
 //!
 //! # Layout
 //!
-//! Pure core first:
-//! - [`failure`]: `Failure` (always valid) and the known codes.
-//! - [`event`]: the typed events and the log envelope.
-//! - [`json_number`]: canonical JSON numbers (`500`, not `500.0`).
-//! - [`clock`]: the injected clock (wall or virtual).
-//! - [`random`]: injected jitter samples (an explicit sequence, then a seeded RNG).
-//! - [`retry_policy`]: a route's retry policy (normal/always, backoff curve), its strict
-//!   declaration format, the effective-policy resolution and the canonical `policyKey`.
-//! - [`projection`]: the `Projection` trait (pure folds of a log).
-//! - [`validator`]: the `Validator` trait (checks run before an append commits).
-//! - [`provider`]: the request/completion types and the `Adapter` trait.
-//! - [`history`]: the model-visible history fold (what a request is built from).
-//! - [`transcript`]: the conversation of a log, turn by turn, as a person reads it.
-//! - [`panel`]: turn-tail panels — each turn that retried or failed, every attempt with its
-//!   origin, wait and the provider's failure verbatim.
-//! - [`plugin`]: the one trait plugins implement, `Verdict`, the recovery payload, `Downstream`.
-//! - [`waterfall`]: the chain-walk rules (order, `Next`/`Stop`/`Retry`, crash = `Next`, end of
-//!   chain = `Stop`, cancellation beats everything) and the driver that walks the chain.
-//! - [`agent_loop`]: what a step's end means for its turn, what a success writes, when a
-//!   manual retry applies.
-//! - [`plugin_host::intensity`]: the restart rule (3 restarts in 5 s).
-//! - [`cancel`]: cancellation scopes that remember their cause.
-//! - [`tool`]: the `Tool` trait, the toolbox, the `echo` tool.
-//! - [`crash`]: caught panics as text.
-//! - `first_poll`: run work once where it starts; spawn a task only for work that waits.
+//! What an agent program uses (most of it through the [`prelude`]):
+//! - [`runtime`]: the `Runtime` builder and handle (routes, plugins, tools, stores), the root
+//!   supervisor; [`session`]: the `Session` handle and what a prompt returns (`TurnHandle`).
+//! - [`provider`]: the request/completion types and the `Adapter` trait a model speaks through.
+//! - [`plugin`]: the one trait retry plugins implement, `Verdict`, the `Recovery` a plugin gets
+//!   (its failure, a way to wait that a cancellation or a disposal ends, the rest of the chain).
+//! - [`tool`]: the `Tool` trait and the `echo` tool.
+//! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite (feature `sqlite`,
+//!   on by default) stores.
+//! - [`event`], [`failure`]: the typed events of a session log and the failures that end
+//!   attempts; [`retry_policy`]: a route's retry policy and its declaration format.
+//! - [`clock`], [`random`]: the injected clock (wall or virtual) and jitter samples.
 //!
-//! Shells:
-//! - [`store`]: the `SessionStore` trait and its memory, JSONL and SQLite stores.
-//! - [`session_log`]: the session-log actor (the only writer of a log), its projections (retry
-//!   chains, open turn), validators hook, the turn guard and the repair on reopen.
-//! - [`runtime`]: the `Runtime` builder and handle, the root supervisor.
-//! - [`session`]: the `Session` handle, what a prompt returns (`TurnHandle`), the session actor,
-//!   hibernation.
-//! - `turn`, `step`: the turn actor (linked under its session) and the step actor (linked under
-//!   its turn) — the agent loop's wiring.
-//! - [`fault`]: step and turn panics injected on purpose, to test their supervision.
-//! - [`provider::actor`]: one actor per provider route, one task per attempt.
-//! - [`plugin_host`]: the supervisor of the plugin actors.
-//! - [`census`]: live actors (by kind) and tasks, so shutdown can prove it left none.
+//! What tools over logs use: [`history`] (what the model sees), [`transcript`] (what a person
+//! reads), [`panel`] (turn-tail panels: every attempt of a turn that retried or failed),
+//! [`projection`] (pure folds), [`validator`] (checks run before an append commits),
+//! [`session_log`] (the log actor's projections: retry chains, the open turn), [`census`] (live
+//! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
+//! [`cancel`] (cancellation causes), [`json_number`].
+//!
+//! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
+//! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
+//! turn's pure decisions (`agent_loop`), the turn, step and provider actors (`turn`, `step`,
+//! `provider::actor`), the session actor and its pure idle rules (`session::actor`,
+//! `session::idle`). `docs/architecture.md` in the repository maps them.
 //!
 //! # Quick start
 //!
@@ -129,12 +115,12 @@ pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T
 #[cfg(test)]
 extern crate self as rein_runtime;
 
-pub mod agent_loop;
+pub(crate) mod agent_loop;
 pub mod cancel;
 pub mod census;
 pub mod clock;
 mod context;
-pub mod crash;
+pub(crate) mod crash;
 pub mod event;
 pub mod failure;
 pub mod fault;
@@ -143,7 +129,7 @@ pub mod history;
 pub mod json_number;
 pub mod panel;
 pub mod plugin;
-pub mod plugin_host;
+pub(crate) mod plugin_host;
 pub mod projection;
 pub mod provider;
 pub mod random;
@@ -157,7 +143,7 @@ pub mod tool;
 pub mod transcript;
 mod turn;
 pub mod validator;
-pub mod waterfall;
+pub(crate) mod waterfall;
 
 /// Everything an agent author needs, in one import: `use rein_runtime::prelude::*;`.
 pub mod prelude {

@@ -35,7 +35,7 @@ use crate::census::{ActorKind, Alive, Census};
 use crate::plugin::Plugin;
 use crate::random::Jitter;
 
-pub mod intensity;
+pub(crate) mod intensity;
 pub(crate) mod plugin_actor;
 mod slot;
 pub(crate) mod walk;
@@ -426,7 +426,7 @@ impl Actor for HostActor {
 
 /// A running plugin host: the chain, and the supervisor behind it.
 #[derive(Debug, Clone)]
-pub struct PluginHost {
+pub(crate) struct PluginHost {
     actor: ActorRef<HostMsg>,
     chain: Arc<PluginChain>,
 }
@@ -445,7 +445,7 @@ impl std::fmt::Debug for HostMsg {
 
 impl PluginHost {
     /// Starts the host and one actor per plugin, in chain order (linked under `supervisor`).
-    pub async fn spawn(
+    pub(crate) async fn spawn(
         plugins: Vec<Arc<dyn Plugin>>,
         intensity: RestartIntensity,
         jitter: Arc<dyn Jitter>,
@@ -471,14 +471,14 @@ impl PluginHost {
     }
 
     /// The chain the waterfall walks.
-    pub fn chain(&self) -> &Arc<PluginChain> {
+    pub(crate) fn chain(&self) -> &Arc<PluginChain> {
         &self.chain
     }
 
     /// Disposes the plugin named `name` (SPEC §4 rule 5, §5.7): it leaves the chain at once, its
     /// waits are aborted (those recoveries answer `Stop`), and this resolves once every recovery
     /// it was involved in has settled.
-    pub async fn dispose(&self, name: &str) -> Result<(), DisposeError> {
+    pub(crate) async fn dispose(&self, name: &str) -> Result<(), DisposeError> {
         let (reply, done) = oneshot::channel();
         self.actor
             .send_message(HostMsg::Dispose { name: name.to_owned(), reply })
@@ -490,7 +490,7 @@ impl PluginHost {
     /// own): it takes part in every failure offered after this resolves (a walk already under
     /// way keeps the chain it started with). Its name must not be in the chain (a disposed or
     /// removed plugin's name is free again).
-    pub async fn register(&self, plugin: Arc<dyn Plugin>) -> Result<(), RegisterError> {
+    pub(crate) async fn register(&self, plugin: Arc<dyn Plugin>) -> Result<(), RegisterError> {
         let (reply, done) = oneshot::channel();
         self.actor
             .send_message(HostMsg::Register { plugin, reply })
@@ -499,12 +499,7 @@ impl PluginHost {
     }
 
     /// Stops the host: disposes every plugin (waits abort, recoveries settle), then stops.
-    pub async fn stop(&self) {
+    pub(crate) async fn stop(&self) {
         let _ = self.actor.stop_and_wait(None, None).await;
-    }
-
-    /// The host actor's cell.
-    pub fn actor(&self) -> ActorCell {
-        self.actor.get_cell()
     }
 }

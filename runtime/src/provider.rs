@@ -23,7 +23,7 @@ use crate::BoxFuture;
 use crate::event::{ToolCall, Usage};
 use crate::failure::Failure;
 
-pub mod actor;
+pub(crate) mod actor;
 
 /// One entry of the model-visible history (SPEC §3), folded from the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

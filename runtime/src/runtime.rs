@@ -36,7 +36,7 @@ use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use crate::agent_loop::DEFAULT_MAX_STEPS;
+pub use crate::agent_loop::DEFAULT_MAX_STEPS;
 use crate::census::{ActorKind, Alive, Census};
 use crate::clock::{Clock, WallClock};
 pub use crate::context::ValidatorFactory;
@@ -44,8 +44,11 @@ use crate::context::{ServedRoute, Shared};
 use crate::event::ConfigChanged;
 use crate::fault::Faults;
 use crate::plugin::{BuiltPlugin, ConfigError, ConfigOutcome, Plugin, PluginSettings};
+use crate::plugin_host::PluginHost;
 use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
-use crate::plugin_host::{DisposeError, PluginChain, PluginHost, RegisterError, RestartIntensity};
+pub use crate::plugin_host::{
+    CrashDecision, DisposeError, PluginChain, RegisterError, RestartIntensity, RestartWindow,
+};
 use crate::provider::Adapter;
 use crate::provider::actor::{ProviderActor, ProviderMsg};
 use crate::random::{Jitter, SeededJitter};
@@ -374,8 +377,9 @@ impl RuntimeBuilder {
             faults: self.faults,
         };
         let sessions = Arc::new(Sessions::new(Arc::new(shared)));
-        let inner = Inner { sessions, host, providers, root, down: OnceCell::new() };
-        Ok(Runtime { inner: Arc::new(inner) })
+        let inner = Arc::new(Inner { sessions, host, providers, root, down: OnceCell::new() });
+        let guard = Arc::new(DropGuard(Arc::clone(&inner)));
+        Ok(Runtime { inner, _guard: guard })
     }
 }
 
@@ -396,11 +400,39 @@ struct Inner {
 
 /// A running agent runtime. Cheap to clone; [`Runtime::shutdown`] stops it for every clone.
 ///
-/// Dropping every clone does not stop the actors (ractor actors are not owned by handles):
-/// call [`Runtime::shutdown`] to end its turns, stop its actors and wait for its tasks.
+/// Call [`Runtime::shutdown`] and await it: it ends the turns in flight (`aborted`, cause
+/// `disposed`, with their closing events), closes every log, stops every actor and waits for
+/// every task. Dropping the last clone without it starts the same shutdown in a background task
+/// on the current tokio runtime, which nobody awaits: if the program ends first (its tokio
+/// runtime stops), turns in flight are left without their closing events — the next open of
+/// their sessions repairs them as `interrupted` — and nothing reports what the shutdown met.
+/// Outside a tokio runtime nothing is started (the actors ended with their runtime).
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,
+    _guard: Arc<DropGuard>,
+}
+
+/// Held by every clone of a [`Runtime`] (and nothing else): dropped with the last one, it starts
+/// the shutdown the program did not ask for.
+struct DropGuard(Arc<Inner>);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        if self.0.down.initialized() {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let inner = Arc::clone(&self.0);
+        handle.spawn(async move {
+            tracing::debug!(
+                "the last Runtime handle was dropped without shutdown(): shutting down"
+            );
+            inner.down.get_or_init(|| shut_down(&inner)).await;
+        });
+    }
 }
 
 impl std::fmt::Debug for Runtime {
@@ -559,24 +591,24 @@ impl Runtime {
     /// actors and the root, and returns once no actor and no task of the runtime is left.
     /// Later calls (from any clone) wait for the first one.
     pub async fn shutdown(&self) {
-        self.inner.down.get_or_init(|| self.shut_down()).await;
+        self.inner.down.get_or_init(|| shut_down(&self.inner)).await;
     }
+}
 
-    async fn shut_down(&self) {
-        let inner = &self.inner;
-        // No new session wakes; every awake one stops its turn (`disposed`), writes the turn's
-        // closing events and `agent/idle`, closes its log and stops.
-        for session in inner.sessions.directory.close() {
-            let _ = session.send_message(SessionMsg::Shutdown);
-        }
-        inner.sessions.directory.settled().await;
-        inner.host.stop().await;
-        for provider in &inner.providers {
-            let _ = provider.stop_and_wait(None, None).await;
-        }
-        let _ = inner.root.stop_and_wait(None, None).await;
-        inner.sessions.shared.census.tasks_settled().await;
+/// Ends every turn, closes every log, stops every actor and waits for every task.
+async fn shut_down(inner: &Inner) {
+    // No new session wakes; every awake one stops its turn (`disposed`), writes the turn's
+    // closing events and `agent/idle`, closes its log and stops.
+    for session in inner.sessions.directory.close() {
+        let _ = session.send_message(SessionMsg::Shutdown);
     }
+    inner.sessions.directory.settled().await;
+    inner.host.stop().await;
+    for provider in &inner.providers {
+        let _ = provider.stop_and_wait(None, None).await;
+    }
+    let _ = inner.root.stop_and_wait(None, None).await;
+    inner.sessions.shared.census.tasks_settled().await;
 }
 
 /// The root supervisor: the parent of the plugin host and the provider actors. (Session actors

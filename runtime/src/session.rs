@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use tokio::sync::oneshot;
 
-use crate::agent_loop::RetryRefused;
+pub use crate::agent_loop::RetryRefused;
 use crate::context::Shared;
 use crate::event::{CancelCause, Envelope};
 use crate::session_log::LogError;

@@ -92,6 +92,38 @@ async fn a_parked_turn_holds_a_session_log_turn_and_step_actor_and_shutdown_leav
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn dropping_the_last_runtime_handle_shuts_it_down_in_the_background() {
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let runtime = builder(&store, Scripted::always(fail("SERVER", &[])))
+        .plugin(TestPlugin::slow("backoff", &t, HOUR, Verdict::Retry))
+        .build()
+        .await
+        .unwrap();
+    let census = runtime.census().clone();
+    let session = runtime.session("s").await.unwrap();
+    let turn = session.prompt("hi").unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(census.actors_of(Turn), 1, "the turn is parked in the plugin's backoff");
+
+    let clone = runtime.clone();
+    drop(runtime);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(census.actors_of(Turn), 1, "a clone is left: nothing stops");
+    drop(clone);
+
+    let ended = tokio::time::timeout(Duration::from_secs(60), turn.outcome()).await;
+    let reason = ended.expect("the dropped runtime ended the turn").unwrap().reason;
+    assert_eq!(reason, TurnEndReason::Aborted { cause: CancelCause::Disposed });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!((census.actors(), census.tasks()), (0, 0), "{:?}", census.tree());
+    assert!(session.prompt("again").is_err(), "the runtime is down");
+    let events = store.events("s");
+    assert_valid(&events);
+    assert_eq!(closing(&events), ["step/end", "turn/end", "agent/idle"]);
+}
+
 async fn futures_join(runtime: &Runtime, n: usize) -> Vec<rein_runtime::session::Session> {
     let mut sessions = Vec::new();
     for i in 0..n {

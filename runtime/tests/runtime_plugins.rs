@@ -23,7 +23,7 @@ use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
-use rein_runtime::plugin_host::RegisterError;
+use rein_runtime::runtime::RegisterError;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::SessionError;
 use rein_runtime::store::memory::MemoryStore;

@@ -154,28 +154,35 @@ pub async fn js(client: &Client, script: &str, args: Vec<Value>) -> Value {
 }
 
 /// Waits until `condition` — a JavaScript expression over the page — is truthy, and returns its
-/// value: checked at once, then on every change of the DOM. Fails with `what` and the page's
-/// text after [`WAIT`].
+/// value: checked at once, then on every change of the DOM. A navigation while it waits (a click
+/// that loads another page) ends that page's watch; the watch starts again on the new page.
+/// Fails with `what` and the page's text after [`WAIT`].
 pub async fn until(client: &Client, what: &str, condition: &str) -> Value {
     let script = format!(
         "const done = arguments[arguments.length - 1];
          const check = () => {{ try {{ return ({condition}); }} catch (e) {{ return null; }} }};
          const now = check();
-         if (now) {{ done(now); return; }}
+         if (now) {{ done({{value: now}}); return; }}
          const observer = new MutationObserver(() => {{
            const value = check();
-           if (value) {{ observer.disconnect(); done(value); }}
+           if (value) {{ observer.disconnect(); done({{value}}); }}
          }});
+         window.addEventListener('pagehide', () => {{ observer.disconnect(); done(null); }},
+                                 {{once: true}});
          observer.observe(document, {{subtree: true, childList: true, characterData: true,
                                       attributes: true}});"
     );
-    match client.execute_async(&script, vec![]).await {
-        Ok(value) => value,
-        Err(e) => {
-            let text =
-                js(client, "return document.body ? document.body.innerText : '';", vec![]).await;
-            panic!("waited {WAIT:?} for {what} ({condition}): {e}\n--- the page:\n{text}")
-        }
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let error = match client.execute_async(&script, vec![]).await {
+            Ok(Value::Object(mut found)) => return found.remove("value").unwrap_or(Value::Null),
+            // The page went away while it was watched: watch the one that replaced it.
+            Ok(_) if std::time::Instant::now() < deadline => continue,
+            Ok(_) => "the page kept changing".to_owned(),
+            Err(e) => e.to_string(),
+        };
+        let text = js(client, "return document.body ? document.body.innerText : '';", vec![]).await;
+        panic!("waited {WAIT:?} for {what} ({condition}): {error}\n--- the page:\n{text}")
     }
 }
 

@@ -116,7 +116,7 @@ impl AutoRetry {
 
 /// Builds `auto-retry` from a configuration value, as a lenient plugin registry entry (scenarios,
 /// the CLI; register it under [`NAME`] with
-/// [`register_lenient`](rein_scenario::PluginRegistry::register_lenient)): the plugin
+/// `rein_scenario::PluginRegistry::register_lenient`): the plugin
 /// and the fallbacks its reader took. It never refuses a configuration.
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     let (plugin, warnings) = AutoRetry::from_config(config);

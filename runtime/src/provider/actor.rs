@@ -39,21 +39,21 @@ use crate::first_poll::{FirstPoll, first_poll};
 use crate::provider::{Adapter, ChunkSink, Completion, Request};
 
 /// One attempt's outcome.
-pub type AttemptResult = Result<Completion, Failure>;
+pub(crate) type AttemptResult = Result<Completion, Failure>;
 
 /// A message to a [`ProviderActor`].
 #[derive(Debug)]
 #[non_exhaustive]
-pub enum ProviderMsg {
+pub(crate) enum ProviderMsg {
     /// Run one attempt.
     Call(ProviderCall),
 }
 
 /// Where an attempt's outcome goes (the step that asked, as a message).
-pub type OnOutcome = Box<dyn FnOnce(AttemptResult) + Send>;
+pub(crate) type OnOutcome = Box<dyn FnOnce(AttemptResult) + Send>;
 
 /// One attempt to run.
-pub struct ProviderCall {
+pub(crate) struct ProviderCall {
     /// The request.
     pub request: Request,
     /// Where the adapter streams chunks.
@@ -71,21 +71,21 @@ impl std::fmt::Debug for ProviderCall {
 }
 
 /// The actor of one provider route (its configuration: the adapter).
-pub struct ProviderActor {
+pub(crate) struct ProviderActor {
     adapter: Arc<dyn Adapter>,
     census: Census,
 }
 
 impl ProviderActor {
     /// An actor serving `adapter`, counted in `census`.
-    pub fn new(adapter: Arc<dyn Adapter>, census: Census) -> Self {
+    pub(crate) fn new(adapter: Arc<dyn Adapter>, census: Census) -> Self {
         Self { adapter, census }
     }
 }
 
 /// A [`ProviderActor`]'s state: its in-flight attempts.
 #[derive(Debug)]
-pub struct ProviderState {
+pub(crate) struct ProviderState {
     tracker: TaskTracker,
     stopping: CancellationToken,
     _alive: Alive,

@@ -2,7 +2,7 @@
 //!
 //! Every event is a row of `events (session, seq, line)`, in commit order; `events_by_session`
 //! indexes them by `(session, seq)` (the full layout, and how an older database is migrated or
-//! refused, is in [`layout`]). `line` is exactly the JSONL line of the event (without its
+//! refused, is in `layout`). `line` is exactly the JSONL line of the event (without its
 //! newline), so a session exported from here is byte for byte what
 //! [`JsonlStore`](super::jsonl::JsonlStore) would have written.
 //!
