@@ -8,6 +8,46 @@
 //! - [`show`]: the terminal text of turn-tail panels (`rein show`, `rein chat`).
 //! - [`prelude`]: everything an agent program needs, in one import.
 //!
+//! # Quick start
+//!
+//! One import, the default chain, the embedded simulated provider with its faults (rate limits,
+//! 5xx, dropped streams, stalls), and what a person reads afterwards — on tokio's paused clock,
+//! so the waits pass at once:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use rein::prelude::*;
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = Simulated::new(SimulatedConfig { seed: 7, ..SimulatedConfig::default() })?;
+//! let runtime = Runtime::builder()
+//!     .clock(Arc::new(VirtualClock::start()))
+//!     .route(Route::new("sim", Arc::new(model)).model("simulated-1"))
+//!     .built(LlmRetry::default().into()) // its configuration: the routes' default policy
+//!     .plugin(Arc::new(Compaction::default()))
+//!     .plugin(Arc::new(AutoRetry::default()))
+//!     .build()
+//!     .await?;
+//! assert_eq!(runtime.plugins(), DEFAULT_CHAIN);
+//!
+//! let session = runtime.session("s").await?;
+//! for prompt in ["hello", "how are you?", "tell me a story", "bye"] {
+//!     let outcome = session.ask(prompt).await?;
+//!     println!("turn {}: {:?}", outcome.turn, outcome.reason);
+//! }
+//! let log = session.events().await?;
+//! runtime.shutdown().await;
+//!
+//! assert!(rein::invariant::check_finished_log(&log).is_empty()); // the log keeps its contract
+//! let panels = rein::runtime::panel::panels(&log); // every turn that retried or failed…
+//! assert!(!panels.is_empty(), "seed 7 meets faults");
+//! print!("{}", rein::show::render("s", &log, true)); // …as `rein show` prints them
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! The programs in `examples/` (`hello`, `flaky_provider`, `tool_agent`, `swarm`,
 //! `cancel_storm`, `custom_plugin`) are written against the prelude; each file's header says what
 //! it shows and how to run it.
@@ -20,6 +60,11 @@ pub use rein_runtime as runtime;
 pub mod html;
 pub mod scenario;
 pub mod show;
+
+/// The README's code, compiled with the doctests so that it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// Everything an agent program needs, in one import: `use rein::prelude::*;` — the runtime's
 /// prelude (runtime, routes, sessions, stores, the `Adapter`, `Plugin` and `Tool` traits), the

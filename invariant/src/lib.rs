@@ -18,21 +18,49 @@
 //! No tokio, no actors and no I/O: callers read the logs (the `rein check` CLI, the session-log
 //! actor) and hand events in.
 //!
-//! ```
-//! use rein_invariant::{check_log, Rule};
-//! use rein_runtime::event::{Envelope, Event, SessionStart, TurnStart};
+//! # Quick start
 //!
-//! let log = [
-//!     Envelope { seq: 0, time: 0, event: Event::SessionStart(SessionStart { session: "s".into(), format: 1 }) },
-//!     Envelope { seq: 1, time: 0, event: Event::TurnStart(TurnStart { turn: 2 }) },
-//! ];
-//! let violations = check_log(&log);
-//! assert_eq!(violations.len(), 1);
-//! assert_eq!(violations[0].rule, Rule::TurnNumberedInOrder);
-//! assert_eq!(
-//!     violations[0].to_string(),
-//!     "turn/start seq 1: turn 2 must be 1: the first turn is 1 [turn-numbered-in-order]"
-//! );
+//! Check a live runtime's appends as they happen, and its finished log afterwards:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use rein_invariant::{LiveValidator, Rule, check_finished_log, check_log};
+//! use rein_runtime::prelude::*;
+//!
+//! /// Answers every request with "ok".
+//! struct Answers;
+//!
+//! impl Adapter for Answers {
+//!     fn call(&self, _: Request, chunks: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+//!         let _ = chunks.send("ok".into());
+//!         Box::pin(async { Ok(Completion::default()) })
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let runtime = Runtime::builder()
+//!     .route(Route::new("main", Arc::new(Answers)).model("m-1"))
+//!     // Every append is checked before it commits; one that breaks a rule is refused.
+//!     .validator(|| Box::new(LiveValidator::new()))
+//!     .build()
+//!     .await?;
+//! let session = runtime.session("s").await?;
+//! session.ask("hi").await?;
+//! let events = session.events().await?;
+//! runtime.shutdown().await;
+//! assert!(check_finished_log(&events).is_empty());
+//!
+//! // A log cut after its `turn/start` is still a valid running log, not a finished one.
+//! let cut = &events[..3];
+//! assert_eq!(cut[2].kind(), "turn/start");
+//! assert!(check_log(cut).is_empty());
+//! let open = check_finished_log(cut);
+//! assert_eq!(open.len(), 1);
+//! assert_eq!(open[0].rule, Rule::TurnLeftOpen);
+//! # Ok(())
+//! # }
 //! ```
 
 pub mod checker;
