@@ -5,7 +5,8 @@
 //!
 //! Pure core first:
 //! - [`rules`]: the catalogue ([`Rule`], one stable kebab-case name per rule) and the rule code,
-//!   one file per family: sessions (nesting and numbering), requests, retries.
+//!   one file per family: sessions (nesting and numbering), requests, retries, routes (route
+//!   switches).
 //! - `state`: the fold the rules read — open turn and step, the current attempt, retry chains
 //!   and retry-id ownership.
 //! - [`violation`]: a broken rule as data ([`Violation`]).

@@ -1,4 +1,4 @@
-//! The rules of the session-log contract (SPEC §8): one catalogue, three families.
+//! The rules of the session-log contract (SPEC §8): one catalogue, four families.
 //!
 //! [`Rule`] is the single documented list of rule names. Every name is stable kebab-case and is
 //! what `rein check` prints, what a live rejection carries, and what tests match on. The rule
@@ -8,6 +8,7 @@
 //! - `rules/sessions.rs`: `seq`, `session/start`, turns, steps, attempts — how events nest.
 //! - `rules/requests.rs`: `request/error` and `assistant/chunk` against the current attempt.
 //! - `rules/retries.rs`: `llm/retry` and `llm/retry-started` (SPEC §5.4, §5.5, §8).
+//! - `rules/routes.rs`: `route/switched` and the attempt it sends to another route.
 //!
 //! Two rules are about the raw text of a log and are decided while parsing it
 //! ([`crate::schema`]): [`Rule::CorruptLine`] and [`Rule::EventSchema`]. Two more are decided
@@ -30,6 +31,7 @@ use crate::violation::Violation;
 
 mod requests;
 mod retries;
+mod routes;
 mod sessions;
 
 /// The largest integer a JSON reader using doubles holds exactly (2^53 − 1): SPEC's "safe
@@ -51,6 +53,8 @@ pub enum Family {
     Requests,
     /// `llm/retry` and `llm/retry-started`.
     Retries,
+    /// `route/switched` and the attempt after it.
+    Routes,
 }
 
 impl Family {
@@ -61,6 +65,7 @@ impl Family {
             Family::Sessions => "sessions",
             Family::Requests => "requests",
             Family::Retries => "retries",
+            Family::Routes => "routes",
         }
     }
 }
@@ -227,6 +232,28 @@ rules! {
     /// `llm/retry-started.time ≥ floor(llm/retry.time + delayMs)`.
     RetryStartedAfterDelay = "retry-started-after-delay", Retries,
         "an llm/retry-started's time is >= floor(its llm/retry's time + delayMs)";
+
+    /// `from`, `to`, `code` and `reason` are non-empty.
+    RouteSwitchedFieldsNonEmpty = "route-switched-fields-non-empty", Routes,
+        "route/switched has a non-empty from, to, code and reason";
+    /// `to` is not `from`.
+    RouteSwitchedToAnotherRoute = "route-switched-to-another-route", Routes,
+        "a route/switched's to is another route than its from";
+    /// `route/switched` is inside the open turn and the open step.
+    RouteSwitchedInOpenStep = "route-switched-in-open-step", Routes,
+        "a route/switched names the open turn and the open step";
+    /// `route/switched` follows a `request/error` of the current attempt.
+    RouteSwitchedAfterRequestError = "route-switched-after-request-error", Routes,
+        "a route/switched follows a request/error of the step's current attempt";
+    /// `from` is the provider of the step's latest `request/start`.
+    RouteSwitchedFromCurrentRoute = "route-switched-from-current-route", Routes,
+        "a route/switched's from is the provider of the step's latest request/start";
+    /// One switch per failed attempt.
+    RouteSwitchedOncePerAttempt = "route-switched-once-per-attempt", Routes,
+        "a failed attempt is switched away from at most once";
+    /// The next `request/start` of the step names the switch's `to`.
+    RequestFollowsRouteSwitch = "request-follows-route-switch", Routes,
+        "the request/start after a route/switched in its step names the switch's to";
 }
 
 impl fmt::Display for Rule {
@@ -241,6 +268,7 @@ pub(crate) fn check(state: &State, event: &Envelope) -> Vec<Violation> {
     sessions::check(state, event, &mut out);
     requests::check(state, event, &mut out);
     retries::check(state, event, &mut out);
+    routes::check(state, event, &mut out);
     out
 }
 

@@ -1,5 +1,5 @@
-//! The fold state the rules read: what is open, what the current attempt did, and the retry
-//! chains (SPEC §5.4).
+//! The fold state the rules read: what is open, what the current attempt did (its error, the
+//! retry that consumed it, the route switch that left it), and the retry chains (SPEC §5.4).
 //!
 //! # Why fold a violating event anyway
 //!
@@ -90,6 +90,9 @@ pub(crate) struct Attempt {
     pub(crate) error: Option<u64>,
     /// The `seq` of the `llm/retry-started` that consumed the failure, if any.
     pub(crate) retry_started: Option<u64>,
+    /// The `seq` and `to` of the `route/switched` that moved the step away from this attempt's
+    /// route, if any.
+    pub(crate) switched: Option<(u64, String)>,
 }
 
 /// The open turn.
@@ -187,6 +190,7 @@ impl State {
                         provider: r.provider.clone(),
                         error: None,
                         retry_started: None,
+                        switched: None,
                     });
                 }
             }
@@ -198,6 +202,12 @@ impl State {
                 }
             }
             Event::LlmRetry(r) => self.fold_retry(envelope, r),
+            Event::RouteSwitched(s) => {
+                let open = self.open_step.as_mut().filter(|o| o.is(s.turn, s.step));
+                if let Some(attempt) = open.and_then(|o| o.attempt.as_mut()) {
+                    attempt.switched.get_or_insert_with(|| (envelope.seq, s.to.clone()));
+                }
+            }
             Event::LlmRetryStarted(s) => {
                 let Some(record) = self.retry_ids.get_mut(&s.retry_id) else { return };
                 if record.latest.retry != s.retry || record.latest.started.is_some() {

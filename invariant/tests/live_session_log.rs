@@ -12,8 +12,8 @@ use history::{OFFICIAL_KEY, failure};
 use rein_invariant::LiveValidator;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{
-    Event, LlmRetry, LlmRetryStarted, RequestError, RequestStart, StepRef, TurnEnd, TurnEndReason,
-    TurnStart, UserMessage,
+    Event, LlmRetry, LlmRetryStarted, RequestError, RequestStart, RouteSwitched, StepRef, TurnEnd,
+    TurnEndReason, TurnStart, UserMessage,
 };
 use rein_runtime::session_log::{AppendError, SessionLog};
 use rein_runtime::store::SessionStore;
@@ -121,6 +121,50 @@ async fn a_violating_append_is_rejected_and_writes_nothing() {
     assert_eq!((seq, rule.as_str()), (10, "turn-end-matches-turn"));
     assert_eq!(store.events("s1").len(), 9, "neither event of the batch was written");
 
+    log.close().await;
+}
+
+fn switched(from: &str, to: &str) -> Event {
+    Event::RouteSwitched(RouteSwitched {
+        turn: 1,
+        step: 1,
+        from: from.into(),
+        to: to.into(),
+        code: "SERVER".into(),
+        reason: "exhausted".into(),
+    })
+}
+
+fn request_on(attempt: u32, provider: &str) -> Event {
+    Event::RequestStart(RequestStart {
+        turn: 1,
+        step: 1,
+        attempt,
+        provider: provider.into(),
+        model: "m".into(),
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_route_switch_is_judged_live_and_binds_the_next_attempt() {
+    let store = Arc::new(MemoryStore::new());
+    let log = open(&store, failed_attempt()).await;
+    let before = store.events("s1");
+
+    // The failed attempt was on `mock`: a switch from another route is refused.
+    let (seq, rule) = rejection(log.append(vec![switched("other", "backup")]).await);
+    assert_eq!((seq, rule.as_str()), (6, "route-switched-from-current-route"));
+    assert_eq!(store.events("s1"), before, "nothing written");
+    assert_eq!(log.step_routes().await.unwrap().switched_to(), None, "nothing folded");
+
+    log.append(vec![switched("mock", "backup")]).await.unwrap();
+    let (_, rule) = rejection(log.append(vec![switched("mock", "elsewhere")]).await);
+    assert_eq!(rule, "route-switched-once-per-attempt");
+    // The next attempt must go where the switch said.
+    let (seq, rule) = rejection(log.append(vec![request_on(2, "mock")]).await);
+    assert_eq!((seq, rule.as_str()), (7, "request-follows-route-switch"));
+    log.append(vec![request_on(2, "backup")]).await.unwrap();
+    assert_eq!(log.step_routes().await.unwrap().used(), ["mock", "backup"]);
     log.close().await;
 }
 

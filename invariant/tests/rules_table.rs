@@ -11,7 +11,7 @@ use history::{History, Retry, failure};
 use rein_invariant::{Rule, check_finished_log, check_log, parse_line};
 use rein_runtime::event::{
     CancelCause, Envelope, Event, LlmRetry, LlmRetryStarted, RequestError, RequestStart,
-    SessionStart, StepRef, ToolResult, TurnEnd, TurnEndReason, TurnStart,
+    RouteSwitched, SessionStart, StepRef, ToolResult, TurnEnd, TurnEndReason, TurnStart,
 };
 
 /// A prefix every retry case shares: turn 1, step 1, attempt 1 on `mock` failed with `code`.
@@ -247,6 +247,70 @@ fn valid_cases() -> Vec<Case> {
                 .turn_end(TurnEndReason::MaxSteps),
             &[],
         ),
+        finished(
+            "an eager switch, then the fallback route answers",
+            failed("QUOTA")
+                .switched("backup", "eager")
+                .request("backup")
+                .chunk()
+                .message(&[])
+                .step_end()
+                .completed(),
+            &[],
+        ),
+        finished(
+            "a switch after the official budget is spent; the new route's chain starts at 1",
+            official_chain(2)
+                .switched("backup", "exhausted")
+                .request("backup")
+                .error("SERVER")
+                .retried(Retry::official("id-b", 1))
+                .answer_in_step()
+                .completed(),
+            &[],
+        ),
+        finished(
+            "two fallbacks in one step, one switch per failed attempt",
+            failed("QUOTA")
+                .switched("b1", "eager")
+                .request("b1")
+                .error("QUOTA")
+                .switched("b2", "eager")
+                .answer("b2")
+                .completed(),
+            &[],
+        ),
+        finished(
+            "a switch written downstream, then an upstream plugin's own retry",
+            failed("SERVER")
+                .switched("backup", "exhausted")
+                .retried(Retry::official("id-a", 1))
+                .answer("backup")
+                .completed(),
+            &[],
+        ),
+        finished(
+            "a switch the chain's answer did not follow: the turn ends",
+            failed("QUOTA")
+                .switched("backup", "eager")
+                .step_end()
+                .turn_end(TurnEndReason::Error { failure: failure("QUOTA") }),
+            &[],
+        ),
+        finished(
+            "the turn's next step stays on the fallback route",
+            failed("QUOTA")
+                .switched("backup", "eager")
+                .request("backup")
+                .message(&["c1"])
+                .tool_call("c1")
+                .tool_result("c1")
+                .step_end()
+                .step()
+                .answer("backup")
+                .completed(),
+            &[],
+        ),
     ]
 }
 
@@ -273,6 +337,19 @@ fn set_retry(h: &mut History, f: impl FnOnce(&mut LlmRetry)) -> &mut History {
         Event::LlmRetry(r) => f(r),
         other => panic!("not a retry: {other:?}"),
     })
+}
+
+fn switch_event(h: &History, f: impl FnOnce(&mut RouteSwitched)) -> Event {
+    let mut s = RouteSwitched {
+        turn: h.turn,
+        step: h.step,
+        from: h.provider.clone(),
+        to: "backup".into(),
+        code: "QUOTA".into(),
+        reason: "eager".into(),
+    };
+    f(&mut s);
+    Event::RouteSwitched(s)
 }
 
 fn invalid_cases() -> Vec<Case> {
@@ -663,6 +740,60 @@ fn invalid_cases() -> Vec<Case> {
             "a start before the floor of a fractional delay",
             failed("SERVER").retry(Retry::official("id-a", 1).delay(1.9)).started("id-a", 1),
             &[RetryStartedAfterDelay],
+        ),
+        // Routes.
+        case(
+            "a switch with an empty reason and code",
+            &mut {
+                let mut h = failed("QUOTA");
+                let event = switch_event(&h, |s| {
+                    s.reason = String::new();
+                    s.code = String::new();
+                });
+                h.push(event);
+                h
+            },
+            &[RouteSwitchedFieldsNonEmpty],
+        ),
+        case(
+            "a switch to the route it leaves",
+            failed("QUOTA").switched("mock", "eager"),
+            &[RouteSwitchedToAnotherRoute],
+        ),
+        case(
+            "a switch outside the open step",
+            &mut {
+                let mut h = failed("QUOTA");
+                let event = switch_event(&h, |s| s.step = 2);
+                h.push(event);
+                h
+            },
+            &[RouteSwitchedInOpenStep],
+        ),
+        case(
+            "a switch before the attempt failed",
+            History::new().user().turn().step().request("mock").switched("backup", "eager"),
+            &[RouteSwitchedAfterRequestError],
+        ),
+        case(
+            "a switch naming another route as from",
+            &mut {
+                let mut h = failed("QUOTA");
+                let event = switch_event(&h, |s| s.from = "other".into());
+                h.push(event);
+                h
+            },
+            &[RouteSwitchedFromCurrentRoute],
+        ),
+        case(
+            "two switches for one failed attempt",
+            failed("QUOTA").switched("b1", "eager").switched("b2", "eager"),
+            &[RouteSwitchedOncePerAttempt],
+        ),
+        case(
+            "the next attempt on another route than the switch named",
+            failed("QUOTA").switched("backup", "eager").request("mock"),
+            &[RequestFollowsRouteSwitch],
         ),
     ]
 }

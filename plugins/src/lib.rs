@@ -14,6 +14,8 @@
 //!   its decision.
 //! - [`compaction`]: `compaction`, the context-overflow recovery: its settings, the cut rule
 //!   that shrinks the model-visible history, and its decision.
+//! - [`fallback`]: `fallback`, route failover: its strict settings, its decision (switch now, or
+//!   after the rest of the chain gave up) and the cooldown table.
 //! - [`scripted`]: the answer list and strict configuration of `scripted`, the waterfall's test
 //!   double (its thin [`ScriptedPlugin`](scripted::ScriptedPlugin) shell is in the same file).
 //!
@@ -25,12 +27,17 @@
 //! - [`auto_retry::plugin`]: [`AutoRetry`](auto_retry::AutoRetry), with its run-time settings
 //!   and the switch that ends its waits; [`auto_retry::factory`].
 //! - [`compaction::plugin`]: [`Compaction`](compaction::Compaction); [`compaction::factory`].
+//! - [`fallback::plugin`]: [`Fallback`](fallback::Fallback), with the runtime's cooldowns;
+//!   [`fallback::factory`].
 //! - [`ALL`]: every plugin of the crate under its name, with the factory that builds it from a
 //!   configuration value.
 //!
 //! The default chain is [`DEFAULT_CHAIN`]: `llm-retry`, `compaction`, `auto-retry` — the
 //! official executor first (it never consults downstream when it retries), then the overflow
 //! recovery, then the takeover of what both declined. Their budgets are independent and add up.
+//! `fallback` is not in it — it needs the routes to fall back to — and goes first when
+//! configured ([`FALLBACK_FIRST`]): it lets the whole chain retry the failing route before it
+//! moves the step to another.
 //!
 //! # Quick start
 //!
@@ -108,6 +115,7 @@
 pub mod auto_retry;
 pub mod backoff;
 pub mod compaction;
+pub mod fallback;
 pub mod llm_retry;
 pub mod schedule;
 pub mod scripted;
@@ -117,22 +125,28 @@ use rein_runtime::plugin::{BuiltPlugin, ConfigError};
 use serde_json::Value;
 
 /// Builds a plugin from its configuration value (what a scenario's `plugins[i].config` or the
-/// CLI's configuration holds): strictly for `llm-retry` and `scripted` (an error names the field),
+/// CLI's configuration holds): strictly for `llm-retry`, `fallback` and `scripted` (an error
+/// names the field),
 /// leniently for `compaction` and `auto-retry` (their fallbacks come back as warnings).
 pub type Factory = fn(&Value) -> Result<BuiltPlugin, ConfigError>;
 
-/// Every plugin of this crate under its name (`llm-retry`, `compaction`, `auto-retry`, and the
-/// test double `scripted`), with the factory that builds it: what a scenario runner or a CLI
-/// registers.
+/// Every plugin of this crate under its name (`llm-retry`, `compaction`, `auto-retry`,
+/// `fallback`, and the test double `scripted`), with the factory that builds it: what a scenario
+/// runner or a CLI registers.
 pub const ALL: &[(&str, Factory)] = &[
     (llm_retry::NAME, llm_retry::factory),
     (compaction::NAME, compaction::factory),
     (auto_retry::NAME, auto_retry::factory),
+    (fallback::NAME, fallback::factory),
     (scripted::NAME, scripted_factory),
 ];
 
 /// The plugins of the default chain, in chain order (first = outermost).
 pub const DEFAULT_CHAIN: [&str; 3] = [llm_retry::NAME, compaction::NAME, auto_retry::NAME];
+
+/// The default chain with `fallback` configured: `fallback` first, then [`DEFAULT_CHAIN`].
+pub const FALLBACK_FIRST: [&str; 4] =
+    [fallback::NAME, llm_retry::NAME, compaction::NAME, auto_retry::NAME];
 
 fn scripted_factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     scripted::factory(config).map(BuiltPlugin::strict)
@@ -147,15 +161,24 @@ mod tests {
     #[test]
     fn every_plugin_is_listed_under_its_own_name() {
         let names: Vec<&str> = ALL.iter().map(|(name, _)| *name).collect();
-        assert_eq!(names, ["llm-retry", "compaction", "auto-retry", "scripted"]);
+        assert_eq!(names, ["llm-retry", "compaction", "auto-retry", "fallback", "scripted"]);
         for (name, factory) in ALL {
-            let built = factory(&json!({})).unwrap();
+            // `fallback` has no default routes: its configuration must name them.
+            let config =
+                if *name == fallback::NAME { json!({"routes": ["backup"]}) } else { json!({}) };
+            let built = factory(&config).unwrap();
             assert_eq!(built.plugin.name(), *name);
             assert!(built.warnings.is_empty(), "{name}: {:?}", built.warnings);
         }
-        for name in DEFAULT_CHAIN {
-            assert!(names.contains(&name), "{name}");
+        for name in DEFAULT_CHAIN.iter().chain(&FALLBACK_FIRST) {
+            assert!(names.contains(name), "{name}");
         }
+        assert_eq!(FALLBACK_FIRST[1..], DEFAULT_CHAIN, "fallback first, then the default chain");
+        assert_eq!(
+            fallback::factory(&json!({})).unwrap_err().to_string(),
+            "routes: required: the routes to fall back to, in order of preference",
+            "a strict reader refuses, naming the field"
+        );
         let built = auto_retry::factory(&json!({"extraRetries": "3"})).unwrap();
         let warnings: Vec<String> = built.warnings.iter().map(ToString::to_string).collect();
         assert_eq!(

@@ -34,6 +34,22 @@ pub(crate) struct ServedRoute {
     pub(crate) actor: ActorRef<ProviderMsg>,
 }
 
+/// A route as a turn or a step uses it: the name it was asked by (a prompt, a retry, a
+/// `route/switched`), and the route registered under that name, if any (none: its attempts fail
+/// `NO_ADAPTER`).
+#[derive(Clone)]
+pub(crate) struct RouteUse {
+    pub(crate) name: String,
+    pub(crate) served: Option<Arc<ServedRoute>>,
+}
+
+impl RouteUse {
+    /// The model its requests ask (empty when no route serves the name).
+    pub(crate) fn model(&self) -> String {
+        self.served.as_ref().map(|route| route.model.clone()).unwrap_or_default()
+    }
+}
+
 /// What every actor of a runtime shares.
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn SessionStore>,
@@ -50,4 +66,11 @@ pub(crate) struct Shared {
     pub(crate) idle_grace: Duration,
     /// Crashes to inject into the runtime's own actors (tests).
     pub(crate) faults: Faults,
+}
+
+impl Shared {
+    /// The route named `name`, as a turn or a step uses it.
+    pub(crate) fn route(&self, name: &str) -> RouteUse {
+        RouteUse { name: name.to_owned(), served: self.routes.get(name).cloned() }
+    }
 }

@@ -153,7 +153,7 @@ pub mod prelude {
     pub use crate::failure::Failure;
     pub use crate::plugin::{
         BuiltPlugin, ConfigError, ConfigOutcome, ConfigWarning, DownstreamAnswer, Interrupted,
-        Plugin, PluginSettings, Recovery, RequestErrorPayload, Verdict,
+        Plugin, PluginSettings, Recovery, RequestErrorPayload, SwitchError, Verdict,
     };
     pub use crate::provider::{
         Adapter, ChunkSink, Completion, Message, Messages, Request, SinkClosed, ToolSpec,

@@ -61,12 +61,14 @@ use crate::BoxFuture;
 use crate::failure::Failure;
 use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
-use crate::session_log::SessionLog;
+use crate::event::{Event, RouteSwitched};
+use crate::session_log::{AppendError, SessionLog};
 
 /// A plugin's answer to a failed attempt (SPEC §4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verdict {
-    /// Rerun the request as a new attempt in the same step.
+    /// Rerun the request as a new attempt in the same step: on the same route, or on the route
+    /// a `route/switched` written for this failure names ([`Recovery::switch_route`]).
     Retry,
     /// Delegate: the answer is whatever the rest of the chain answers.
     Next,
@@ -138,7 +140,43 @@ pub enum Interrupted {
     Also,
 }
 
+/// Why [`Recovery::switch_route`] wrote nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SwitchError {
+    /// The turn was cancelled or the plugin disposed first.
+    #[error("the recovery was interrupted ({0:?}): no route switch")]
+    Interrupted(Interrupted),
+    /// The session log refused `route/switched` (a live invariant, a closed log).
+    #[error(transparent)]
+    Rejected(#[from] AppendError),
+}
+
 impl Recovery {
+    /// Moves the failing step to route `to`: appends `route/switched {turn, step, from, to,
+    /// code, reason}` — `from` the failed attempt's route, `code` its failure's — and returns
+    /// once the log acknowledged it. Answer [`Verdict::Retry`] next: the step's next attempt goes
+    /// to `to` (its provider and model) over the same history, and the step and its turn's later
+    /// steps stay there. The switch is read from the log, so a plugin that consulted this one
+    /// downstream and passes its `Retry` on needs to know nothing about it. Nothing is written
+    /// once the turn is cancelled or the plugin disposed.
+    pub async fn switch_route(&self, to: &str, reason: &str) -> Result<(), SwitchError> {
+        if let Some(interrupted) = self.interrupted() {
+            return Err(SwitchError::Interrupted(interrupted));
+        }
+        let p = &self.payload;
+        let switch = RouteSwitched {
+            turn: p.turn,
+            step: p.step,
+            from: p.provider.clone(),
+            to: to.to_owned(),
+            code: p.failure.code().to_owned(),
+            reason: reason.to_owned(),
+        };
+        p.log.append(vec![Event::RouteSwitched(switch)]).await?;
+        Ok(())
+    }
+
     /// Which of the turn's cancellation and the plugin's disposal has fired, if any — the
     /// turn's first, as it decides how the turn ends. A recovery checks it before it writes.
     pub fn interrupted(&self) -> Option<Interrupted> {
@@ -479,6 +517,16 @@ pub trait Plugin: Send + Sync + 'static {
     ) -> Result<Vec<String>, ConfigError> {
         let _ = (patch, base_revision);
         Err(ConfigError::Unsupported(self.name().to_owned()))
+    }
+
+    /// Tells the plugin which provider routes the runtime serves, when it joins a runtime (built
+    /// with it, or registered later). A plugin whose settings name routes (`fallback`) refuses a
+    /// name no route has — the runtime then refuses to build, or to register it — with an error
+    /// naming the field (`routes[1]`), and keeps the names to judge its later run-time patches
+    /// by. Default: the plugin names no route.
+    fn known_routes(&self, routes: &[String]) -> Result<(), ConfigError> {
+        let _ = routes;
+        Ok(())
     }
 
     /// Releases what the plugin holds. Runs once, when the plugin leaves the chain (disposed,

@@ -73,6 +73,14 @@ pub enum DisposeError {
     /// The host is stopped.
     #[error("the plugin host is stopped")]
     Stopped,
+    /// Its settings name a route the runtime does not serve (`Plugin::known_routes`).
+    #[error("plugin {name}: {error}")]
+    Routes {
+        /// The plugin.
+        name: String,
+        /// Its refusal, naming the field.
+        error: crate::plugin::ConfigError,
+    },
 }
 
 /// Why a plugin could not be registered at run time.
@@ -93,6 +101,14 @@ pub enum RegisterError {
     /// The host is stopped.
     #[error("the plugin host is stopped")]
     Stopped,
+    /// Its settings name a route the runtime does not serve (`Plugin::known_routes`).
+    #[error("plugin {name}: {error}")]
+    Routes {
+        /// The plugin.
+        name: String,
+        /// Its refusal, naming the field.
+        error: crate::plugin::ConfigError,
+    },
 }
 
 /// A message to the host.

@@ -79,6 +79,15 @@ pub enum BuildError {
     /// The step limit is 0.
     #[error("max_steps: must be at least 1")]
     ZeroSteps,
+    /// A plugin's settings name a route the runtime does not serve
+    /// ([`Plugin::known_routes`]).
+    #[error("plugin {plugin}: {error}")]
+    PluginRoutes {
+        /// The plugin.
+        plugin: String,
+        /// Its refusal, naming the field.
+        error: ConfigError,
+    },
     /// The plugin host could not start (two plugins share a name, …).
     #[error(transparent)]
     Plugins(#[from] crate::plugin_host::HostError),
@@ -317,6 +326,13 @@ impl RuntimeBuilder {
         if self.max_steps == 0 {
             return Err(BuildError::ZeroSteps);
         }
+        let route_names: Vec<String> = self.routes.iter().map(|r| r.name.clone()).collect();
+        for plugin in &self.plugins {
+            plugin.known_routes(&route_names).map_err(|error| BuildError::PluginRoutes {
+                plugin: plugin.name().to_owned(),
+                error,
+            })?;
+        }
         let census = Census::new();
         let root = RootActor { census: census.clone() };
         let (root, _) =
@@ -473,6 +489,10 @@ impl Runtime {
     /// not be in the chain. It does not change the runtime's default route policy, which was
     /// settled when the runtime was built.
     pub async fn register_plugin(&self, plugin: Arc<dyn Plugin>) -> Result<(), RegisterError> {
+        let routes: Vec<String> = self.inner.sessions.shared.routes.keys().cloned().collect();
+        if let Err(error) = plugin.known_routes(&routes) {
+            return Err(RegisterError::Routes { name: plugin.name().to_owned(), error });
+        }
         self.inner.host.register(plugin).await
     }
 

@@ -8,6 +8,7 @@
 //! before anything is written; subscribers receive every committed event in order.
 //!
 //! - [`retry_chains`]: the retry-chain projection (SPEC §5.4), built in.
+//! - [`step_routes`]: the routes the open step asked and a pending route switch, built in.
 //! - [`open_turn`]: the open turn/step and the last turn/step/attempt numbers, built in; it also
 //!   names the repair a reopen appends.
 //! - `sequencer`: contiguous `seq`, non-decreasing `time`.
@@ -107,6 +108,7 @@ mod reopen;
 pub mod retry_chains;
 mod sequencer;
 mod state;
+pub mod step_routes;
 mod turn_guard;
 
 #[cfg(test)]
@@ -115,6 +117,7 @@ mod tests;
 pub use open_options::OpenOptions;
 pub use open_turn::{OpenTurn, OpenTurnProjection};
 pub use retry_chains::{Chain, RetryChainProjection, RetryChains};
+pub use step_routes::{StepRouteProjection, StepRoutes};
 
 use actor::{LogMsg, OpenArgs, SessionLogActor};
 use state::LogState;
@@ -427,6 +430,11 @@ impl SessionLog {
     /// The retry chains of the open step.
     pub async fn retry_chains(&self) -> Result<RetryChains, LogError> {
         self.read::<RetryChainProjection>(RetryChainProjection::KEY).await
+    }
+
+    /// The routes the open step asked, and where a pending route switch sends its next attempt.
+    pub async fn step_routes(&self) -> Result<StepRoutes, LogError> {
+        self.read::<StepRouteProjection>(StepRouteProjection::KEY).await
     }
 
     /// Where the turn lifecycle stands.

@@ -10,8 +10,9 @@
 //!    ([`StepMsg::ToolDone`]): `tool/call` before it runs, `tool/result` after.
 //! 3. On failure it writes `request/error` and offers the failure to the waterfall: the walk of
 //!    the plugin chain runs as a task of the step and its verdict comes back as a message
-//!    ([`StepMsg::Resolved`]). `Retry` starts the next attempt at 1.; `Stop` ends the step with the
-//!    failure.
+//!    ([`StepMsg::Resolved`]). `Retry` starts the next attempt at 1. — on the route a
+//!    `route/switched` written during the walk names, if one was (the step keeps that route, and
+//!    its turn's later steps start on it); `Stop` ends the step with the failure.
 //!
 //! Its handlers never wait on anything but the session's log, so a stop is taken promptly.
 //!
@@ -51,7 +52,7 @@ use crate::agent_loop::runtime_failure;
 use crate::agent_loop::{self, StepOutcome};
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
-use crate::context::{ServedRoute, Shared};
+use crate::context::{RouteUse, Shared};
 use crate::crash::panic_message;
 use crate::event::{
     AssistantChunk, Event, RequestError, RequestStart, StepRef, ToolCall, ToolCallEvent, ToolResult,
@@ -63,7 +64,7 @@ use crate::plugin_host::walk;
 use crate::provider::actor::{AttemptResult, ProviderCall, ProviderMsg};
 use crate::provider::{ChunkSink, Completion, Request, SinkClosed};
 use crate::retry_policy::RetryPolicy;
-use crate::session_log::SessionLog;
+use crate::session_log::{SessionLog, StepRouteProjection};
 use crate::tool::{TOOL_ERROR, ToolOutcome};
 use crate::waterfall::{self, Resolution};
 
@@ -73,10 +74,8 @@ pub(crate) struct TurnCtx {
     pub(crate) log: SessionLog,
     pub(crate) session_id: Arc<str>,
     pub(crate) turn: u32,
-    /// The route's name, as the prompt gave it.
-    pub(crate) route_name: String,
-    /// The route, if one of that name is registered.
-    pub(crate) route: Option<Arc<ServedRoute>>,
+    /// The route the turn starts on, as the prompt (or the retry) named it.
+    pub(crate) route: RouteUse,
 }
 
 /// A message to a step actor.
@@ -98,6 +97,9 @@ pub(crate) struct StepActor;
 pub(crate) struct StepArgs {
     pub(crate) ctx: Arc<TurnCtx>,
     pub(crate) step: u32,
+    /// The route its first attempt goes to (the turn's route, or where an earlier step of the
+    /// turn was switched to).
+    pub(crate) route: RouteUse,
     pub(crate) scope: CancelScope,
 }
 
@@ -105,6 +107,9 @@ pub(crate) struct StepArgs {
 pub(crate) struct StepState {
     ctx: Arc<TurnCtx>,
     step: u32,
+    /// The route of its attempts; a `route/switched` moves the next one (its turn reads it back
+    /// when the step ended: the turn's later steps stay on it).
+    pub(crate) route: RouteUse,
     scope: CancelScope,
     /// The attempt in progress (0 before the first).
     attempt: u32,
@@ -160,8 +165,8 @@ impl StepState {
             turn: self.ctx.turn,
             step: self.step,
             attempt,
-            provider: self.ctx.route_name.clone(),
-            model: self.ctx.route.as_ref().map(|r| r.model.clone()).unwrap_or_default(),
+            provider: self.route.name.clone(),
+            model: self.route.model(),
             messages,
             tools: self.ctx.shared.tools.specs().to_vec(),
         })
@@ -174,9 +179,9 @@ impl StepState {
             turn: self.ctx.turn,
             step: self.step,
             attempt: self.attempt,
-            provider: self.ctx.route_name.clone(),
+            provider: self.route.name.clone(),
             failure,
-            retry_policy: self.ctx.route.as_ref().map(|route| {
+            retry_policy: self.route.served.as_ref().map(|route| {
                 RetryPolicy::effective(route.policy.as_ref(), shared.default_policy.as_ref())
             }),
             cancel: self.scope.token().clone(),
@@ -221,7 +226,7 @@ impl StepActor {
             turn = state.ctx.turn,
             step = state.step,
             attempt,
-            gen_ai.provider.name = %state.ctx.route_name,
+            gen_ai.provider.name = %state.route.name,
             gen_ai.request.model = %model,
             error.r#type = tracing::field::Empty,
         );
@@ -229,7 +234,7 @@ impl StepActor {
         if !state.started {
             batch.push(Event::StepStart(state.at()));
         }
-        let provider = state.ctx.route_name.clone();
+        let provider = state.route.name.clone();
         batch.push(Event::RequestStart(RequestStart {
             turn: state.ctx.turn,
             step: state.step,
@@ -239,8 +244,8 @@ impl StepActor {
         }));
         state.append(batch).await?;
         state.started = true;
-        let Some(route) = state.ctx.route.clone() else {
-            let message = format!("no provider route named {:?}", state.ctx.route_name);
+        let Some(route) = state.route.served.clone() else {
+            let message = format!("no provider route named {:?}", state.route.name);
             return self
                 .failed(myself, state, Failure::internal(failure::NO_ADAPTER, message))
                 .await;
@@ -264,6 +269,27 @@ impl StepActor {
             return self
                 .failed(myself, state, Failure::internal(failure::NO_ADAPTER, message))
                 .await;
+        }
+        Ok(())
+    }
+
+    /// Before a retry: a `route/switched` written during the waterfall (after the failed
+    /// attempt's `request/start`) sends the next attempt to its `to`.
+    async fn follow_switch(&self, state: &mut StepState) -> Result<(), Fault> {
+        let switched = state
+            .ctx
+            .log
+            .view::<StepRouteProjection, _>(StepRouteProjection::KEY, |routes| {
+                routes.switched_to().map(str::to_owned)
+            })
+            .await
+            .map_err(|error| {
+                Fault(runtime_failure(format!("the route switch could not be read: {error}")))
+            })?;
+        if let Some(to) = switched {
+            if to != state.route.name {
+                state.route = state.ctx.shared.route(&to);
+            }
         }
         Ok(())
     }
@@ -293,7 +319,7 @@ impl StepActor {
             turn: state.ctx.turn,
             step: state.step,
             attempt: state.attempt,
-            provider: state.ctx.route_name.clone(),
+            provider: state.route.name.clone(),
             failure: failure.clone(),
         };
         state.append(vec![Event::RequestError(error)]).await?;
@@ -423,7 +449,10 @@ impl StepActor {
                 state.work = None;
                 let failure = state.failure.take();
                 match (resolution, failure) {
-                    (Resolution::Retry, _) => self.begin(myself, state, attempt + 1).await,
+                    (Resolution::Retry, _) => {
+                        self.follow_switch(state).await?;
+                        self.begin(myself, state, attempt + 1).await
+                    }
                     (Resolution::Stop, Some(failure)) => {
                         self.finish(myself, state, StepOutcome::Failed(*failure));
                         Ok(())
@@ -482,12 +511,13 @@ impl Actor for StepActor {
         _myself: ActorRef<StepMsg>,
         args: StepArgs,
     ) -> Result<StepState, ActorProcessingErr> {
-        let StepArgs { ctx, step, scope } = args;
+        let StepArgs { ctx, step, route, scope } = args;
         Ok(StepState {
             _alive: ctx.shared.census.enter(ActorKind::Step),
             _cancel_on_drop: scope.guard(),
             ctx,
             step,
+            route,
             scope,
             attempt: 0,
             started: false,

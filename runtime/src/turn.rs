@@ -40,6 +40,7 @@ use tokio_util::sync::DropGuard;
 use crate::agent_loop::{self, StepOutcome, TurnDecision, runtime_failure};
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
+use crate::context::RouteUse;
 use crate::event::{CancelCause, TurnEndReason};
 use crate::step::{StepActor, StepArgs, StepMsg, StepState, TurnCtx};
 
@@ -47,6 +48,9 @@ use crate::step::{StepActor, StepArgs, StepMsg, StepState, TurnCtx};
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TurnReport {
     pub(crate) reason: TurnEndReason,
+    /// The route of its latest attempt (where a route switch left it): what a manual retry of
+    /// the turn runs on, as the session's last-route projection folds it from the log.
+    pub(crate) route: String,
 }
 
 /// The actor of one running turn.
@@ -63,6 +67,8 @@ pub(crate) struct TurnState {
     ctx: Arc<TurnCtx>,
     scope: CancelScope,
     step: u32,
+    /// The route the next step starts on: the turn's, until a step was switched to another.
+    route: RouteUse,
     current: Option<ActorRef<StepMsg>>,
     /// Set once the turn ended: what its session writes.
     pub(crate) report: Option<TurnReport>,
@@ -74,7 +80,12 @@ impl TurnActor {
     /// Spawns step `step` linked under this turn, or ends the turn if it cannot.
     async fn run_step(&self, myself: &ActorRef<()>, state: &mut TurnState, step: u32) {
         state.step = step;
-        let args = StepArgs { ctx: Arc::clone(&state.ctx), step, scope: state.scope.child() };
+        let args = StepArgs {
+            ctx: Arc::clone(&state.ctx),
+            step,
+            route: state.route.clone(),
+            scope: state.scope.child(),
+        };
         match Actor::spawn_linked(None, StepActor, args, myself.get_cell()).await {
             Ok((actor, _)) => state.current = Some(actor),
             Err(error) => {
@@ -87,7 +98,7 @@ impl TurnActor {
     /// The turn ended: keep the report and stop (the session reads it from the final state).
     fn end(&self, myself: &ActorRef<()>, state: &mut TurnState, reason: TurnEndReason) {
         state.current = None;
-        state.report = Some(TurnReport { reason });
+        state.report = Some(TurnReport { reason, route: state.route.name.clone() });
         myself.stop(None);
     }
 
@@ -126,6 +137,7 @@ impl Actor for TurnActor {
         Ok(TurnState {
             _alive: ctx.shared.census.enter(ActorKind::Turn),
             _cancel_on_drop: scope.guard(),
+            route: ctx.route.clone(),
             ctx,
             scope,
             step: 0,
@@ -154,9 +166,13 @@ impl Actor for TurnActor {
         };
         let outcome = match event {
             SupervisionEvent::ActorTerminated(cell, final_state, _) if is_current(&cell) => {
-                let report =
-                    final_state.and_then(|mut s| s.take::<StepState>().ok()).and_then(|s| s.report);
-                report.ok_or_else(|| "it stopped without reporting how it ended".to_owned())
+                let step = final_state.and_then(|mut s| s.take::<StepState>().ok());
+                if let Some(step) = &step {
+                    // A step switched to another route: the turn's later steps start there.
+                    state.route = step.route.clone();
+                }
+                step.and_then(|s| s.report)
+                    .ok_or_else(|| "it stopped without reporting how it ended".to_owned())
             }
             SupervisionEvent::ActorFailed(cell, error) if is_current(&cell) => {
                 Err(error.to_string())
@@ -183,7 +199,8 @@ impl Actor for TurnActor {
             let _ = step.stop_and_wait(None, None).await;
         }
         let cause = state.scope.cause().unwrap_or(CancelCause::Parent);
-        state.report = Some(TurnReport { reason: TurnEndReason::Aborted { cause } });
+        let route = state.route.name.clone();
+        state.report = Some(TurnReport { reason: TurnEndReason::Aborted { cause }, route });
         Ok(())
     }
 }

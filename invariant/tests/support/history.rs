@@ -5,7 +5,7 @@
 
 use rein_runtime::event::{
     AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
-    Envelope, Event, LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart,
+    Envelope, Event, LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched,
     SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnStart,
     UserMessage,
 };
@@ -250,6 +250,19 @@ impl History {
             id: id.to_owned(),
             output: "hi".into(),
             is_error: false,
+        }))
+    }
+
+    /// `route/switched` from the current provider to `to`, for the latest failure's code.
+    pub fn switched(&mut self, to: &str, reason: &str) -> &mut Self {
+        let code = self.failure.as_ref().map_or("SERVER", |f| f.code()).to_owned();
+        self.push(Event::RouteSwitched(RouteSwitched {
+            turn: self.turn,
+            step: self.step,
+            from: self.provider.clone(),
+            to: to.to_owned(),
+            code,
+            reason: reason.to_owned(),
         }))
     }
 

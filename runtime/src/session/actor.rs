@@ -69,7 +69,7 @@ use crate::event::{
 use crate::history::HistoryProjection;
 use crate::session_log::{OpenOptions, SessionLog};
 use crate::step::TurnCtx;
-use crate::turn::{TurnActor, TurnArgs, TurnState};
+use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
 
 /// A message to a session actor.
 pub(crate) enum SessionMsg {
@@ -250,11 +250,10 @@ impl SessionActor {
         let scope = CancelScope::new();
         let ctx = Arc::new(TurnCtx {
             shared: Arc::clone(&self.shared),
-            route: self.shared.routes.get(&route).cloned(),
+            route: self.shared.route(&route),
             log,
             session_id: Arc::clone(&self.id),
             turn,
-            route_name: route.clone(),
         });
         let args = TurnArgs { ctx, scope: scope.clone() };
         match Actor::spawn_linked(None, TurnActor, args, myself.get_cell()).await {
@@ -307,8 +306,14 @@ impl SessionActor {
     }
 
     /// The running turn's actor terminated (`report`: how the turn ended, if it said) or failed.
-    async fn turn_gone(&self, state: &mut SessionState, ended: Result<TurnEndReason, String>) {
+    async fn turn_gone(&self, state: &mut SessionState, ended: Result<TurnReport, String>) {
         let Some(Running { turn, sink, route, .. }) = state.running.take() else { return };
+        // The route its latest attempt used (a route switch moves it), as the log's last-route
+        // projection folds it.
+        let (ended, route) = match ended {
+            Ok(report) => (Ok(report.reason), report.route),
+            Err(error) => (Err(error), route),
+        };
         let reason = ended.unwrap_or_else(|error| {
             tracing::error!(session.id = %self.id, turn, %error, "a turn crashed");
             TurnEndReason::Error {
@@ -510,9 +515,8 @@ impl SessionActor {
             SupervisionEvent::ActorTerminated(cell, final_state, _) if is_turn(&cell) => {
                 let report =
                     final_state.and_then(|mut s| s.take::<TurnState>().ok()).and_then(|s| s.report);
-                let ended = report
-                    .map(|r| r.reason)
-                    .ok_or_else(|| "it stopped without reporting how it ended".to_owned());
+                let ended =
+                    report.ok_or_else(|| "it stopped without reporting how it ended".to_owned());
                 self.turn_gone(state, ended).await;
             }
             SupervisionEvent::ActorFailed(cell, error) if is_turn(&cell) => {

@@ -9,7 +9,7 @@
 //!
 //! # Why a `Vec`
 //!
-//! A log has a handful of projections (the two built-in ones, plus one or two per plugin), and
+//! A log has a handful of projections (the three built-in ones, plus one or two per plugin), and
 //! every committed event is folded into each of them in order. A vector keeps that loop tight
 //! and the idle footprint small; a key lookup over a few entries is a short scan.
 
@@ -21,6 +21,7 @@ use crate::projection::Projection;
 use super::LogError;
 use super::open_turn::OpenTurnProjection;
 use super::retry_chains::RetryChainProjection;
+use super::step_routes::StepRouteProjection;
 
 /// A projection and its state, behind a type-erased interface.
 pub(crate) trait ErasedProjection: Send {
@@ -63,9 +64,16 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    /// A registry holding the built-in projections (retry chains, open turn), empty.
+    /// A registry holding the built-in projections (retry chains, open turn, step routes),
+    /// empty.
     pub(crate) fn with_builtins() -> Self {
-        Self { entries: vec![erase(RetryChainProjection), erase(OpenTurnProjection)] }
+        Self {
+            entries: vec![
+                erase(RetryChainProjection),
+                erase(OpenTurnProjection),
+                erase(StepRouteProjection),
+            ],
+        }
     }
 
     /// Whether a projection is registered under `key`.
