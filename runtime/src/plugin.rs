@@ -58,10 +58,10 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::BoxFuture;
+use crate::event::{Event, RouteSwitched};
 use crate::failure::Failure;
 use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
-use crate::event::{Event, RouteSwitched};
 use crate::session_log::{AppendError, SessionLog};
 
 /// A plugin's answer to a failed attempt (SPEC §4).

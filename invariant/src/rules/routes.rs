@@ -61,7 +61,10 @@ fn switched(state: &State, event: &Envelope, s: &RouteSwitched, out: &mut Vec<Vi
         out.push(Violation::new(
             event,
             Rule::RouteSwitchedAfterRequestError,
-            format!("turn {} step {} has no attempt to switch from (no request/start)", s.turn, s.step),
+            format!(
+                "turn {} step {} has no attempt to switch from (no request/start)",
+                s.turn, s.step
+            ),
         ));
         return;
     };

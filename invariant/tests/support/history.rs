@@ -5,9 +5,9 @@
 
 use rein_runtime::event::{
     AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
-    Envelope, Event, LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched,
-    SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnStart,
-    UserMessage,
+    Envelope, Event, LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart,
+    RouteSwitched, SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd,
+    TurnEndReason, TurnStart, UserMessage,
 };
 use rein_runtime::failure::Failure;
 

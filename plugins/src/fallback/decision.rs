@@ -262,7 +262,13 @@ mod tests {
                 vec![],
                 Decision::Decline(Declined::NotListed),
             ),
-            ("the hard floor", failure("AUTH", None), main.clone(), vec![], Decision::Decline(Declined::NotListed)),
+            (
+                "the hard floor",
+                failure("AUTH", None),
+                main.clone(),
+                vec![],
+                Decision::Decline(Declined::NotListed),
+            ),
             (
                 "a route asked in this step is skipped",
                 failure("QUOTA", None),

@@ -26,8 +26,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use rein_runtime::BoxFuture;
 use rein_runtime::plugin::{
-    BuiltPlugin, ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, SwitchError,
-    Verdict,
+    BuiltPlugin, ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, SwitchError, Verdict,
 };
 use serde_json::Value;
 use tokio::time::Instant;
@@ -328,7 +327,9 @@ mod tests {
         store.events("s")[5..]
             .iter()
             .map(|e| match &e.event {
-                Event::RouteSwitched(s) => (e.kind(), format!("{}→{} {} {}", s.from, s.to, s.code, s.reason)),
+                Event::RouteSwitched(s) => {
+                    (e.kind(), format!("{}→{} {} {}", s.from, s.to, s.code, s.reason))
+                }
                 other => (e.kind(), format!("{other:?}")),
             })
             .collect()
@@ -347,10 +348,7 @@ mod tests {
         let fallback = plugin(json!({"routes": ["backup"]}));
         let verdict = fallback.recover(recovery(&log, quota, downstream)).await;
         assert_eq!(verdict, Verdict::Retry);
-        assert_eq!(
-            written(&store),
-            [("route/switched", "main→backup QUOTA eager".to_owned())]
-        );
+        assert_eq!(written(&store), [("route/switched", "main→backup QUOTA eager".to_owned())]);
         assert_eq!(log.step_routes().await.unwrap().switched_to(), Some("backup"));
     }
 
@@ -367,7 +365,10 @@ mod tests {
         let (store, log) = failed(&server).await;
         let verdict = fallback.recover(recovery(&log, server, Downstream::end())).await;
         assert_eq!(verdict, Verdict::Retry);
-        assert_eq!(written(&store), [("route/switched", "main→backup SERVER exhausted".to_owned())]);
+        assert_eq!(
+            written(&store),
+            [("route/switched", "main→backup SERVER exhausted".to_owned())]
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -382,7 +383,8 @@ mod tests {
         tokio::time::advance(Duration::from_millis(1)).await;
         assert!(fallback.cooling().is_empty(), "over after cooldownMs");
         // A longer provider delay wins; a code other than RATE_LIMIT and QUOTA cools nothing.
-        let limited = Failure::new("RATE_LIMIT", "slow").unwrap().with_retry_after_ms(5000.0).unwrap();
+        let limited =
+            Failure::new("RATE_LIMIT", "slow").unwrap().with_retry_after_ms(5000.0).unwrap();
         let (_, log) = failed(&limited).await;
         let _ = Arc::clone(&fallback).recover(recovery(&log, limited, Downstream::end())).await;
         tokio::time::advance(Duration::from_millis(4999)).await;
@@ -416,7 +418,8 @@ mod tests {
         let fallback = Fallback::from_config(&json!({"routes": ["backup"]})).unwrap();
         fallback.known_routes(&served).unwrap();
         let patch = json!({"routes": ["main", "elsewhere"]});
-        let refused = "routes[1]: no provider route named \"elsewhere\" is served (served: backup, main)";
+        let refused =
+            "routes[1]: no provider route named \"elsewhere\" is served (served: backup, main)";
         assert_eq!(fallback.check_settings(&patch, 0).unwrap_err().to_string(), refused);
         assert_eq!(fallback.configure(patch, 0).unwrap_err().to_string(), refused);
         assert_eq!(fallback.revision(), 0, "nothing changed");

@@ -180,7 +180,9 @@ impl Settings for FallbackSettings {
             return Err(if fields.contains_key(EAGER_CODES) {
                 FieldError::new(
                     format!("{EAGER_CODES}[{i}]"),
-                    format_args!("{code} is not one of codes (a code outside codes never switches)"),
+                    format_args!(
+                        "{code} is not one of codes (a code outside codes never switches)"
+                    ),
                 )
             } else {
                 FieldError::new(
@@ -355,10 +357,18 @@ mod tests {
             ),
             (json!({"codes": ["QUOTA"], "eagerCodes": []}), Ok(vec!["codes", "eagerCodes"])),
             (json!({"maxWaitMs": 5000, "cooldownMs": 60000}), Ok(vec!["maxWaitMs"])),
-            (json!({"codes": ["SERVER"]}), Err("codes: must keep QUOTA, which eagerCodes lists (remove it there too)")),
+            (
+                json!({"codes": ["SERVER"]}),
+                Err("codes: must keep QUOTA, which eagerCodes lists (remove it there too)"),
+            ),
             (json!({"codes": ["SERVER"], "eagerCodes": []}), Ok(vec!["codes", "eagerCodes"])),
             (json!({"routes": null}), Err("routes: must be a list of route names, got null")),
-            (json!({"enabled": false}), Err("enabled: unknown key (expected one of: routes, codes, eagerCodes, maxWaitMs, cooldownMs)")),
+            (
+                json!({"enabled": false}),
+                Err(
+                    "enabled: unknown key (expected one of: routes, codes, eagerCodes, maxWaitMs, cooldownMs)",
+                ),
+            ),
         ];
         for (patch, expected) in cases {
             let got = base.patched(&patch).map(|p| p.changed).map_err(|e| e.to_string());

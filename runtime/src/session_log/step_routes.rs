@@ -186,8 +186,18 @@ mod tests {
                 vec![],
                 None,
             ),
-            ("agent/idle clears it", vec![request(1, "a"), Event::AgentIdle(AgentIdle {})], vec![], None),
-            ("turn/start clears it", vec![request(1, "a"), Event::TurnStart(TurnStart { turn: 2 })], vec![], None),
+            (
+                "agent/idle clears it",
+                vec![request(1, "a"), Event::AgentIdle(AgentIdle {})],
+                vec![],
+                None,
+            ),
+            (
+                "turn/start clears it",
+                vec![request(1, "a"), Event::TurnStart(TurnStart { turn: 2 })],
+                vec![],
+                None,
+            ),
         ];
         for (case, events, used, switched_to) in cases {
             assert_eq!(fold(events), (used, switched_to.map(str::to_owned)), "{case}");
