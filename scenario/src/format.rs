@@ -18,6 +18,9 @@
 //! A few optional fields make the waterfall's failure modes expressible; a file without them
 //! reads exactly as the format says, and the report keeps its shape:
 //!
+//! - `providers[i].model` (default `"scripted"`, [`crate::runner::MODEL`]): the model the route
+//!   asks, as its `request/start` names it — so a file can fall back to another model of the
+//!   same provider and the log shows which one answered.
 //! - `providers[i].adapter` (default `true`): `false` declares a route no adapter serves. It
 //!   takes no `script` and no `retryPolicy`; the runner registers no route for it, so a turn on
 //!   it fails with `NO_ADAPTER` and a waterfall payload without a policy, as for any route the
@@ -119,6 +122,9 @@ pub struct PluginUse {
 pub struct ProviderScript {
     /// The route's id.
     pub id: String,
+    /// The model the route asks (rein's extension; `None`: the runner's default,
+    /// [`crate::runner::MODEL`]).
+    pub model: Option<String>,
     /// Whether an adapter serves the route (rein's extension, `"adapter": false`: no adapter
     /// does, so every attempt on it fails with `NO_ADAPTER` and the waterfall payload carries no
     /// policy). When false, `retry_policy` is `None` and `script` is empty.
@@ -292,6 +298,8 @@ struct RawPlugin {
 struct RawProvider {
     id: String,
     #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
     adapter: Option<bool>,
     #[serde(default)]
     retry_policy: Option<Value>,
@@ -430,6 +438,9 @@ impl RawScenario {
                     format!("provider {:?} is already declared by {}", raw.id, first.path),
                 ));
             }
+            if let Some(model) = &raw.model {
+                non_empty(model, || format!("{path}.model"))?;
+            }
             let adapter = raw.adapter.unwrap_or(true);
             if !adapter {
                 let no_adapter = "not allowed: \"adapter\": false declares that no adapter serves \
@@ -438,6 +449,12 @@ impl RawScenario {
                     return Err(InvalidScenario::new(
                         format!("{path}.retryPolicy"),
                         format!("{no_adapter} (its attempts carry no policy)"),
+                    ));
+                }
+                if raw.model.is_some() {
+                    return Err(InvalidScenario::new(
+                        format!("{path}.model"),
+                        format!("{no_adapter} (no model is asked)"),
                     ));
                 }
                 if raw.script.is_some() {
@@ -469,7 +486,14 @@ impl RawScenario {
                         .map_err(|e| InvalidScenario::new(e.path, e.kind.to_string()))
                 })
                 .transpose()?;
-            providers.push(ProviderScript { id: raw.id, adapter, retry_policy, script, path });
+            providers.push(ProviderScript {
+                id: raw.id,
+                model: raw.model,
+                adapter,
+                retry_policy,
+                script,
+                path,
+            });
         }
 
         for (i, tool) in self.tools.iter().enumerate() {

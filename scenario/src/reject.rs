@@ -12,7 +12,8 @@
 //! # Why only the events written for plugins
 //!
 //! [`REJECTABLE`] lists the types appended by plugins or about them: `llm/retry`,
-//! `llm/retry-started`, `context/compacted`, `plugin/crashed`, `config/changed`. A refusal of
+//! `llm/retry-started`, `route/switched`, `context/compacted`, `plugin/crashed`,
+//! `config/changed`. A refusal of
 //! those is something a plugin (or the waterfall's diagnostics) must survive, which is what a
 //! scenario wants to show. Refusing the runtime's own lifecycle (`session/start`, `turn/start`,
 //! `turn/end`…) would only break the run itself (an internal fault, exit 1, for what is really
@@ -22,8 +23,14 @@ use rein_runtime::event::Envelope;
 use rein_runtime::validator::{Rejection, Validator};
 
 /// The event types a scenario may reject: those appended by plugins or about them.
-pub const REJECTABLE: [&str; 5] =
-    ["llm/retry", "llm/retry-started", "context/compacted", "plugin/crashed", "config/changed"];
+pub const REJECTABLE: [&str; 6] = [
+    "llm/retry",
+    "llm/retry-started",
+    "route/switched",
+    "context/compacted",
+    "plugin/crashed",
+    "config/changed",
+];
 
 /// The rule name a [`RejectAppends`] rejection carries.
 pub const RULE: &str = "scenario-reject";

@@ -13,8 +13,9 @@
 //!
 //! Before anything runs it also checks what only built plugins can tell: their names (what the
 //! chain, `plugin/crashed` and the actions know them by — the `use` name, unless the plugin's
-//! configuration gives another, as `scripted` allows) are distinct, and every `dispose` and
-//! `configure` action names one of them.
+//! configuration gives another, as `scripted` allows) are distinct, every `dispose` and
+//! `configure` action names one of them, and every route a plugin names (`fallback`'s `routes`)
+//! is a declared provider with an adapter.
 //!
 //! # Why a paused current-thread runtime
 //!
@@ -184,6 +185,7 @@ impl ScenarioRunner {
     pub async fn run_here(&self, scenario: &Scenario) -> Result<RunOutcome, RunError> {
         let (plugins, warnings) = self.instantiate_plugins(scenario)?;
         Self::check_actions(scenario, &plugins)?;
+        Self::check_routes(scenario, &plugins)?;
         let tools = self.resolve_tools(scenario)?;
         let jitter = Samples::new(scenario.random.iter().copied(), scenario.seed).map_err(|e| {
             let message = e.to_string();
@@ -204,7 +206,7 @@ impl ScenarioRunner {
             let adapter = ScriptedProvider::new(route.script.iter().cloned());
             builder = builder.route(
                 Route::new(&route.id, Arc::new(adapter))
-                    .model(MODEL)
+                    .model(route.model.as_deref().unwrap_or(MODEL))
                     .retry_policy(route.retry_policy.clone()),
             );
         }
@@ -304,6 +306,17 @@ impl ScenarioRunner {
                 )
                 .into());
             }
+        }
+        Ok(())
+    }
+
+    /// Every route a plugin's configuration names (`fallback`'s `routes`) is one the run serves:
+    /// a declared provider with an adapter. Refused at `plugins[i].config.<field>`.
+    fn check_routes(scenario: &Scenario, plugins: &[BuiltPlugin]) -> Result<(), RunError> {
+        let served: Vec<String> =
+            scenario.providers.iter().filter(|p| p.adapter).map(|p| p.id.clone()).collect();
+        for (used, built) in scenario.plugins.iter().zip(plugins) {
+            built.plugin.known_routes(&served).map_err(|e| config_error(&used.path, e))?;
         }
         Ok(())
     }

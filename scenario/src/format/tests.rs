@@ -142,7 +142,12 @@ fn every_invalid_field_is_reported_at_its_path() {
             "required field is missing",
         ),
         (set("/providers/1", json!({"adapter": false})), "providers[1].id", "required field"),
-        (set("/providers/0/model", json!("m")), "providers[0].model", "unknown field"),
+        (set("/providers/0/modle", json!("m")), "providers[0].modle", "unknown field"),
+        (
+            set("/providers/1", json!({"id": "ghost", "adapter": false, "model": "m"})),
+            "providers[1].model",
+            "no model is asked",
+        ),
         (
             set(
                 "/providers/0/retryPolicy",
@@ -272,6 +277,9 @@ fn every_invalid_field_is_reported_at_its_path() {
         (set("/actions/2/revision", json!(-1)), "actions[2].revision", "got -1"),
         (set("/actions/2/revision", json!("1")), "actions[2].revision", "invalid type"),
         (set("/actions/0/do", json!("crash")), "actions[0].plugin", "required for \"crash\""),
+        // rein's `model` extension
+        (set("/providers/0/model", json!("")), "providers[0].model", "must be a non-empty string"),
+        (set("/providers/0/model", json!(3)), "providers[0].model", "invalid type"),
         // rein's `reject` extension
         (set("/reject", json!("llm/retry")), "reject", "invalid type"),
         (set("/reject", json!([7])), "reject[0]", "invalid type"),
@@ -279,7 +287,7 @@ fn every_invalid_field_is_reported_at_its_path() {
             set("/reject", json!(["llm/retry", "llm/retyr"])),
             "reject[1]",
             "unknown event type \"llm/retyr\"; rejectable: \"llm/retry\", \"llm/retry-started\", \
-             \"context/compacted\", \"plugin/crashed\", \"config/changed\"",
+             \"route/switched\", \"context/compacted\", \"plugin/crashed\", \"config/changed\"",
         ),
         (
             set("/reject", json!(["turn/start"])),
@@ -448,6 +456,20 @@ fn plugin_names_and_action_references_are_left_to_the_runner() {
         scenario.actions[2].kind,
         ActionKind::Dispose { plugin: "named-in-a-config".into() }
     );
+}
+
+#[test]
+fn a_route_may_name_the_model_it_asks() {
+    let doc = json!({
+        "providers": [
+            {"id": "main", "model": "big-1", "script": [{"reply": {"text": "hi"}}]},
+            {"id": "mock", "script": [{"reply": {"text": "hi"}}]}
+        ],
+        "turns": [{"prompt": "hello", "provider": "main"}]
+    });
+    let scenario = Scenario::from_value(doc).unwrap();
+    assert_eq!(scenario.provider("main").unwrap().model.as_deref(), Some("big-1"));
+    assert_eq!(scenario.provider("mock").unwrap().model, None, "the runner's default");
 }
 
 #[test]

@@ -107,6 +107,30 @@ impl Plugin for SampleDelay {
     }
 }
 
+/// Names routes in its configuration (`{"routes": [...]}`), like `fallback`; refuses, when the
+/// runtime says which routes it serves, a name it does not. Answers `Next`.
+struct NamesRoutes(Vec<String>);
+
+impl Plugin for NamesRoutes {
+    fn name(&self) -> &str {
+        "names-routes"
+    }
+
+    fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
+        Box::pin(async { Verdict::Next })
+    }
+
+    fn known_routes(&self, routes: &[String]) -> Result<(), ConfigError> {
+        match self.0.iter().position(|r| !routes.contains(r)) {
+            None => Ok(()),
+            Some(i) => Err(ConfigError::Invalid {
+                path: format!("routes[{i}]"),
+                message: format!("no route named {:?} is served", self.0[i]),
+            }),
+        }
+    }
+}
+
 fn runner() -> ScenarioRunner {
     let mut plugins = PluginRegistry::new();
     plugins.register_lenient("lenient", |config: &Value| {
@@ -126,6 +150,11 @@ fn runner() -> ScenarioRunner {
     plugins.register("sample-delay", |_: &Value| Ok(Arc::new(SampleDelay) as Arc<dyn Plugin>));
     plugins.register("wait-then-retry", WaitThenRetry::factory("wait-then-retry"));
     plugins.register("misnamed", WaitThenRetry::factory("other-name"));
+    plugins.register("names-routes", |config: &Value| {
+        let routes = config["routes"].as_array().into_iter().flatten();
+        let routes = routes.filter_map(Value::as_str).map(str::to_owned).collect();
+        Ok(Arc::new(NamesRoutes(routes)) as Arc<dyn Plugin>)
+    });
     ScenarioRunner::new().plugins(plugins)
 }
 
@@ -410,7 +439,7 @@ fn names_the_registries_do_not_know_make_the_scenario_invalid() {
         (
             base(json!([{"use": "wait-then-retry"}, {"use": "llm-retry"}]), json!([])),
             "plugins[1].use",
-            "unknown plugin \"llm-retry\"; registered: \"lenient\", \"misnamed\", \"sample-delay\", \"wait-then-retry\"",
+            "unknown plugin \"llm-retry\"; registered: \"lenient\", \"misnamed\", \"names-routes\", \"sample-delay\", \"wait-then-retry\"",
         ),
         (
             base(json!([{"use": "wait-then-retry", "config": {"delaysMs": 1}}]), json!([])),
@@ -432,6 +461,37 @@ fn names_the_registries_do_not_know_make_the_scenario_invalid() {
         let err = invalid(doc);
         assert_eq!((err.path.as_str(), err.message.as_str()), (path, message));
     }
+}
+
+#[test]
+fn a_route_a_plugin_names_must_be_served_and_a_route_may_name_its_model() {
+    let doc = |routes: Value| {
+        json!({
+            "plugins": [{"use": "names-routes", "config": {"routes": routes}}],
+            "providers": [
+                {"id": "main", "model": "big-1", "script": [{"reply": {"text": "hi"}}]},
+                {"id": "backup", "model": "small-1", "script": []},
+                {"id": "ghost", "adapter": false}
+            ],
+            "turns": [{"prompt": "hi", "provider": "main"}]
+        })
+    };
+    let err = invalid(doc(json!(["backup", "ghost"])));
+    assert_eq!(
+        (err.path.as_str(), err.message.as_str()),
+        ("plugins[0].config.routes[1]", "no route named \"ghost\" is served"),
+        "a route no adapter serves is not served"
+    );
+    let outcome = run(doc(json!(["backup"])));
+    let models: Vec<(String, String)> = outcome
+        .events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestStart(r) => Some((r.provider.clone(), r.model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(models, [("main".to_owned(), "big-1".to_owned())]);
 }
 
 #[test]
