@@ -2,7 +2,8 @@
 //! `rein scenario run FILE --json` as a process. Each test asserts the whole report (retry ids
 //! masked as `#1`, `#2`… in order of appearance: they are UUID v4s drawn from the scenario's seed,
 //! equal on every run but unreadable in an expectation) and its invariant verdict. The files of
-//! `auto-retry`, `compaction` and the whole chain are run by `tests/recovery_scenarios.rs`.
+//! `auto-retry`, `compaction` and the whole chain are run by `tests/recovery_scenarios.rs`, those
+//! of `fallback` by `tests/fallback_scenarios.rs`.
 
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
@@ -12,7 +13,7 @@ mod scenario_cli;
 
 use std::collections::BTreeSet;
 
-use scenario_cli::{LLM_RETRY, RECOVERY, dir, requests, run, run_with_log};
+use scenario_cli::{FALLBACK, LLM_RETRY, RECOVERY, dir, requests, run, run_with_log};
 use serde_json::{Value, json};
 
 const DEFAULT_FLAT: &str =
@@ -26,7 +27,7 @@ fn every_scenario_file_is_run_by_a_test() {
         .filter(|n| n.ends_with(".json"))
         .collect();
     let listed: BTreeSet<String> =
-        LLM_RETRY.iter().chain(RECOVERY).map(|f| (*f).to_owned()).collect();
+        LLM_RETRY.iter().chain(RECOVERY).chain(FALLBACK).map(|f| (*f).to_owned()).collect();
     assert_eq!(on_disk, listed);
 }
 

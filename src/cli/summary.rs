@@ -2,9 +2,9 @@
 //!
 //! One header line (counts, virtual end time), then indented rows: the turns and how they ended
 //! (a turn that is a manual retry says so), the tool calls with their arguments and results, the
-//! retries, the configuration errors and the invariant verdict. Each list is cut at [`LISTED`]
-//! rows. The report has no field for manual retries or tool results, so those are read from the
-//! session log the run wrote — the same events `--log` saves.
+//! retries, the route switches, the configuration errors and the invariant verdict. Each list is cut at [`LISTED`]
+//! rows. The report has no field for manual retries, tool results or route switches, so those
+//! are read from the session log the run wrote — the same events `--log` saves.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -69,6 +69,9 @@ pub(crate) fn summary(file: &str, outcome: &RunOutcome) -> String {
             retry.provider,
             rein::runtime::json_number::format(retry.delay_ms)
         );
+    });
+    list(&mut out, &route_switches(&outcome.events), |out, switch| {
+        let _ = writeln!(out, "  {switch}");
     });
     list(&mut out, &report.config_errors.iter().collect::<Vec<_>>(), |out, error| {
         let _ = writeln!(
@@ -137,6 +140,21 @@ fn tool_calls(events: &[Envelope]) -> Vec<String> {
         ));
     }
     rows
+}
+
+/// Each `route/switched` of `events` as a row: `route switched at <ms> ms in turn T, step S:
+/// <from> → <to> (<code>, <reason>)`.
+fn route_switches(events: &[Envelope]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RouteSwitched(s) => Some(format!(
+                "route switched at {} ms in turn {}, step {}: {} → {} ({}, {})",
+                e.time, s.turn, s.step, s.from, s.to, s.code, s.reason
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `text` as a JSON string (quoted, control characters escaped: one line whatever it holds).

@@ -54,6 +54,22 @@ pub const RECOVERY: &[&str] = &[
     "compaction-shrinks-and-retries-once.json",
 ];
 
+/// The `fallback` scenario files (`tests/fallback_scenarios.rs` runs each).
+pub const FALLBACK: &[&str] = &[
+    "fallback-always-mode-downstream.json",
+    "fallback-cancel-during-fallback-attempt.json",
+    "fallback-codes-that-never-switch.json",
+    "fallback-configure-routes.json",
+    "fallback-cooldown.json",
+    "fallback-eager-quota.json",
+    "fallback-later-steps-stay.json",
+    "fallback-rate-limit-after-llm-retry.json",
+    "fallback-rejected-switch.json",
+    "fallback-retry-after-over-max-wait.json",
+    "fallback-same-history.json",
+    "fallback-two-routes-in-order.json",
+];
+
 pub fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
 }

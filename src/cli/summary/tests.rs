@@ -222,3 +222,33 @@ fn the_summary_names_the_manual_retry_and_the_tool_call() {
     assert_eq!(lines[3], r#"  tool call echo {"text":"hi"} in turn 1, step 2 (a): "hi""#);
     assert_eq!(lines[4], "  invariant: ok");
 }
+
+#[test]
+fn route_switches_show_when_from_where_to_where_and_why() {
+    let switch = |step, from: &str, to: &str, reason: &str| {
+        Event::RouteSwitched(rein::runtime::event::RouteSwitched {
+            turn: 1,
+            step,
+            from: from.into(),
+            to: to.into(),
+            code: "QUOTA".into(),
+            reason: reason.into(),
+        })
+    };
+    let mut events =
+        log(vec![switch(1, "main", "b1", "eager"), switch(1, "b1", "b2", "exhausted")]);
+    events[1].time = 1500;
+    assert_eq!(
+        route_switches(&events),
+        [
+            "route switched at 0 ms in turn 1, step 1: main → b1 (QUOTA, eager)",
+            "route switched at 1500 ms in turn 1, step 1: b1 → b2 (QUOTA, exhausted)",
+        ]
+    );
+    let mut report = report();
+    report.config_errors.clear();
+    let text =
+        summary("s.json", &RunOutcome { report, events, notes: Vec::new(), warnings: Vec::new() });
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[4], "  route switched at 0 ms in turn 1, step 1: main → b1 (QUOTA, eager)");
+}
