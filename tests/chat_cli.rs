@@ -325,6 +325,55 @@ fn a_401_fails_the_turn_naming_the_failure_and_the_key_appears_nowhere() {
 }
 
 #[test]
+fn with_fallback_a_turn_whose_primary_is_out_of_quota_finishes_on_the_fallback_server() {
+    let quota = r#"{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota"}}"#;
+    let (_rt, primary) = serve(vec![status_reply(429, &[], quota)]);
+    let (_rt2, secondary) = serve(vec![answer(&["answered ", "by the fallback"])]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut owned = deepseek(&primary);
+    owned.push(("OPENAI_API_KEY", "sk-fallback-secret".to_owned()));
+    owned.push(("OPENAI_BASE_URL", secondary.base_url()));
+    let args = ["chat", "--fallback", "openai:local-model", "hello"];
+    let run = rein(dir.path(), &args, &env(&owned), "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "answered by the fallback\n");
+    assert!(
+        run.stderr.contains("fallback: openai:local-model (OpenAI at http://127.0.0.1:"),
+        "{run:?}"
+    );
+    assert_eq!(
+        lines_starting(&run.stderr, "switched to "),
+        ["switched to openai:local-model · QUOTA"],
+        "{run:?}"
+    );
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    assert!(lines_starting(&run.stderr, "retry ").is_empty(), "a quota is not retried: {run:?}");
+    assert!(!run.stderr.contains(KEY) && !run.stderr.contains("sk-fallback-secret"));
+
+    assert_eq!(primary.seen().len(), 1);
+    let [asked] = secondary.seen().try_into().unwrap();
+    assert_eq!(asked.json()["model"], "local-model");
+    assert_eq!(asked.headers["authorization"], "Bearer sk-fallback-secret");
+    assert_eq!(asked.json()["messages"], json!([{"role": "user", "content": "hello"}]));
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+    let routes: Vec<(String, String)> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestStart(r) => Some((r.provider.clone(), r.model.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        routes,
+        [
+            ("deepseek".to_owned(), "deepseek-chat".to_owned()),
+            ("openai:local-model".to_owned(), "local-model".to_owned())
+        ]
+    );
+}
+
+#[test]
 fn resuming_a_session_sends_its_earlier_history() {
     let (_rt, server) = serve(vec![answer(&["Paris."]), answer(&["About 2 million."])]);
     let dir = tempfile::tempdir().unwrap();
@@ -406,7 +455,7 @@ fn bad_input_is_refused_with_exit_2_naming_the_path_and_nothing_is_written() {
     );
     std::fs::write(&corrupt, bytes).unwrap();
 
-    let cases: [Refusal; 6] = [
+    let cases: [Refusal; 9] = [
         (
             &["chat", "--store", file.to_str().unwrap(), "hi"],
             &[],
@@ -433,6 +482,17 @@ fn bad_input_is_refused_with_exit_2_naming_the_path_and_nothing_is_written() {
             "DEEPSEEK_BASE_URL: must be an http(s) URL".to_owned(),
         ),
         (&["chat", "  "], &[], "PROMPT: must not be empty".to_owned()),
+        (
+            &["chat", "--fallback", "openai:gpt-4o-mini", "hi"],
+            &[],
+            "--fallback openai:gpt-4o-mini: OPENAI_API_KEY is not set".to_owned(),
+        ),
+        (
+            &["chat", "--seed", "1", "--fallback", "sim-2", "--fallback", "simulated:sim-2", "hi"],
+            &[],
+            "--fallback simulated:sim-2: given twice".to_owned(),
+        ),
+        (&["chat", "--fallback", "", "hi"], &[], "--fallback: must not be empty".to_owned()),
     ];
     for (args, vars, want) in cases {
         let run = rein(root, args, vars, "");

@@ -1,14 +1,16 @@
 //! The runtime `rein chat` talks through and `rein console` serves — built in one place so that
 //! both serve the same agent: one provider route (chosen from the flags and the environment),
-//! rein's default plugin chain, and a JSONL store of session logs.
+//! the `--fallback` routes, rein's default plugin chain (with `fallback` first when there are
+//! fallback routes), and a JSONL store of session logs.
 //!
 //! - [`provider`] (pure): which provider, its configuration and every refusal; `build` is the one
 //!   place an adapter is made.
-//! - [`plugins`]: the default chain (`llm-retry`, `compaction`, `auto-retry`), built by name.
+//! - [`plugins`]: the default chain (`llm-retry`, `compaction`, `auto-retry`), built by name,
+//!   with `fallback` first when routes are given to it.
 //! - [`sessions`]: the store directory and a session's place in it, checked before anything is
 //!   written.
 //! - [`ProviderArgs`]: the provider flags both commands take; [`plan`] checks them against the
-//!   environment; [`build`] starts the runtime over a store.
+//!   environment; [`routes`] makes the adapters; [`build`] starts the runtime over a store.
 
 use std::sync::Arc;
 
@@ -20,7 +22,7 @@ pub(crate) mod plugins;
 pub(crate) mod provider;
 pub(crate) mod sessions;
 
-use provider::{ProviderKind, Wanted};
+use provider::{FallbackSpec, Plan, ProviderKind, Wanted};
 
 /// The provider flags of `rein chat` and `rein console`.
 #[derive(Debug, Clone, clap::Args)]
@@ -35,34 +37,87 @@ pub(crate) struct ProviderArgs {
     /// The simulated provider's seed: the same seed replays the same faults and answers.
     #[arg(long, value_name = "N")]
     pub(crate) seed: Option<u64>,
+    /// A route to finish a turn on when the provider keeps failing (repeatable, in order of
+    /// preference): MODEL (another model of the provider) or PROVIDER:MODEL (deepseek, openai or
+    /// simulated, configured by that provider's variables).
+    #[arg(long = "fallback", value_name = "ROUTE")]
+    pub(crate) fallback: Vec<String>,
+}
+
+/// The routes the flags ask for, checked, before any adapter exists.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    primary: Plan,
+    fallbacks: Vec<(FallbackSpec, Plan)>,
+}
+
+/// The routes, built: the primary (the default route) and the fallbacks, in order.
+pub(crate) struct Routes {
+    /// The route every turn starts on.
+    pub(crate) primary: provider::Route,
+    /// The `--fallback` routes, in order of preference.
+    pub(crate) fallbacks: Vec<provider::Route>,
+}
+
+impl Routes {
+    /// `openai:gpt-4o-mini (OpenAI at https://…), …` — what a banner says of the fallbacks.
+    pub(crate) fn fallback_labels(&self) -> Option<String> {
+        let labels: Vec<String> =
+            self.fallbacks.iter().map(|r| format!("{} ({})", r.name, r.label)).collect();
+        (!labels.is_empty()).then(|| labels.join(", "))
+    }
 }
 
 /// Checks the provider flags against the process's environment: the route's configuration, or
 /// an error for the person naming the flag or variable (never quoting a key). Without `--seed`,
 /// the simulated provider gets a random seed below 10^6 (printed by the caller, so a run can be
 /// replayed).
-pub(crate) fn plan(args: &ProviderArgs) -> Result<provider::Plan, String> {
+pub(crate) fn plan(args: &ProviderArgs) -> Result<Planned, String> {
     let lookup = |name: &str| std::env::var(name).ok();
-    let wanted = Wanted {
-        kind: provider::choose(args.provider, &lookup),
-        model: args.model.clone(),
-        seed: args.seed,
-    };
+    let kind = provider::choose(args.provider, &lookup);
+    let wanted = Wanted { kind, model: args.model.clone(), seed: args.seed };
     let random_seed = uuid::Uuid::new_v4().as_u64_pair().0 % 1_000_000;
-    provider::plan(&wanted, random_seed, lookup)
+    let primary = provider::plan(&wanted, random_seed, lookup)?;
+    let seed = match &primary {
+        Plan::Simulated(config) => config.seed,
+        Plan::Real(_) => random_seed,
+    };
+    let fallbacks = provider::plan_fallbacks(&args.fallback, kind, primary.model(), seed, lookup)?;
+    Ok(Planned { primary, fallbacks })
 }
 
-/// Starts the runtime: `route` as the only (default) route, the default plugin chain with each
-/// plugin's default settings, the simulated provider's seed as every plugin's jitter seed, and
-/// `store` for the session logs.
+/// Makes the adapters of `planned`; each fallback route is named `PROVIDER:MODEL`.
+pub(crate) fn routes(planned: Planned) -> Result<Routes, String> {
+    let primary = provider::build(planned.primary)?;
+    let mut fallbacks = Vec::with_capacity(planned.fallbacks.len());
+    for (spec, plan) in planned.fallbacks {
+        let route = provider::build(plan)?;
+        fallbacks.push(provider::Route { name: spec.route_name(), ..route });
+    }
+    Ok(Routes { primary, fallbacks })
+}
+
+/// Starts the runtime: the primary route (the default) and the fallback routes, the default
+/// plugin chain with each plugin's default settings (`fallback` first, naming the fallback
+/// routes, when there are any), the simulated provider's seed as every plugin's jitter seed,
+/// and `store` for the session logs.
 pub(crate) async fn build(
-    route: &provider::Route,
+    routes: &Routes,
     store: Arc<dyn SessionStore>,
 ) -> Result<Runtime, String> {
-    let chain = plugins::default_chain()?;
+    let route = &routes.primary;
+    let names: Vec<String> = routes.fallbacks.iter().map(|r| r.name.clone()).collect();
+    let chain = plugins::chain(&names)?;
     let mut builder = Runtime::builder()
         .store(store)
-        .route(Route::new(route.name.clone(), route.adapter.clone()).model(route.model.clone()));
+        .route(Route::new(route.name.clone(), route.adapter.clone()).model(route.model.clone()))
+        .default_route(route.name.clone());
+    for fallback in &routes.fallbacks {
+        builder = builder.route(
+            Route::new(fallback.name.clone(), fallback.adapter.clone())
+                .model(fallback.model.clone()),
+        );
+    }
     for plugin in chain {
         builder = builder.built(plugin);
     }

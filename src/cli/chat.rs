@@ -27,7 +27,7 @@ use rein_runtime::event::TurnEndReason;
 use rein_runtime::session::Session;
 use tokio::sync::mpsc;
 
-use super::agent::{self, ProviderArgs, provider, sessions};
+use super::agent::{self, ProviderArgs, sessions};
 use super::show::ColorWhen;
 
 mod console;
@@ -56,6 +56,16 @@ Providers:
   replays the simulated provider's faults and answers exactly; without it a random seed is
   used and printed. The API key never appears in any output or log.
 
+Fallback:
+  --fallback ROUTE (repeatable, in order of preference) finishes a turn on another route when
+  the provider keeps failing (a rate limit, an exhausted quota, an outage): MODEL is another
+  model of the same provider, PROVIDER:MODEL a model of deepseek, openai (any OpenAI-compatible
+  server: OPENAI_BASE_URL) or simulated, each configured by its own variables. A prefix that
+  is not a provider is part of the model (llama3:8b). An exhausted quota, or a Retry-After over
+  30 s, switches at once; other failures are retried on the provider first. The route is named
+  PROVIDER:MODEL in the log and in the status line (`switched to openai:gpt-4o-mini · QUOTA`).
+  See docs/runtime-semantics.md, \"fallback\".
+
 Modes:
   With PROMPT, one turn. Without, one turn per line of stdin (a terminal or a pipe); a blank
   line is skipped; /exit or the end of input ends the chat. Ctrl-C cancels the running turn
@@ -71,8 +81,9 @@ Output:
   stdout   the answer, streamed as it arrives (an attempt that fails after streaming text is
            marked on stderr: that text is not part of the answer). Control characters are
            escaped when stdout is a terminal.
-  stderr   the provider and session at the start; `retry 1/2 in 1.5 s · RATE_LIMIT 429` for each
-           retry scheduled; the turn-tail panel of a turn that retried or failed (expanded when
+  stderr   the provider, its fallbacks and the session at the start; `retry 1/2 in 1.5 s ·
+           RATE_LIMIT 429` for each retry scheduled, `switched to ROUTE · CODE` for each route
+           switch; the turn-tail panel of a turn that retried or failed (expanded when
            it failed, or with --expand); how to continue the session at the end; `error: ...`.
            With RUST_LOG (e.g. RUST_LOG=info), tracing spans per session, turn, step and
            attempt with OpenTelemetry GenAI fields.
@@ -81,8 +92,9 @@ Exit status:
   0  the last turn completed (or no turn ran)
   1  the last turn failed or was cancelled, or the runtime failed
   2  bad input, nothing written: a usage error, an invalid provider variable, a missing key for
-     the --provider asked, an invalid --session id, a store that is not a readable directory,
-     a session log that cannot be read (the error names the file and line)";
+     the --provider asked or a --fallback route, an invalid or repeated --fallback, an invalid
+     --session id, a store that is not a readable directory, a session log that cannot be read
+     (the error names the file and line)";
 
 /// Arguments of `rein chat`.
 #[derive(Debug, clap::Args)]
@@ -138,14 +150,14 @@ async fn chat(args: &ChatArgs) -> u8 {
     };
     telemetry::init();
 
-    let (route, place) = match prepare(args) {
+    let (routes, place) = match prepare(args) {
         Ok(prepared) => prepared,
         Err(e) => {
             console.error(&e);
             return BAD_INPUT;
         }
     };
-    let runtime = match agent::build(&route, Arc::new(place.store.clone())).await {
+    let runtime = match agent::build(&routes, Arc::new(place.store.clone())).await {
         Ok(runtime) => runtime,
         Err(e) => {
             console.error(&e);
@@ -161,8 +173,8 @@ async fn chat(args: &ChatArgs) -> u8 {
         }
     };
 
-    banner(&mut console, &route, &place, args.prompt.is_none());
-    let mut spans = Spans::new(&place.id, &route.name, &route.model);
+    banner(&mut console, &routes, &place, args.prompt.is_none());
+    let mut spans = Spans::new(&place.id, &routes.primary.name, &routes.primary.model);
     let last = match &args.prompt {
         Some(prompt) => {
             one_shot(&session, prompt, &mut signals, &mut spans, &mut console, args).await
@@ -182,19 +194,21 @@ async fn chat(args: &ChatArgs) -> u8 {
     }
 }
 
-/// The route and the session's place, checked: every refusal is bad input.
-fn prepare(args: &ChatArgs) -> Result<(provider::Route, sessions::Place), String> {
+/// The routes and the session's place, checked: every refusal is bad input.
+fn prepare(args: &ChatArgs) -> Result<(agent::Routes, sessions::Place), String> {
     if args.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
         return Err("PROMPT: must not be empty (omit it to chat line by line)".to_owned());
     }
-    let plan = agent::plan(&args.provider)?;
+    let planned = agent::plan(&args.provider)?;
     let place = sessions::open(&args.store, args.session.as_deref())?;
-    let route = provider::build(plan)?;
-    Ok((route, place))
+    let routes = agent::routes(planned)?;
+    Ok((routes, place))
 }
 
-/// The lines on stderr before the first turn: the provider, the session, how to use the mode.
-fn banner(console: &mut Console, route: &provider::Route, place: &sessions::Place, lines: bool) {
+/// The lines on stderr before the first turn: the provider (and the fallbacks), the session, how
+/// to use the mode.
+fn banner(console: &mut Console, routes: &agent::Routes, place: &sessions::Place, lines: bool) {
+    let route = &routes.primary;
     let mut provider = format!("rein chat · {} on {}", route.model, route.label);
     if let Some(seed) = route.seed {
         provider.push_str(&format!(
@@ -203,6 +217,9 @@ fn banner(console: &mut Console, route: &provider::Route, place: &sessions::Plac
         ));
     }
     console.note(&provider);
+    if let Some(fallbacks) = routes.fallback_labels() {
+        console.note(&format!("fallback: {fallbacks}"));
+    }
     let state = match &place.resumed {
         None => "new".to_owned(),
         Some(resumed) => format!("resumed, {} turn(s)", resumed.turns),

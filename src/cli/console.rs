@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::agent::{self, ProviderArgs, provider, sessions};
+use super::agent::{self, ProviderArgs, sessions};
 use super::chat::signals::{self, Signal};
 use super::chat::telemetry;
 
@@ -207,16 +207,19 @@ async fn console(args: &ConsoleArgs) -> u8 {
 /// The runtime `rein chat` builds, over a store that tells the console of every append, and
 /// how the pages name its provider; or the exit status and the error.
 async fn start(args: &ConsoleArgs) -> Result<(server::Live, String), (u8, String)> {
-    let route =
-        agent::plan(&args.provider).and_then(provider::build).map_err(|e| (BAD_INPUT, e))?;
+    let routes = agent::plan(&args.provider).and_then(agent::routes).map_err(|e| (BAD_INPUT, e))?;
     let store = sessions::open_store(&args.store).map_err(|e| (BAD_INPUT, e))?;
     let feed = Arc::new(feed::Feed::default());
     let notifying: Arc<dyn SessionStore> =
         Arc::new(feed::NotifyingStore::new(Arc::new(store.clone()), Arc::clone(&feed)));
-    let runtime = agent::build(&route, notifying).await.map_err(|e| (FAILED, e))?;
+    let runtime = agent::build(&routes, notifying).await.map_err(|e| (FAILED, e))?;
+    let route = &routes.primary;
     let mut label = format!("{} on {}", route.model, route.label);
     if let Some(seed) = route.seed {
         label.push_str(&format!(" (seed {seed})"));
+    }
+    if let Some(fallbacks) = routes.fallback_labels() {
+        label.push_str(&format!(" · fallback: {fallbacks}"));
     }
     Ok((server::Live { runtime, store, feed }, label))
 }

@@ -13,6 +13,14 @@
 //!   same faults and words), and a [`SIMULATED_WATCHDOG`] that ends a simulated stall after a
 //!   wait a person sits through.
 //!
+//! - `--fallback ROUTE` (repeatable) adds a route `fallback` moves a turn to when the primary
+//!   keeps failing: `MODEL` is another model of the primary's provider, `PROVIDER:MODEL` a model
+//!   of `deepseek`, `openai` (any OpenAI-compatible server, through `OPENAI_BASE_URL`) or
+//!   `simulated`, each configured from its own variables ([`plan_fallbacks`]). The route is named
+//!   `PROVIDER:MODEL` in the log. A prefix that is not a provider is part of the model
+//!   (`llama3:8b`). A simulated fallback gets the chat's seed plus its place in the list, so it
+//!   does not replay the primary's faults.
+//!
 //! The choice and every refusal are pure functions of the flags and an environment lookup; only
 //! [`build`] makes an adapter (the HTTP client).
 
@@ -141,6 +149,106 @@ pub(crate) fn plan(
     }))
 }
 
+/// A `--fallback` route: which provider, which model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FallbackSpec {
+    /// The provider.
+    pub(crate) kind: ProviderKind,
+    /// The model.
+    pub(crate) model: String,
+}
+
+impl FallbackSpec {
+    /// The route's name in the runtime and the log: `PROVIDER:MODEL`.
+    pub(crate) fn route_name(&self) -> String {
+        format!("{}:{}", self.kind.flag(), self.model)
+    }
+}
+
+/// What `--fallback` accepts, for its errors.
+const FALLBACK_SYNTAX: &str = "MODEL (another model of the provider), or PROVIDER:MODEL with PROVIDER deepseek, openai or \
+     simulated";
+
+/// Reads one `--fallback` value: `PROVIDER:MODEL` when the prefix names a provider, else a
+/// model of the `primary` provider.
+pub(crate) fn parse_fallback(spec: &str, primary: ProviderKind) -> Result<FallbackSpec, String> {
+    let spec = spec.trim();
+    if spec.is_empty() {
+        return Err(format!("--fallback: must not be empty: {FALLBACK_SYNTAX}"));
+    }
+    let kinds = [ProviderKind::Deepseek, ProviderKind::Openai, ProviderKind::Simulated];
+    let prefixed = spec.split_once(':').and_then(|(prefix, model)| {
+        kinds.into_iter().find(|kind| kind.flag() == prefix).map(|kind| (kind, model.trim()))
+    });
+    let (kind, model) = prefixed.unwrap_or((primary, spec));
+    if model.is_empty() {
+        return Err(format!("--fallback {spec}: the model is missing: {FALLBACK_SYNTAX}"));
+    }
+    Ok(FallbackSpec { kind, model: model.to_owned() })
+}
+
+/// Checks every `--fallback` against the environment, after the primary (`primary`, asking
+/// `primary_model`): each route's configuration, or an error naming the flag and the value
+/// (a missing key names its variable, never a key). `seed` is the chat's simulated seed.
+pub(crate) fn plan_fallbacks(
+    specs: &[String],
+    primary: ProviderKind,
+    primary_model: &str,
+    seed: u64,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Vec<(FallbackSpec, Plan)>, String> {
+    let mut planned: Vec<(FallbackSpec, Plan)> = Vec::with_capacity(specs.len());
+    for (n, written) in specs.iter().enumerate() {
+        let spec = parse_fallback(written, primary)?;
+        let shown = written.trim();
+        if spec.kind == primary && spec.model == primary_model {
+            return Err(format!(
+                "--fallback {shown}: is the primary route itself ({}, model {primary_model})",
+                primary.flag()
+            ));
+        }
+        if planned.iter().any(|(earlier, _)| *earlier == spec) {
+            return Err(format!("--fallback {shown}: given twice"));
+        }
+        let plan = match spec.kind.preset() {
+            None => {
+                let config = SimulatedConfig {
+                    seed: seed.wrapping_add(n as u64 + 1),
+                    idle_timeout: Some(SIMULATED_WATCHDOG),
+                    per_session: false,
+                    model: spec.model.clone(),
+                    ..SimulatedConfig::default()
+                };
+                config.validate().map_err(|e| format!("--fallback {shown}: {e}"))?;
+                Plan::Simulated(config)
+            }
+            Some(preset) => {
+                let config = OpenAiConfig::from_lookup(preset, &lookup)
+                    .map_err(|e| format!("--fallback {shown}: {e}"))?;
+                if !config.has_api_key() {
+                    return Err(format!(
+                        "--fallback {shown}: {} is not set",
+                        preset.var("API_KEY")
+                    ));
+                }
+                Plan::Real(config.with_model(spec.model.as_str()))
+            }
+        };
+        planned.push((spec, plan));
+    }
+    Ok(planned)
+}
+
+impl Plan {
+    /// The model the route asks.
+    pub(crate) fn model(&self) -> &str {
+        match self {
+            Plan::Real(config) => config.model(),
+            Plan::Simulated(config) => &config.model,
+        }
+    }
+}
+
 /// A route ready for the runtime.
 pub(crate) struct Route {
     /// The route's name: the provider's `gen_ai.provider.name` (`deepseek`, `openai`,
@@ -246,6 +354,96 @@ mod tests {
         ];
         for (wanted, vars, expected) in cases {
             let error = plan(&wanted, 0, env(vars)).unwrap_err();
+            assert!(error.starts_with(expected), "{error}");
+            assert!(!error.contains("never"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_fallback_is_a_model_of_the_provider_or_of_the_provider_it_names() {
+        use ProviderKind::*;
+        let spec = |kind, model: &str| Ok(FallbackSpec { kind, model: model.to_owned() });
+        let cases: [(&str, ProviderKind, Result<FallbackSpec, String>); 7] = [
+            ("deepseek-reasoner", Deepseek, spec(Deepseek, "deepseek-reasoner")),
+            ("openai:gpt-4o-mini", Deepseek, spec(Openai, "gpt-4o-mini")),
+            (" simulated:sim-2 ", Openai, spec(Simulated, "sim-2")),
+            ("llama3:8b", Openai, spec(Openai, "llama3:8b")),
+            ("openai:llama3:8b", Deepseek, spec(Openai, "llama3:8b")),
+            (
+                "  ",
+                Deepseek,
+                Err("--fallback: must not be empty: MODEL (another model of the provider), or \
+                     PROVIDER:MODEL with PROVIDER deepseek, openai or simulated"
+                    .to_owned()),
+            ),
+            (
+                "openai:",
+                Deepseek,
+                Err("--fallback openai:: the model is missing: MODEL (another model of the \
+                     provider), or PROVIDER:MODEL with PROVIDER deepseek, openai or simulated"
+                    .to_owned()),
+            ),
+        ];
+        for (written, primary, expected) in cases {
+            assert_eq!(parse_fallback(written, primary), expected, "{written:?}");
+        }
+        let named = parse_fallback("openai:gpt-4o-mini", Deepseek).unwrap();
+        assert_eq!(named.route_name(), "openai:gpt-4o-mini");
+    }
+
+    #[test]
+    fn fallbacks_are_planned_each_with_its_own_variables_and_refusals_name_the_flag() {
+        let specs = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let vars = [
+            ("DEEPSEEK_API_KEY", "sk-never-printed"),
+            ("OPENAI_API_KEY", "sk-other-never-printed"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ];
+        let planned = plan_fallbacks(
+            &specs(&["deepseek-reasoner", "openai:local", "simulated:sim-2"]),
+            ProviderKind::Deepseek,
+            "deepseek-chat",
+            41,
+            env(&vars),
+        )
+        .unwrap();
+        let shown: Vec<(String, &str)> =
+            planned.iter().map(|(spec, plan)| (spec.route_name(), plan.model())).collect();
+        assert_eq!(
+            shown,
+            [
+                ("deepseek:deepseek-reasoner".to_owned(), "deepseek-reasoner"),
+                ("openai:local".to_owned(), "local"),
+                ("simulated:sim-2".to_owned(), "sim-2"),
+            ]
+        );
+        let Plan::Real(openai) = &planned[1].1 else { panic!("real") };
+        assert_eq!(openai.base_url(), "http://127.0.0.1:9/v1");
+        let Plan::Simulated(simulated) = &planned[2].1 else { panic!("simulated") };
+        assert_eq!(simulated.seed, 44, "the seed plus its place: not the primary's faults");
+
+        let refusals: [(&[&str], Vars, &str); 4] = [
+            (
+                &["openai:gpt"],
+                &[("DEEPSEEK_API_KEY", "sk-never")],
+                "--fallback openai:gpt: OPENAI_API_KEY is not set",
+            ),
+            (
+                &["deepseek-chat"],
+                &vars,
+                "--fallback deepseek-chat: is the primary route itself (deepseek, model deepseek-chat)",
+            ),
+            (&["r1", " r1"], &vars, "--fallback r1: given twice"),
+            (
+                &["openai:gpt"],
+                &[("OPENAI_API_KEY", "sk-never"), ("OPENAI_BASE_URL", "nope")],
+                "--fallback openai:gpt: OPENAI_BASE_URL: not a URL",
+            ),
+        ];
+        for (list, vars, expected) in refusals {
+            let error =
+                plan_fallbacks(&specs(list), ProviderKind::Deepseek, "deepseek-chat", 0, env(vars))
+                    .unwrap_err();
             assert!(error.starts_with(expected), "{error}");
             assert!(!error.contains("never"), "{error}");
         }

@@ -5,7 +5,8 @@
 //! - Everything else is a line for stderr ([`Out::Note`]): one status line per scheduled retry
 //!   (`retry 1/2 in 1.5 s · RATE_LIMIT 429`), a note when an attempt that streamed text fails
 //!   (that text is not part of the answer: the log keeps only the successful attempt's chunks),
-//!   tool calls and results, route switches, compactions, plugin crashes.
+//!   tool calls and results, route switches (`switched to openai:gpt-4o-mini · QUOTA`),
+//!   compactions, plugin crashes.
 //! - A note never lands on the same line as streamed text: an open answer line is ended first.
 //!
 //! When stdout is a terminal, control characters in the answer (other than newline and tab) are
@@ -93,10 +94,7 @@ impl View {
                 self.note(&mut out, Tone::Status, format!("{what}: {}", shorten(&result.output)));
             }
             Event::RouteSwitched(switch) => {
-                let note = format!(
-                    "route switched: {} → {} ({}, {})",
-                    switch.from, switch.to, switch.code, switch.reason
-                );
+                let note = format!("switched to {} · {}", escape(&switch.to), escape(&switch.code));
                 self.note(&mut out, Tone::Status, note);
             }
             Event::ContextCompacted(compacted) => {
@@ -369,6 +367,33 @@ mod tests {
             [
                 answer("done\n"),
                 Out::Note(Tone::Status, format!("tool result: {}…", "x".repeat(80))),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_route_switch_is_one_status_line_after_the_cut_off_note() {
+        let mut view = View::new(false);
+        let switched = Event::RouteSwitched(rein_runtime::event::RouteSwitched {
+            turn: 1,
+            step: 1,
+            from: "deepseek".into(),
+            to: "openai:gpt-4o-mini".into(),
+            code: "QUOTA".into(),
+            reason: "eager".into(),
+        });
+        let out = run(&mut view, &[start(1), chunk(1, "Hel"), error(1, "QUOTA"), switched]);
+        assert_eq!(
+            out,
+            [
+                answer("Hel"),
+                answer("\n"),
+                Out::Note(
+                    Tone::Warning,
+                    "cut off: attempt 1 failed with QUOTA; the text above is not part of the answer"
+                        .into()
+                ),
+                Out::Note(Tone::Status, "switched to openai:gpt-4o-mini · QUOTA".into()),
             ]
         );
     }
