@@ -5,7 +5,9 @@
 //! Sessions created, prompted, followed over server-sent events and cancelled; plugin settings
 //! read, patched under the revision fence (a stale patch refused, an invalid one naming its
 //! field, a read-only plugin refused), a form's staged edits checked and saved; `enabled: false`
-//! ending a turn parked in auto-retry's wait; requests with a foreign `Host`, `Origin` or
+//! ending a turn parked in auto-retry's wait; with `--fallback`, its settings staged (a route
+//! not served refused under `routes`) and saved, and a turn whose primary is out of quota
+//! finishing on the fallback server, the switch in its panel; requests with a foreign `Host`, `Origin` or
 //! `Sec-Fetch-Site`, or a write without JSON, refused; a store served read-only followed as it
 //! grows and never written; bad input and a taken port refused with their exit status. Every
 //! console stopped with SIGTERM exits 0, and every log it wrote passes the invariant check.
@@ -363,6 +365,105 @@ async fn settings_are_patched_under_the_revision_fence_and_switching_off_ends_a_
         "no llm/retry-started: the wait ended with the switch"
     );
     assert!(kinds.contains(&"config/changed"), "{kinds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fallback_its_settings_are_staged_and_saved_and_a_switch_shows_in_the_session() {
+    let quota = json!({"error": {"message": "You exceeded your current quota", "type": "insufficient_quota"}});
+    let primary = Server::start(vec![status_reply(429, &[], &quota.to_string())]).await;
+    let secondary = Server::start(vec![answer(&["from ", "the fallback"])]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let (primary_url, secondary_url) = (primary.base_url(), secondary.base_url());
+    let console = Console::start(
+        dir.path(),
+        &[
+            "--provider",
+            "deepseek",
+            "--fallback",
+            "openai:small",
+            "--fallback",
+            "deepseek-reasoner",
+        ],
+        &[
+            ("DEEPSEEK_API_KEY", KEY),
+            ("DEEPSEEK_BASE_URL", &primary_url),
+            ("OPENAI_API_KEY", KEY),
+            ("OPENAI_BASE_URL", &secondary_url),
+        ],
+    );
+    let url = console.url.clone();
+    let plugin = format!("{url}/api/plugins/fallback");
+    let all = call("GET", &format!("{url}/api/plugins"), None).await;
+    let names: Vec<&str> = all.body["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["fallback", "llm-retry", "compaction", "auto-retry"]);
+    let settings = call("GET", &plugin, None).await;
+    assert_eq!(
+        settings.body["settings"]["routes"],
+        json!(["openai:small", "deepseek:deepseek-reasoner"])
+    );
+
+    // Staged: a route this console does not serve is a problem of the routes field.
+    let form = |revision: u64, fields: Value| json!({"revision": revision, "fields": fields});
+    let checked = call(
+        "POST",
+        &format!("{plugin}/staged"),
+        Some(form(0, json!({"routes": "openai:small\nnowhere"}))),
+    )
+    .await;
+    assert_eq!(checked.status, 200);
+    assert_eq!(
+        checked.body["problems"],
+        json!([{"field": "routes", "message": "routes[1]: no provider route named \"nowhere\" is served (served: deepseek, deepseek:deepseek-reasoner, openai:small)"}])
+    );
+    // Saved: the order of preference, reversed; the cooldown off.
+    let saved = call(
+        "POST",
+        &format!("{plugin}/save"),
+        Some(form(
+            0,
+            json!({"routes": "deepseek:deepseek-reasoner\nopenai:small", "cooldownMs": "0"}),
+        )),
+    )
+    .await;
+    assert_eq!(
+        (saved.status, saved.body["revision"].clone(), saved.body["changed"].clone()),
+        (200, json!(1), json!(["routes", "cooldownMs"]))
+    );
+    let routes = json!(["openai:small", "deepseek:deepseek-reasoner"]);
+    let back =
+        call("PATCH", &plugin, Some(json!({"revision": 1, "patch": {"routes": routes}}))).await;
+    assert_eq!(back.status, 200);
+
+    // A prompt: the primary is out of quota, the turn finishes on openai:small.
+    let id = call("POST", &format!("{url}/api/sessions"), Some(json!({}))).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut updates = Updates::open(&format!("{url}/api/sessions/{id}/events")).await;
+    call("POST", &format!("{url}/api/sessions/{id}/prompt"), Some(json!({"text": "hi"}))).await;
+    let done = updates
+        .until("the answer", |u| {
+            u["conversation"].as_str().unwrap().contains("data-ending=\"completed\"")
+        })
+        .await;
+    let html = done["conversation"].as_str().unwrap();
+    assert!(html.contains("from the fallback"), "{html}");
+    assert!(html.contains("rein-route-switched"), "the panel shows the switch: {html}");
+    assert!(html.contains("deepseek → openai:small"), "{html}");
+
+    stopped(console);
+    let logs = checked_logs(&dir.path().join(".rein/sessions"));
+    let switched = logs[0]
+        .1
+        .iter()
+        .any(|e| matches!(&e.event, Event::RouteSwitched(s) if s.to == "openai:small"));
+    assert!(switched);
+    assert_eq!((primary.seen().len(), secondary.seen().len()), (1, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -10,7 +10,9 @@
 //!   field; an empty code list refused while staging; leaving the page discarding the staged
 //!   edits; a save that wins, and a save refused because another browser session saved first
 //!   (its edits kept, nothing overwritten); `enabled: false` saved while a turn waits in
-//!   auto-retry's wait ending the turn, visibly, in the session view.
+//!   auto-retry's wait ending the turn, visibly, in the session view. With `--fallback`, the
+//!   `fallback` form: its routes, one per line; a route the console does not serve blocking the
+//!   save, named under its field; a save.
 //! - Provider text with `<script>` and `<img onerror>` shown as text; nothing of it runs.
 //!
 //! Waits are event-driven (a `MutationObserver` in the page). Screenshots of the sessions list,
@@ -510,4 +512,66 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
     nothing_ran(&a).await;
     a.set_window_size(1200, 1100).await.unwrap();
     screenshot(&a, &shots.join("console-session.png")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fallback_its_form_stages_route_edits_and_refuses_a_route_not_served() {
+    let (chromium, chromedriver) = (browser::chromium(), browser::chromedriver());
+    let dir = tempfile::tempdir().unwrap();
+    // The simulated provider and a simulated fallback: no key, no server.
+    let console = Console::start(dir.path(), &["--seed", "3", "--fallback", "sim-2"], &[]);
+    let url = console.url.clone();
+    let driver = Driver::start(&chromedriver);
+    let client = driver.session(&chromium, &dir.path().join("profile"), &[]).await;
+    let page = url.clone();
+    with_session(client, |client| async move {
+        client.goto(&format!("{page}/plugins")).await.unwrap();
+        let sections = client.find_all(Locator::Css("section.plugin h2")).await.unwrap();
+        let mut names = Vec::new();
+        for section in &sections {
+            names.push(section.text().await.unwrap());
+        }
+        assert_eq!(names, ["fallback", "llm-retry", "compaction", "auto-retry"]);
+        let routes =
+            js(&client, "return document.getElementById('fallback-routes').value;", vec![]);
+        assert_eq!(routes.await, "simulated:sim-2");
+
+        // A route this console does not serve blocks the save, named under its field.
+        type_into(&client, "#fallback-routes", "simulated:sim-2\nnowhere").await;
+        checked(&client, "fallback").await;
+        let problem = js(
+            &client,
+            "const p = document.querySelector('#plugin-fallback .field[data-field=\"routes\"] \
+             .problem'); return p.hidden ? '' : p.textContent;",
+            vec![],
+        )
+        .await;
+        assert!(
+            problem.as_str().unwrap().contains("routes[1]: no provider route named \"nowhere\""),
+            "{problem}"
+        );
+        assert!(!find(&client, "#plugin-fallback button.save").await.is_enabled().await.unwrap());
+
+        // Back to the served route, the cooldown off: saved.
+        type_into(&client, "#fallback-routes", "simulated:sim-2").await;
+        type_into(&client, "#fallback-cooldownMs", "0").await;
+        checked(&client, "fallback").await;
+        find(&client, "#plugin-fallback button.save").await.click().await.unwrap();
+        let saved = until(
+            &client,
+            "the saved fallback form",
+            "(() => { const o = document.querySelector('#plugin-fallback .outcome'); \
+             return o && !o.hidden && o.textContent; })()",
+        )
+        .await;
+        assert_eq!(saved, "Saved revision 1: cooldownMs.");
+    })
+    .await;
+    let accepted = call("GET", &format!("{url}/api/plugins/fallback"), None).await.body;
+    assert_eq!(
+        (accepted["revision"].clone(), accepted["settings"]["cooldownMs"].clone()),
+        (json!(1), json!(0))
+    );
+    stop(console);
+    checked_logs(&dir.path().join(".rein/sessions"));
 }

@@ -183,6 +183,9 @@
             other: field.querySelector("textarea").value,
           };
           break;
+        case "routes":
+          fields[key] = field.querySelector("textarea").value;
+          break;
         default:
           fields[key] = field.querySelector("input").value;
       }

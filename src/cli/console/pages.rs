@@ -13,7 +13,7 @@
 
 use maud::{DOCTYPE, Markup, html};
 use rein::html::conversation::{self, Streaming};
-use rein_plugins::auto_retry::catalogue::{CATALOGUE, CodeGroup, Retried};
+use rein_plugins::auto_retry::catalogue::{CATALOGUE, CodeGroup, CodeInfo, Group, Retried};
 use rein_runtime::event::Envelope;
 use rein_runtime::panel::panels;
 use rein_runtime::plugin::PluginSettings;
@@ -341,7 +341,8 @@ fn field(plugin: &str, field: &Field, value: Option<&Value>) -> Markup {
         Kind::Switch => "switch",
         Kind::Integer { .. } => "integer",
         Kind::Number { .. } => "number",
-        Kind::Codes => "codes",
+        Kind::Codes { .. } => "codes",
+        Kind::Routes => "routes",
     };
     let text = value.map(|v| v.to_string()).unwrap_or_default();
     html! {
@@ -364,7 +365,13 @@ fn field(plugin: &str, field: &Field, value: Option<&Value>) -> Markup {
                     input #(id) type="text" inputmode="decimal" name=(field.key) value=(text);
                     span.bounds { (min) "–" (max) }
                 }
-                Kind::Codes => (codes(&id, field.key, value)),
+                Kind::Codes { grouped, .. } => (codes(&id, field.key, value, grouped)),
+                Kind::Routes => {
+                    label for=(id) { span.key { (field.key) } " (one per line, in order)" }
+                    textarea #(id) name=(field.key) rows="3" spellcheck="false" {
+                        (names(value).join("\n"))
+                    }
+                }
             }
             p.help { (field.help) }
             p.problem role="alert" hidden {}
@@ -372,42 +379,79 @@ fn field(plugin: &str, field: &Field, value: Option<&Value>) -> Markup {
     }
 }
 
-/// `retryableCodes`: a switch per catalogue code in its group (the never-retried group
-/// disabled), seeded from the accepted list, and the other codes, one per line.
-fn codes(id: &str, key: &str, value: Option<&Value>) -> Markup {
-    let accepted: Vec<&str> = value
+/// The strings of a JSON list (nothing for anything else).
+fn names(value: Option<&Value>) -> Vec<&str> {
+    value
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+/// A code list: a switch per catalogue code — in its group when `grouped` (`auto-retry`'s
+/// defaults), else in one list — the never-retried codes disabled, seeded from the accepted list,
+/// and the other codes, one per line.
+fn codes(id: &str, key: &str, value: Option<&Value>, grouped: bool) -> Markup {
+    let accepted = names(value);
     let other: Vec<&str> =
         accepted.iter().copied().filter(|code| CodeGroup::of(code).is_none()).collect();
+    let never = |group: &&Group| group.retried == Retried::Never;
     html! {
         fieldset.codes {
             legend { span.key { (key) } }
-            @for group in &CATALOGUE.groups {
-                @let never = group.retried == Retried::Never;
-                div.group data-group=(group_name(group.group)) {
-                    h4 {
-                        (group.title)
-                        @if never { span.muted { " · " (NEVER_NOTE) } }
-                    }
+            @if grouped {
+                @for group in &CATALOGUE.groups {
+                    (code_group(group, &accepted, group_name(group.group), Some(group.title)))
+                }
+            } @else {
+                div.group data-group="switchable" {
                     ul {
-                        @for info in group.codes {
-                            li {
-                                label.switch title=(info.description) {
-                                    input type="checkbox" role="switch" data-code=(info.code)
-                                        checked[accepted.contains(&info.code)] disabled[never];
-                                    code { (info.code) }
-                                    span.desc { (info.description) }
-                                }
-                            }
+                        @for info in CATALOGUE.groups.iter().filter(|g| !never(g)).flat_map(|g| g.codes) {
+                            (code_switch(info, &accepted, false))
                         }
                     }
+                }
+                @for group in CATALOGUE.groups.iter().filter(never) {
+                    (code_group(group, &accepted, group_name(group.group), Some(group.title)))
                 }
             }
             label for=(format!("{id}-other")) { "Other codes, one per line" }
             textarea #(format!("{id}-other")) name="otherCodes" rows="3" spellcheck="false" {
                 (other.join("\n"))
+            }
+        }
+    }
+}
+
+/// One group of the catalogue: its title, and a switch per code (disabled in the never-retried
+/// group).
+fn code_group(group: &Group, accepted: &[&str], name: &str, title: Option<&str>) -> Markup {
+    let never = group.retried == Retried::Never;
+    html! {
+        div.group data-group=(name) {
+            @if let Some(title) = title {
+                h4 {
+                    (title)
+                    @if never { span.muted { " · " (NEVER_NOTE) } }
+                }
+            }
+            ul {
+                @for info in group.codes {
+                    (code_switch(info, accepted, never))
+                }
+            }
+        }
+    }
+}
+
+/// The switch of one catalogue code, on when `accepted` lists it.
+fn code_switch(info: &CodeInfo, accepted: &[&str], disabled: bool) -> Markup {
+    html! {
+        li {
+            label.switch title=(info.description) {
+                input type="checkbox" role="switch" data-code=(info.code)
+                    checked[accepted.contains(&info.code)] disabled[disabled];
+                code { (info.code) }
+                span.desc { (info.description) }
             }
         }
     }
@@ -476,6 +520,38 @@ X&lt;1&gt;</textarea>"#,
         ] {
             assert!(html.contains(needle), "{needle} in {html}");
         }
+    }
+
+    #[test]
+    fn the_fallback_form_lists_its_routes_in_order_and_its_codes_in_one_list() {
+        let settings = PluginSettings {
+            revision: 2,
+            settings: json!({
+                "routes": ["openai:small", "deepseek:deepseek-reasoner"],
+                "codes": ["RATE_LIMIT", "QUOTA"], "eagerCodes": [],
+                "maxWaitMs": 30000, "cooldownMs": 60000,
+            }),
+            read_only: false,
+        };
+        let view = PluginView {
+            name: "fallback".into(),
+            settings: Some(settings),
+            read_only: None,
+            form: staged::form("fallback"),
+        };
+        let html = plugin(&view, None).into_string();
+        for needle in [
+            r#"<div class="field" data-field="routes" data-kind="routes">"#,
+            r#"<textarea id="fallback-routes" name="routes" rows="3" spellcheck="false">openai:small
+deepseek:deepseek-reasoner</textarea>"#,
+            r#"<div class="group" data-group="switchable">"#,
+            r#"<input type="checkbox" role="switch" data-code="QUOTA" checked>"#,
+            r#"<input type="checkbox" role="switch" data-code="AUTH" disabled>"#,
+            r#"<input id="fallback-cooldownMs" type="text" inputmode="numeric" name="cooldownMs" value="60000">"#,
+        ] {
+            assert!(html.contains(needle), "{needle} in {html}");
+        }
+        assert!(!html.contains("On by default"), "auto-retry's groups are not fallback's: {html}");
     }
 
     #[test]

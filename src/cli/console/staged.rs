@@ -3,26 +3,30 @@
 //! The Plugins page keeps edits in the form (staged) until Save; each time they change, and on
 //! Save, it sends the whole form as it stands — a switch as `true`/`false`, a number as the text
 //! typed, the code switches as `{"switches": [codes switched on], "other": "text, one per
-//! line"}` — with the revision the form was drawn at. [`stage`] turns that into:
+//! line"}`, route names as the text typed (one per line) — with the revision the form was drawn
+//! at. [`stage`] turns that into:
 //!
 //! - the **patch**: only the fields whose staged value differs from the accepted one (a number
 //!   compared as a number, `1000.0` is `1000`; codes as a set, so reordering alone is no edit);
 //! - the **problems**, each naming its field, that block the save: a number that does not parse
 //!   or is outside the field's bounds (`extraRetries: must be an integer within 0..=10, got
-//!   11`), a code list left empty, a code typed under "other codes" that is not one code, is
-//!   listed twice or has a switch of its own, a never-retried code switched on.
+//!   11`), a code list left empty (where it must hold one), a code typed under "other codes"
+//!   that is not one code, is listed twice or has a switch of its own, a never-retried code
+//!   switched on, a route list left empty, a route name with a space or listed twice.
 //!
 //! The code list a patch carries is the switched-on codes in catalogue order, then the other
-//! codes in the order typed. The bounds are the plugins' own constants; the plugin stays the
+//! codes in the order typed; a route list keeps the order typed (it is the order of preference,
+//! so reordering is an edit). The bounds are the plugins' own constants; the plugin stays the
 //! authority (the server also runs the patch through `Runtime::check_plugin_settings` before it
 //! saves), the page's checks only make sure a save is never sent that would be refused.
 //!
-//! [`form`] has the fields of the plugins whose settings the console can edit: `auto-retry` and
-//! `compaction`.
+//! [`form`] has the fields of the plugins whose settings the console can edit: `auto-retry`,
+//! `compaction` and `fallback`.
 
 use rein_plugins::auto_retry::catalogue::{CATALOGUE, CodeGroup, is_hard_floor};
 use rein_plugins::auto_retry::settings as auto_retry;
 use rein_plugins::compaction::settings as compaction;
+use rein_plugins::fallback::settings as fallback;
 use rein_runtime::json_number;
 use serde_json::{Map, Value};
 
@@ -45,9 +49,17 @@ pub(crate) enum Kind {
         /// The largest value.
         max: f64,
     },
-    /// `auto-retry`'s `retryableCodes`: switches in the catalogue's three groups and "other
-    /// codes", one per line.
-    Codes,
+    /// A code list: a switch per catalogue code (in the catalogue's three groups when
+    /// `grouped`: they are `auto-retry`'s defaults) and "other codes", one per line. `empty`:
+    /// the problem an empty list is, or `None` when an empty list is a valid value.
+    Codes {
+        /// Show the catalogue's groups.
+        grouped: bool,
+        /// Why an empty list cannot be saved (`None`: it can).
+        empty: Option<&'static str>,
+    },
+    /// Route names, one per line, in order of preference (at least one).
+    Routes,
 }
 
 /// One field of a settings form.
@@ -89,8 +101,52 @@ const AUTO_RETRY: &[Field] = &[
     },
     Field {
         key: "retryableCodes",
-        kind: Kind::Codes,
+        kind: Kind::Codes {
+            grouped: true,
+            empty: Some(
+                "no code left. An empty list would fall back to the default codes, not take \
+                 over nothing: keep at least one, or switch enabled off (or set extraRetries to \
+                 0) to take over nothing",
+            ),
+        },
         help: "the failure codes auto-retry is willing to take over (at least one)",
+    },
+];
+
+const FALLBACK: &[Field] = &[
+    Field {
+        key: "routes",
+        kind: Kind::Routes,
+        help: "the routes a turn moves to when its route keeps failing, in order of preference, \
+               one per line (each a route this runtime serves)",
+    },
+    Field {
+        key: "codes",
+        kind: Kind::Codes {
+            grouped: false,
+            empty: Some(
+                "no code left: keep at least one (to switch nothing, remove fallback from the \
+                 chain)",
+            ),
+        },
+        help: "the failure codes that may move a turn to another route (at least one)",
+    },
+    Field {
+        key: "eagerCodes",
+        kind: Kind::Codes { grouped: false, empty: None },
+        help: "codes that switch at once, without retrying the failing route (each also one of \
+               codes; none: the rest of the chain always retries first)",
+    },
+    Field {
+        key: "maxWaitMs",
+        kind: Kind::Integer { min: 0, max: fallback::MAX_MS },
+        help: "a provider's Retry-After longer than this switches at once",
+    },
+    Field {
+        key: "cooldownMs",
+        kind: Kind::Integer { min: 0, max: fallback::MAX_MS },
+        help: "how long a rate-limited or out-of-quota route is skipped, for every session; 0: \
+               never skipped",
     },
 ];
 
@@ -115,6 +171,7 @@ pub(crate) fn form(plugin: &str) -> Option<&'static [Field]> {
     match plugin {
         rein_plugins::auto_retry::NAME => Some(AUTO_RETRY),
         rein_plugins::compaction::NAME => Some(COMPACTION),
+        rein_plugins::fallback::NAME => Some(FALLBACK),
         _ => None,
     }
 }
@@ -163,7 +220,8 @@ pub(crate) fn stage(fields: &[Field], accepted: &Value, staged: &Map<String, Val
             Kind::Switch => switch(field.key, value, current),
             Kind::Integer { min, max } => integer(field.key, value, min, max, current),
             Kind::Number { min, max } => number(field.key, value, min, max, current),
-            Kind::Codes => codes(field.key, value, current),
+            Kind::Codes { empty, .. } => codes(field.key, value, current, empty),
+            Kind::Routes => routes(field.key, value, current),
         };
         match read {
             Ok(Some(patched)) => {
@@ -250,7 +308,7 @@ fn number(key: &str, value: &Value, min: f64, max: f64, current: Option<&Value>)
     Ok((!same).then(|| Value::Number(json_number::number(n))))
 }
 
-fn codes(key: &str, value: &Value, current: Option<&Value>) -> Read {
+fn codes(key: &str, value: &Value, current: Option<&Value>, empty: Option<&str>) -> Read {
     let accepted: Vec<&str> = current
         .and_then(Value::as_array)
         .map(|list| list.iter().filter_map(Value::as_str).collect())
@@ -308,19 +366,47 @@ fn codes(key: &str, value: &Value, current: Option<&Value>) -> Read {
             list.push(line.to_owned());
         }
     }
-    if list.is_empty() && problems.is_empty() {
-        problems.push(Problem::new(
-            key,
-            "no code left. An empty list would fall back to the default codes, not take over \
-             nothing: keep at least one, or switch enabled off (or set extraRetries to 0) to \
-             take over nothing",
-        ));
+    if let Some(empty) = empty.filter(|_| list.is_empty() && problems.is_empty()) {
+        problems.push(Problem::new(key, empty));
     }
     if !problems.is_empty() {
         return Err(problems);
     }
     let same = list.len() == accepted.len() && list.iter().all(|c| accepted.contains(&c.as_str()));
     Ok((!same).then(|| Value::from(list)))
+}
+
+fn routes(key: &str, value: &Value, current: Option<&Value>) -> Read {
+    let accepted: Vec<&str> = current
+        .and_then(Value::as_array)
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let Some(text) = value.as_str() else {
+        return Err(vec![Problem::new(
+            key,
+            format!("must be route names, one per line, got {value}"),
+        )]);
+    };
+    let mut problems = Vec::new();
+    let mut list: Vec<&str> = Vec::new();
+    for line in text.lines().map(str::trim).filter(|line| !line.is_empty()) {
+        if line.chars().any(char::is_whitespace) {
+            problems
+                .push(Problem::new(key, format!("{line:?} is not one route name (one per line)")));
+        } else if list.contains(&line) {
+            problems.push(Problem::new(key, format!("{line} is listed twice")));
+        } else {
+            list.push(line);
+        }
+    }
+    if list.is_empty() && problems.is_empty() {
+        problems.push(Problem::new(key, "no route left: list at least one route to fall back to"));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    // The order is the preference: reordering is an edit.
+    Ok((list != accepted).then(|| Value::from(list)))
 }
 
 #[cfg(test)]
@@ -521,6 +607,71 @@ mod tests {
             assert!(staged.problems[0].message.starts_with(want), "{}", staged.problems[0].message);
             assert!(staged.patch.is_empty(), "{value}");
         }
+    }
+
+    #[test]
+    fn the_fallback_form_stages_routes_in_order_and_code_lists_that_may_be_empty() {
+        let accepted = json!({
+            "routes": ["b1", "b2"], "codes": ["RATE_LIMIT", "QUOTA", "SERVER"],
+            "eagerCodes": ["QUOTA"], "maxWaitMs": 30000, "cooldownMs": 60000,
+        });
+        let Value::Object(untouched) = json!({
+            "routes": "b1\nb2\n",
+            "codes": codes(&["RATE_LIMIT", "QUOTA", "SERVER"], ""),
+            "eagerCodes": codes(&["QUOTA"], ""),
+            "maxWaitMs": "30000", "cooldownMs": "60000",
+        }) else {
+            unreachable!()
+        };
+        let edited = |edits: Value| {
+            let mut form = untouched.clone();
+            form.extend(edits.as_object().unwrap().clone());
+            stage(FALLBACK, &accepted, &form)
+        };
+        let cases: Vec<(Value, Value)> = vec![
+            (json!({}), json!({})),
+            (json!({"routes": "  b1 \n\n b2"}), json!({})),
+            (json!({"routes": "b2\nb1"}), json!({"routes": ["b2", "b1"]})),
+            (json!({"routes": "b1\nb2\nb3"}), json!({"routes": ["b1", "b2", "b3"]})),
+            (json!({"eagerCodes": codes(&[], "")}), json!({"eagerCodes": []})),
+            (json!({"cooldownMs": "0"}), json!({"cooldownMs": 0})),
+            (
+                json!({"codes": codes(&["SERVER", "QUOTA", "RATE_LIMIT"], "HTTP_529")}),
+                json!({"codes": ["RATE_LIMIT", "SERVER", "QUOTA", "HTTP_529"]}),
+            ),
+        ];
+        for (edits, want) in cases {
+            let staged = edited(edits.clone());
+            assert_eq!(staged.problems, [], "{edits}");
+            assert_eq!(Value::Object(staged.patch), want, "{edits}");
+        }
+        let refused: Vec<(Value, &str)> = vec![
+            (
+                json!({"routes": " \n "}),
+                "routes: no route left: list at least one route to fall back to",
+            ),
+            (json!({"routes": "b1\nb1"}), "routes: b1 is listed twice"),
+            (json!({"routes": "b1 b2"}), r#"routes: "b1 b2" is not one route name (one per line)"#),
+            (json!({"routes": ["b1"]}), r#"routes: must be route names, one per line, got ["b1"]"#),
+            (json!({"codes": codes(&[], "")}), "codes: no code left: keep at least one"),
+            (
+                json!({"codes": codes(&["SERVER", "AUTH"], "")}),
+                "codes: AUTH is never retried (hard floor) and cannot be switched on",
+            ),
+            (
+                json!({"maxWaitMs": "-1"}),
+                "maxWaitMs: must be an integer within 0..=2147483647, got -1",
+            ),
+        ];
+        for (edits, want) in refused {
+            let staged = edited(edits.clone());
+            assert_eq!(staged.problems.len(), 1, "{edits}: {:?}", staged.problems);
+            assert!(staged.problems[0].message.starts_with(want), "{}", staged.problems[0].message);
+        }
+        assert_eq!(
+            form("fallback").unwrap().iter().map(|f| f.key).collect::<Vec<_>>(),
+            rein_plugins::fallback::FallbackSettings::KEYS
+        );
     }
 
     #[test]
