@@ -120,6 +120,21 @@ pub enum FailureError {
 }
 
 /// A failed provider attempt (SPEC §2). Always valid: see the module docs.
+///
+/// ```
+/// use rein_runtime::prelude::*;
+///
+/// let failure = Failure::new("RATE_LIMIT", "slow down")?
+///     .with_status(429)?
+///     .with_retry_after_ms(2000.0)?;
+/// assert_eq!((failure.code(), failure.status()), ("RATE_LIMIT", Some(429)));
+/// assert_eq!(failure.provider_retry_after_ms(), Some(2000.0));
+///
+/// // An invalid failure cannot be built: the error names the field.
+/// let error = Failure::new("RATE_LIMIT", "x")?.with_status(42).unwrap_err();
+/// assert!(error.to_string().starts_with("failure.status:"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawFailure", into = "RawFailure")]
 pub struct Failure {

@@ -438,6 +438,66 @@ pub enum ConfigError {
 
 /// A policy plugin (SPEC §1, §4). Implemented by `rein-plugins` and by users; the runtime knows
 /// plugins only through this trait.
+///
+/// A plugin that waits a minute, then retries the first failed attempt of a step, and leaves
+/// every other failure to the rest of the chain:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::time::Duration;
+/// use rein_runtime::prelude::*;
+///
+/// struct AfterAMinute;
+///
+/// impl Plugin for AfterAMinute {
+///     fn name(&self) -> &str {
+///         "after-a-minute"
+///     }
+///     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
+///         Box::pin(async move {
+///             if recovery.payload.attempt > 1 {
+///                 return Verdict::Next; // the end of the chain answers Stop
+///             }
+///             // Ends early, with Err, if the turn is cancelled or the plugin disposed.
+///             match recovery.wait(Duration::from_secs(60)).await {
+///                 Ok(()) => Verdict::Retry,
+///                 Err(_interrupted) => Verdict::Stop, // Interrupted::{Cancelled, Disposed}
+///             }
+///         })
+///     }
+/// }
+///
+/// /// Fails every attempt.
+/// #[derive(Default)]
+/// struct Down(AtomicU32);
+///
+/// impl Adapter for Down {
+///     fn call(&self, _: Request, _: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+///         self.0.fetch_add(1, Ordering::SeqCst);
+///         Box::pin(async { Err(Failure::new("SERVER", "down").expect("a valid failure")) })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let down = Arc::new(Down::default());
+/// let runtime = Runtime::builder()
+///     .clock(Arc::new(VirtualClock::start()))
+///     .route(Route::new("down", down.clone()).model("m"))
+///     .plugin(Arc::new(AfterAMinute))
+///     .build()
+///     .await?;
+/// let session = runtime.session("s1").await?;
+/// let started = tokio::time::Instant::now();
+/// let outcome = session.ask("hi").await?;
+/// assert!(matches!(outcome.reason, TurnEndReason::Error { failure } if failure.code() == "SERVER"));
+/// assert_eq!(down.0.load(Ordering::SeqCst), 2, "one retry");
+/// assert_eq!(started.elapsed(), Duration::from_secs(60), "after a minute (of paused time)");
+/// runtime.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub trait Plugin: Send + Sync + 'static {
     /// Its name (unique in a runtime; `llm-retry`, `auto-retry`…).
     fn name(&self) -> &str;

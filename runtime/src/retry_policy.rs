@@ -52,6 +52,23 @@ pub const DEFAULT_RETRYABLE_CODES: &[&str] =
     &[failure::RATE_LIMIT, failure::SERVER, failure::TIMEOUT, failure::TRANSPORT];
 
 /// A route's retry policy (SPEC §5.1).
+///
+/// A route declares one in the format of a configuration file; every error names its field:
+///
+/// ```
+/// use rein_runtime::prelude::*;
+/// use serde_json::json;
+///
+/// let declared = json!({"mode": "normal", "maxRetries": 5, "backoff": {"initialDelayMs": 200}});
+/// let policy = RetryPolicy::from_declared(&declared, "retryPolicy")?;
+/// assert_eq!((policy.mode(), policy.max_retries()), ("normal", Some(5)));
+/// assert!(policy.retries_code("RATE_LIMIT") && !policy.retries_code("AUTH"));
+///
+/// let wrong = json!({"mode": "normal", "backoff": {"jitterRatio": 1.5}});
+/// let error = RetryPolicy::from_declared(&wrong, "retryPolicy").unwrap_err();
+/// assert!(error.to_string().starts_with("retryPolicy.backoff.jitterRatio:"), "{error}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum RetryPolicy {
     /// Retry the listed codes, at most `max_retries` times per chain.

@@ -56,6 +56,22 @@ mod parse;
 const DEFAULT_MAX_OPEN_FILES: usize = 256;
 
 /// Session logs as `<dir>/<session>.jsonl` files. Clones share the same cache of open files.
+///
+/// ```
+/// use std::sync::Arc;
+/// use rein_runtime::prelude::*;
+///
+/// # tokio_test::block_on(async {
+/// let dir = tempfile::tempdir()?;
+/// let store = JsonlStore::open(dir.path(), Durability::Disk)?; // fsync before acknowledging
+/// let runtime = Runtime::builder().store(Arc::new(store)).build().await?;
+/// runtime.session("s1").await?;
+/// runtime.shutdown().await;
+/// let log = std::fs::read_to_string(dir.path().join("s1.jsonl"))?;
+/// assert!(log.starts_with(r#"{"seq":0,"#) && log.contains(r#""type":"session/start""#), "{log}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone)]
 pub struct JsonlStore {
     inner: Arc<Inner>,
