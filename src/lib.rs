@@ -5,6 +5,8 @@
 //!   provider.
 //! - [`scenario`]: scenario runs with the shipped plugins and the invariant checker.
 //! - [`html`]: HTML views of session logs: turn-tail panels and the `rein report` page.
+//! - [`stress`]: the engine of `rein stress` (many agents under faults, cancellations and plugin
+//!   chaos, every guarantee checked after), also run by the system benchmark.
 
 pub use rein_invariant as invariant;
 pub use rein_plugins as plugins;
@@ -13,3 +15,4 @@ pub use rein_runtime as runtime;
 
 pub mod html;
 pub mod scenario;
+pub mod stress;
