@@ -49,6 +49,9 @@ pub(crate) enum Writes {
     TokioFs,
 }
 
+/// The policy key the `llm/retry` lines carry (llm-retry's, as rein writes it).
+const POLICY_KEY: &str = r#"["normal",2,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],5,100,0.1]"#;
+
 /// The route and model the workload's requests name.
 const ROUTE: (&str, &str) = ("sim", "sim-1");
 
@@ -202,7 +205,7 @@ fn backoff() -> ExponentialBackoff {
         .build()
 }
 
-/// One retry chain of a step: its id, the plugin whose retries these are, their number.
+/// One retry chain of a step: its id and how many retries it made.
 struct Chain {
     id: String,
     retries: u64,
@@ -357,7 +360,7 @@ fn retry_event(chain: &Chain, turn: u32, step: u32, delay: Duration, failure: Fa
         provider: ROUTE.0.to_owned(),
         plugin: "llm-retry".to_owned(),
         mode: "normal".to_owned(),
-        policy_key: String::new(),
+        policy_key: POLICY_KEY.to_owned(),
         retry: chain.retries,
         max_retries: Some(RETRIES.0 as u64),
         delay_ms: delay.as_secs_f64() * 1000.0,

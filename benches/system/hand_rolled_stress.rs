@@ -38,6 +38,9 @@ use tokio_util::sync::CancellationToken;
 use crate::child::{self, Run};
 use crate::cpu::process_seconds;
 
+/// The policy key the `llm/retry` lines carry (llm-retry's, as rein writes it).
+const POLICY_KEY: &str = r#"["normal",2,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],5,100,0.1]"#;
+
 /// The route the requests name.
 const ROUTE: &str = "simulated";
 
@@ -307,7 +310,7 @@ fn retry_event(
         provider: ROUTE.to_owned(),
         plugin: "llm-retry".to_owned(),
         mode: "normal".to_owned(),
-        policy_key: String::new(),
+        policy_key: POLICY_KEY.to_owned(),
         retry,
         max_retries: Some(2),
         delay_ms: delay.as_secs_f64() * 1000.0,
