@@ -1,7 +1,7 @@
 use super::*;
 use serde_json::json;
 
-/// A valid scenario using every field (the example of SPEC §10, plus tool calls and usage).
+/// A valid scenario using every field of the base format, plus tool calls and usage.
 fn base() -> Value {
     json!({
         "seed": 7,
