@@ -1,17 +1,18 @@
 //! The one trait plugins implement, and what a recovery hands them.
 //!
 //! A [`Plugin`] is a policy registered on the runtime; the plugins that recover failed requests
-//! form the request-error waterfall in registration order (SPEC §4). When an attempt fails, the
-//! runtime offers each plugin in turn a [`Recovery`]: the failure and its context
-//! ([`RequestErrorPayload`]), a [`Downstream`] handle on the rest of the chain, the plugin's own
-//! `disposed` token and the runtime's [`Jitter`] source. The plugin answers a [`Verdict`].
+//! form the request-error waterfall in registration order (`docs/runtime-semantics.md`, "Waterfall
+//! and plugins"). When an attempt fails, the runtime offers each plugin in turn a [`Recovery`]: the
+//! failure and its context ([`RequestErrorPayload`]), a [`Downstream`] handle on the rest of the
+//! chain, the plugin's own `disposed` token and the runtime's [`Jitter`] source. The plugin answers
+//! a [`Verdict`].
 //!
 //! The runtime never imports a plugin: `rein-plugins` (llm-retry, auto-retry, compaction) and
 //! any user plugin implement this trait, and the runtime knows them only as `Arc<dyn Plugin>`.
 //!
 //! # Why a recovery that waits is a task
 //!
-//! One plugin actor serves every session at once (SPEC §4 rule 6), and a recovery may wait for
+//! One plugin actor serves every session at once, and a recovery may wait for
 //! seconds (a backoff) or for the rest of the chain (downstream speaks first). So
 //! [`Plugin::recover`] returns a `'static` future. The plugin's actor polls it once: a recovery
 //! that answers without waiting is answered right there (a waterfall hop then costs one actor
@@ -25,7 +26,7 @@
 //!
 //! # Why downstream is a handle, not a return value
 //!
-//! "Downstream speaks first" (SPEC §4) means a plugin must be able to learn the rest of the
+//! "Downstream speaks first" means a plugin must be able to learn the rest of the
 //! chain's answer *before* deciding. [`Downstream::ask`] walks the rest of the chain from inside
 //! the recovery task and returns its answer; the handle remembers it, so a plugin that asked and
 //! then answers [`Verdict::Next`] gets exactly that answer and the chain is not walked twice. A
@@ -63,7 +64,7 @@ use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::SessionLog;
 
-/// A plugin's answer to a failed attempt (SPEC §4).
+/// A plugin's answer to a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verdict {
     /// Rerun the request as a new attempt in the same step.
@@ -87,7 +88,7 @@ pub enum DownstreamAnswer {
     Crashed,
 }
 
-/// The failure offered to the waterfall and its context (SPEC §4).
+/// The failure offered to the waterfall and its context.
 #[derive(Debug, Clone)]
 pub struct RequestErrorPayload {
     /// The session.
@@ -102,7 +103,7 @@ pub struct RequestErrorPayload {
     pub provider: String,
     /// What went wrong.
     pub failure: Failure,
-    /// The route's effective retry policy (SPEC §5.1); `None` when no adapter served the
+    /// The route's effective retry policy; `None` when no adapter served the
     /// attempt (`NO_ADAPTER`).
     pub retry_policy: Option<RetryPolicy>,
     /// The turn's cancellation signal (inside a downstream consultation: a child of it, also
@@ -436,7 +437,7 @@ pub enum ConfigError {
     },
 }
 
-/// A policy plugin (SPEC §1, §4). Implemented by `rein-plugins` and by users; the runtime knows
+/// A policy plugin. Implemented by `rein-plugins` and by users; the runtime knows
 /// plugins only through this trait.
 ///
 /// A plugin that waits a minute, then retries the first failed attempt of a step, and leaves
@@ -510,7 +511,7 @@ pub trait Plugin: Send + Sync + 'static {
     /// actor.
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict>;
 
-    /// Applies a run-time settings patch based on `base_revision` (SPEC §6.1). On success the
+    /// Applies a run-time settings patch based on `base_revision`. On success the
     /// runtime appends `config/changed` to every open session log. Default: unsupported.
     fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
         let _ = (patch, base_revision);

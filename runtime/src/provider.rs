@@ -25,7 +25,7 @@ use crate::failure::Failure;
 
 pub(crate) mod actor;
 
-/// One entry of the model-visible history (SPEC §3), folded from the log.
+/// One entry of the model-visible history, folded from the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {

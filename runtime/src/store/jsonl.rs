@@ -1,6 +1,6 @@
 //! [`JsonlStore`]: a directory with one `<session>.jsonl` file per session.
 //!
-//! Each line is one [`Envelope`] as JSON followed by `\n` (SPEC §3). An append writes all of its
+//! Each line is one [`Envelope`] as JSON followed by `\n`. An append writes all of its
 //! lines with a single `write`; with [`Durability::Disk`] the file is then synced through the
 //! store's [`Syncer`] before the append is acknowledged. The first append of a session creates
 //! its file (and, for `Disk`, syncs the directory so the new name survives a power loss).
