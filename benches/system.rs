@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Flags it does not know (cargo passes `--bench`) are ignored; other words filter metrics by
-//! name. The exit status is 1 when a metric misses its budget or fails to run. Besides its JSON
+//! name. `--child KIND AGENTS TURNS` is how the bench runs a stress side in a process of its own
+//! (see `child`). The exit status is 1 when a metric misses its budget or fails to run. Besides its JSON
 //! line, each metric prints on stderr where its time (or memory) goes.
 //!
 //! # The metrics
@@ -27,6 +28,13 @@
 //!   hibernated session.
 //! - `long_session_turn_2000_vs_20_{memory,jsonl}` (`long_session`): turn 2,000 of a session
 //!   against its turn 20.
+//! - `stress_{1,10}k_agents_*` (`stress`): the `rein stress` engine against the same workload
+//!   done by a hand-rolled tokio + backon loop (`hand_rolled_stress`): turns per second,
+//!   cancellation latency p50 and p99, peak RSS per agent; no budget (`"budget": "none"`), each
+//!   side in a process of its own (`child`).
+//! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
+//!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
+//!   same lines to the same files (`hand_rolled_agents`).
 //!
 //! Shared: `bare_tree` (rein's actor tree from bare ractor actors: the floor of the turn
 //! metrics), `plain_loop` (a turn with no actor at all), `round_trip` (ractor calls), `doubles`
@@ -52,14 +60,24 @@
 
 use std::process::ExitCode;
 
+#[path = "system/agents.rs"]
+mod agents;
+#[path = "system/agents_workload.rs"]
+mod agents_workload;
 #[path = "system/append.rs"]
 mod append;
 #[path = "system/bare_tree.rs"]
 mod bare_tree;
+#[path = "system/child.rs"]
+mod child;
 #[path = "system/cpu.rs"]
 mod cpu;
 #[path = "system/doubles.rs"]
 mod doubles;
+#[path = "system/hand_rolled_agents.rs"]
+mod hand_rolled_agents;
+#[path = "system/hand_rolled_stress.rs"]
+mod hand_rolled_stress;
 #[path = "system/heap.rs"]
 mod heap;
 #[path = "system/heap_budgets.rs"]
@@ -82,6 +100,8 @@ mod round_trip;
 mod sample;
 #[path = "system/stamped.rs"]
 mod stamped;
+#[path = "system/stress.rs"]
+mod stress;
 #[path = "system/turn_overhead.rs"]
 mod turn_overhead;
 #[path = "system/waterfall_hop.rs"]
@@ -127,6 +147,8 @@ const METRICS: &[(&str, Measure)] = &[
     (mass_cancel::NAME, mass_cancel::run),
     (heap_budgets::NAME, heap_budgets::run),
     (long_session::NAME, long_session::run),
+    (stress::NAME, stress::run),
+    (agents::NAME, agents::run),
 ];
 
 /// Runs `measure` to its end as a task of a fresh multi-threaded tokio runtime (one worker per
@@ -151,7 +173,11 @@ pub(crate) fn temp_dir() -> anyhow::Result<tempfile::TempDir> {
 }
 
 fn main() -> ExitCode {
-    let options = Options::parse(std::env::args().skip(1));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some((kind, agents, turns)) = child::parse(&args) {
+        return stress::child(kind, agents, turns);
+    }
+    let options = Options::parse(args);
     let mut all_ok = true;
     for (name, measure) in METRICS.iter().filter(|(name, _)| options.selects(name)) {
         match measure(&options) {

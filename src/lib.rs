@@ -6,6 +6,8 @@
 //! - [`scenario`]: scenario runs with the shipped plugins and the invariant checker.
 //! - [`html`]: HTML views of session logs: turn-tail panels and the `rein report` page.
 //! - [`show`]: the terminal text of turn-tail panels (`rein show`, `rein chat`).
+//! - [`stress`]: the engine of `rein stress` (many agents under faults, cancellations and plugin
+//!   chaos, every guarantee checked after), also run by the system benchmark.
 //! - [`prelude`]: everything an agent program needs, in one import.
 //!
 //! # Quick start
@@ -60,6 +62,7 @@ pub use rein_runtime as runtime;
 pub mod html;
 pub mod scenario;
 pub mod show;
+pub mod stress;
 
 /// The README's code, compiled with the doctests so that it stays true.
 #[cfg(doctest)]

@@ -148,11 +148,19 @@ fn a_report_that_cannot_be_written_exits_1_naming_it() {
 }
 
 #[test]
-fn help_states_the_exit_status() {
+fn help_states_the_output_and_exit_status() {
     let out = rein(&["report", "--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
-    for needle in ["--output <FILE>", "Exit status: 0", "2 when a log", "1 when the report"] {
+    for needle in [
+        "--output <FILE>",
+        "On stdout",
+        "on stderr",
+        "Exit status: 0",
+        "2 when a log",
+        "or a usage error",
+        "1 when the report",
+    ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
 }

@@ -1,9 +1,9 @@
-//! The scenario files of `tests/scenarios/`, one per `llm-retry` behaviour (SPEC §5), run through
-//! `rein scenario run FILE --json` as a process. Each test asserts the whole report (retry ids
-//! masked as `#1`, `#2`… in order of appearance: they are UUID v4s drawn from the scenario's seed,
-//! equal on every run but unreadable in an expectation) and its invariant verdict. The files of
-//! `auto-retry`, `compaction` and the whole chain are run by `tests/recovery_scenarios.rs`, those
-//! of `fallback` by `tests/fallback_scenarios.rs`.
+//! The scenario files of `tests/scenarios/`, one per retry behaviour, run through `rein scenario
+//! run FILE --json` as a process. Each test asserts the whole report (retry ids masked as `#1`,
+//! `#2`… in order of appearance: they are UUID v4s drawn from the scenario's seed, equal on every
+//! run but unreadable in an expectation) and its invariant verdict. The files of `auto-retry`,
+//! `compaction` and the whole chain are run by `tests/recovery_scenarios.rs`, those of `fallback`
+//! by `tests/fallback_scenarios.rs`.
 
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]

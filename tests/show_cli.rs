@@ -248,7 +248,16 @@ fn help_states_the_format_and_exit_status() {
     let out = rein(&["show", "--help"], &[]);
     assert_eq!(out.status.code(), Some(0));
     let help = text(&out.stdout);
-    for needle in ["--expand", "--color <WHEN>", "NO_COLOR", "Exit status: 0", "2 when a log"] {
+    for needle in [
+        "--expand",
+        "--color <WHEN>",
+        "NO_COLOR",
+        "on stdout",
+        "On stderr",
+        "Exit status: 0",
+        "2 when a log",
+        "or a usage error",
+    ] {
         assert!(help.contains(needle), "{needle}: {help}");
     }
 }

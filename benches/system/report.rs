@@ -1,6 +1,9 @@
 //! One benchmark result, printed as one JSON object per line (see `docs/architecture.md`,
 //! "Benchmark"): `{"metric":…,"value":…,"baseline":…,"ratio":…,"budget":…,"ok":…}`.
 //!
+//! A metric with no budget ([`Budget::Record`]) prints `"budget": "none"` and is `ok` whenever
+//! its ratio is a number: a run that fails its own checks fails to measure instead.
+//!
 //! A metric whose budget is absolute (KiB per turn or session) has its unit as baseline
 //! (`1.0`), so its ratio is the value in that unit and the budget reads the same way.
 
@@ -13,6 +16,8 @@ pub(crate) enum Budget {
     AtLeast(f64),
     /// `ratio <= x` (cost: less is better).
     AtMost(f64),
+    /// No budget: the figure is printed for the record (`"budget": "none"`).
+    Record,
 }
 
 impl Budget {
@@ -21,6 +26,7 @@ impl Budget {
         match self {
             Budget::AtLeast(min) => ratio >= min,
             Budget::AtMost(max) => ratio <= max,
+            Budget::Record => true,
         }
     }
 
@@ -28,6 +34,7 @@ impl Budget {
         match self {
             Budget::AtLeast(min) => format!(">= {min}"),
             Budget::AtMost(max) => format!("<= {max}"),
+            Budget::Record => "none".to_owned(),
         }
     }
 }
@@ -62,6 +69,11 @@ impl Metric {
             budget: budget.text(),
             ok: ratio.is_finite() && budget.holds(ratio),
         }
+    }
+
+    /// A figure with no budget, printed for the record: `ok` unless the ratio is not a number.
+    pub(crate) fn record(metric: &str, value: f64, baseline: f64) -> Self {
+        Self::new(metric, value, baseline, Budget::Record)
     }
 
     /// The metric as one line of JSON.

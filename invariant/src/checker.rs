@@ -7,9 +7,9 @@
 //! # Why an open turn is not a violation by default
 //!
 //! A log whose last turn has no `turn/end` is what a running session or a crash leaves; reopening
-//! the session closes it (`turn/end {kind: "interrupted"}`, SPEC §9). So [`check_log`] accepts it,
-//! and [`Checker::finish`] / [`check_finished_log`] report it ([`Rule::TurnLeftOpen`]) for a log
-//! that is known to be complete, such as the end of a scenario run.
+//! the session closes it (`turn/end {kind: "interrupted"}`). So [`check_log`] accepts it, and
+//! [`Checker::finish`] / [`check_finished_log`] report it ([`Rule::TurnLeftOpen`]) for a log that
+//! is known to be complete, such as the end of a scenario run.
 
 use rein_runtime::event::Envelope;
 

@@ -1,5 +1,5 @@
-//! rein-invariant: the rules of the session-log contract (SPEC §8) as pure functions, an offline
-//! checker, and a live validator.
+//! rein-invariant: the rules of the session-log contract (`docs/runtime-semantics.md`, "Invariants
+//! and `rein check`") as pure functions, an offline checker, and a live validator.
 //!
 //! # Layout
 //!

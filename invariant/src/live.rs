@@ -1,8 +1,9 @@
 //! The live validator: every rule, checked against each append before it is written.
 //!
-//! Installed on a session log (`SessionLog::add_validator`), it rejects an append
-//! that would break a rule; nothing is written and the appender gets the [`Rejection`]. A retry
-//! plugin whose `llm/retry` is rejected abandons the retry (SPEC §5.5: `Stop`).
+//! Installed on a session log (`SessionLog::add_validator`), it rejects an append that would break
+//! a rule; nothing is written and the appender gets the [`Rejection`]. A retry plugin whose
+//! `llm/retry` is rejected abandons the retry (`Stop`: `docs/runtime-semantics.md`, "Schedule,
+//! wait, start").
 //!
 //! # Why a batch of one is checked without a clone
 //!

@@ -1,4 +1,5 @@
-//! The rules of the session-log contract (SPEC §8): one catalogue, four families.
+//! The rules of the session-log contract (`docs/runtime-semantics.md`, "Invariants and `rein
+//! check`"): one catalogue, four families.
 //!
 //! [`Rule`] is the single documented list of rule names. Every name is stable kebab-case and is
 //! what `rein check` prints, what a live rejection carries, and what tests match on. The rule
@@ -7,7 +8,7 @@
 //!
 //! - `rules/sessions.rs`: `seq`, `session/start`, turns, steps, attempts — how events nest.
 //! - `rules/requests.rs`: `request/error` and `assistant/chunk` against the current attempt.
-//! - `rules/retries.rs`: `llm/retry` and `llm/retry-started` (SPEC §5.4, §5.5, §8).
+//! - `rules/retries.rs`: `llm/retry` and `llm/retry-started`.
 //! - `rules/routes.rs`: `route/switched` and the attempt it sends to another route.
 //!
 //! Two rules are about the raw text of a log and are decided while parsing it
@@ -34,11 +35,10 @@ mod retries;
 mod routes;
 mod sessions;
 
-/// The largest integer a JSON reader using doubles holds exactly (2^53 − 1): SPEC's "safe
-/// integer".
+/// The largest integer a JSON reader using doubles holds exactly (2^53 − 1): a "safe integer".
 pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
 
-/// The largest delay a retry may schedule (SPEC §8: `delayMs` in [0, 2147483647]).
+/// The largest delay a retry may schedule (`delayMs` in [0, 2147483647]: the longest timer).
 pub const MAX_DELAY_MS: f64 = 2_147_483_647.0;
 
 /// A family of rules (the file its code lives in).
@@ -106,9 +106,9 @@ rules! {
     /// A line that is not JSON, other than a torn last line.
     CorruptLine = "corrupt-line", Log,
         "every line of a log is a JSON object (a torn last line is a crash's trace, not a violation)";
-    /// A JSON line that is not a valid event envelope of SPEC §3.
+    /// A JSON line that is not a valid event envelope.
     EventSchema = "event-schema", Log,
-        "every line is an event: {seq, time, type, data} with the data SPEC §3 gives its type";
+        "every line is an event: {seq, time, type, data} with the data its type defines";
 
     /// `seq` starts at 0 and is contiguous.
     SeqContiguous = "seq-contiguous", Sessions,
@@ -175,9 +175,9 @@ rules! {
     /// `retryId`, `provider`, `policyKey` and `plugin` are non-empty.
     RetryFieldsNonEmpty = "retry-fields-non-empty", Retries,
         "llm/retry has a non-empty retryId, provider, policyKey and plugin";
-    /// `failure` is a valid failure (SPEC §2).
+    /// `failure` is a valid failure.
     RetryFailureValid = "retry-failure-valid", Retries,
-        "llm/retry.failure is a valid failure (SPEC §2)";
+        "llm/retry.failure is a valid failure (non-empty code and message; status, retry-after and request id valid when present)";
     /// `retry` is a safe integer ≥ 1.
     RetryNumberValid = "retry-number-valid", Retries,
         "llm/retry.retry is a safe integer >= 1";

@@ -1,5 +1,6 @@
 //! The fold state the rules read: what is open, what the current attempt did (its error, the
-//! retry that consumed it, the route switch that left it), and the retry chains (SPEC §5.4).
+//! retry that consumed it, the route switch that left it), and the retry chains
+//! (`docs/runtime-semantics.md`, "Retry chains").
 //!
 //! # Why fold a violating event anyway
 //!
@@ -21,7 +22,7 @@ use rein_runtime::event::{Envelope, Event, LlmRetry};
 
 use crate::rules::MAX_DELAY_MS;
 
-/// The chain key of SPEC §5.4: (turn, step, provider, policyKey).
+/// The key of a retry chain: (turn, step, provider, policyKey).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct ChainKey {
     pub(crate) turn: u32,

@@ -2,9 +2,9 @@
 //!
 //! The valid histories come from `support/history.rs::generate` (turns, steps, attempts, tool
 //! calls, official and auto-retry chains, always mode, compaction, aborted waits, diagnostics).
-//! Each mutation has an oracle that says, from the event kinds alone, whether the mutated log
-//! must be caught, must stay valid, or may go either way (for example, dropping an
-//! `llm/retry-started` breaks no rule of SPEC §8: the next attempt just follows).
+//! Each mutation has an oracle that says, from the event kinds alone, whether the mutated log must
+//! be caught, must stay valid, or may go either way (for example, dropping an `llm/retry-started`
+//! breaks no rule of the session-log contract: the next attempt just follows).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 #[path = "support/history.rs"]

@@ -1,5 +1,5 @@
-//! A table of valid and invalid histories: every rule of SPEC §8 has at least one history that
-//! breaks it and nothing else.
+//! A table of valid and invalid histories: every rule of the session-log contract has at least one
+//! history that breaks it and nothing else.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
 #[path = "support/history.rs"]

@@ -1,4 +1,5 @@
-//! The backoff curve of SPEC §5.2, as a pure function of the retry number and a jitter sample.
+//! The backoff curve (`docs/runtime-semantics.md`, "Backoff"), as a pure function of the retry
+//! number and a jitter sample.
 //!
 //! For retry `n ≥ 1`: `base = min(init · 2^min(n−1, 1024), max)` and
 //! `delay = min(base · (1 − j + 2·j·r), max)`. The jitter is symmetric around the base, the result
@@ -7,9 +8,8 @@
 //! # Why plain numbers, not a `Backoff`
 //!
 //! `auto-retry` continues the official curve with a mixed set of parameters (the official
-//! `initialDelayMs` and `jitterRatio`, but `min(official max, own max)` as the cap, SPEC §6.2), so
-//! the function takes the numbers; [`delay_for`] is the shorthand for one validated
-//! [`Backoff`].
+//! `initialDelayMs` and `jitterRatio`, but `min(official max, own max)` as the cap), so the
+//! function takes the numbers; [`delay_for`] is the shorthand for one validated [`Backoff`].
 //!
 //! # Why the exponent is capped at 1024
 //!

@@ -3,9 +3,8 @@
 //! # Layout
 //!
 //! Pure core first:
-//! - [`backoff`]: the backoff curve of SPEC §5.2, a pure function of the retry number and a
-//!   jitter sample.
-//! - [`llm_retry`]: the official executor `llm-retry` (SPEC §5): its strict configuration
+//! - [`backoff`]: the backoff curve, a pure function of the retry number and a jitter sample.
+//! - [`llm_retry`]: the official executor `llm-retry`: its strict configuration
 //!   ([`llm_retry::config`]) and its normal/always decisions ([`llm_retry::decision`]).
 //! - [`settings`]: plugin settings and the two ways they arrive — a configuration file read
 //!   leniently (each fallback a warning), a run-time patch read strictly behind a revision fence
@@ -20,8 +19,8 @@
 //!   double (its thin [`ScriptedPlugin`](scripted::ScriptedPlugin) shell is in the same file).
 //!
 //! Shells:
-//! - [`schedule`]: schedule, wait, start (SPEC §5.5) — `llm/retry` durable before a cancellable
-//!   wait, then `llm/retry-started`; shared by every plugin that writes `llm/retry`.
+//! - [`schedule`]: schedule, wait, start — `llm/retry` durable before a cancellable wait, then
+//!   `llm/retry-started`; shared by every plugin that writes `llm/retry`.
 //! - [`llm_retry::plugin`]: [`LlmRetry`](llm_retry::LlmRetry), the plugin the runtime runs; build
 //!   it from a configuration value with [`llm_retry::factory`].
 //! - [`auto_retry::plugin`]: [`AutoRetry`](auto_retry::AutoRetry), with its run-time settings

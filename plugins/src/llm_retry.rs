@@ -1,5 +1,5 @@
-//! `llm-retry`: the official retry executor (SPEC §5), re-creating the seed's
-//! `@deepseek-ai/dsh-llm-retry`.
+//! `llm-retry`: the official retry executor (`docs/runtime-semantics.md`, "Retry policies and
+//! `llm-retry` decisions"), re-creating the seed's `@deepseek-ai/dsh-llm-retry`.
 //!
 //! It retries selected transient failures of a provider route through the request-error
 //! waterfall: for each failure it decides from the route's effective policy (which the runtime
@@ -25,9 +25,9 @@
 //!
 //! # Why the decision is split from the actor
 //!
-//! Every branch of SPEC §5.3/§5.6 is a pure function with a table test; the actor only gathers
-//! the inputs (payload, retry-chain projection, downstream answer, jitter), performs the result
-//! (append, wait, answer) and owns the cancellable waits.
+//! Every branch of the decision (normal and always mode) is a pure function with a table test; the
+//! actor only gathers the inputs (payload, retry-chain projection, downstream answer, jitter),
+//! performs the result (append, wait, answer) and owns the cancellable waits.
 
 pub mod config;
 pub mod decision;

@@ -1,6 +1,7 @@
-//! Schedule, wait, start (SPEC §5.5): how a retry plugin performs a retry it decided on.
+//! Schedule, wait, start (`docs/runtime-semantics.md`, "Schedule, wait, start"): how a retry plugin
+//! performs a retry it decided on.
 //!
-//! [`run`] takes a complete `llm/retry` event and does the four steps of §5.5 in order:
+//! [`run`] takes a complete `llm/retry` event and does the four steps in order:
 //!
 //! 1. the turn is already cancelled or the plugin disposed → write nothing
 //!    ([`Scheduled::NotScheduled`]);
@@ -16,8 +17,8 @@
 //! then retry a failure this plugin already claimed (and, after a cancellation or disposal, the
 //! waterfall fails closed anyway).
 //!
-//! It is shared by every plugin that schedules `llm/retry` events (`llm-retry`; `auto-retry`
-//! writes the same events with `plugin: "auto-retry"`, SPEC §6.2 step 7).
+//! It is shared by every plugin that schedules `llm/retry` events (`llm-retry`; `auto-retry` writes
+//! the same events with `plugin: "auto-retry"`).
 //!
 //! # Why durable before the wait
 //!

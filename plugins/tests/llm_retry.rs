@@ -1,5 +1,6 @@
-//! `llm-retry` end to end (SPEC §5): a runtime with the plugin registered, a scripted adapter,
-//! paused time. Every test ends with the invariant check of its session log.
+//! `llm-retry` end to end (`docs/runtime-semantics.md`, "Retry policies and `llm-retry`
+//! decisions"): a runtime with the plugin registered, a scripted adapter, paused time. Every test
+//! ends with the invariant check of its session log.
 
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]

@@ -1,4 +1,4 @@
-//! The event vocabulary of the session log (SPEC §3).
+//! The event vocabulary of the session log (`docs/runtime-semantics.md`, "Events").
 //!
 //! Every line of a log is an [`Envelope`]: `{"seq", "time", "type", "data"}`. [`Event`] is the
 //! typed `type` + `data` pair; each variant's data is its own struct so that producers, plugins
@@ -103,7 +103,7 @@ pub enum Event {
 }
 
 impl Event {
-    /// Every `family/name` tag, in the order of SPEC §3.
+    /// Every `family/name` tag, in the order of `docs/runtime-semantics.md` ("Events").
     pub const KINDS: [&'static str; 19] = [
         "session/start",
         "user/message",
@@ -151,7 +151,7 @@ impl Event {
         }
     }
 
-    /// Whether the event enters the model-visible history (SPEC §3).
+    /// Whether the event enters the model-visible history.
     pub fn is_model_visible(&self) -> bool {
         matches!(
             self,
@@ -246,7 +246,7 @@ pub struct RequestError {
     pub failure: Failure,
 }
 
-/// `llm/retry` (SPEC §5.5).
+/// `llm/retry`: a retry scheduled, written before its wait.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LlmRetry {
@@ -262,7 +262,7 @@ pub struct LlmRetry {
     pub plugin: String,
     /// `normal` or `always`.
     pub mode: String,
-    /// The canonical policy key of the chain (SPEC §5.4).
+    /// The canonical policy key of the chain.
     pub policy_key: String,
     /// The retry number in its chain, from 1.
     pub retry: u64,
@@ -488,7 +488,7 @@ mod tests {
             .unwrap()
     }
 
-    /// Every event type, with the exact JSON SPEC §3 documents for it.
+    /// Every event type, with its exact JSON.
     fn table() -> Vec<(Event, &'static str)> {
         vec![
             (

@@ -1,12 +1,12 @@
-//! A failed provider attempt, as data (SPEC §2).
+//! A failed provider attempt, as data (`docs/runtime-semantics.md`, "Failures").
 //!
 //! # Why validated at construction
 //!
 //! A `Failure` travels from an adapter through the session log, the waterfall and every plugin.
 //! If an invalid one could exist, every reader would have to re-check it. So the only ways to
 //! build one — [`Failure::new`] plus the `with_*` setters, and deserialization — enforce the rules
-//! of SPEC §2, and the fields are private. A log line holding an invalid failure does not parse:
-//! the error names the field (`failure.status: …`).
+//! of its fields, and the fields are private. A log line holding an invalid failure does not
+//! parse: the error names the field (`failure.status: …`).
 
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +55,7 @@ pub const ABORTED: &str = "ABORTED";
 /// A scripted provider ran out of script (never offered to the waterfall).
 pub const SCRIPT_EXHAUSTED: &str = "SCRIPT_EXHAUSTED";
 
-/// Every code SPEC §2 names (besides `HTTP_<status>`).
+/// Every known code (besides `HTTP_<status>`).
 pub const KNOWN_CODES: &[&str] = &[
     RATE_LIMIT,
     SERVER,
@@ -79,7 +79,7 @@ pub const KNOWN_CODES: &[&str] = &[
     ABORTED,
 ];
 
-/// Codes that `auto-retry` never retries, whatever its configuration (SPEC §6.1). They live
+/// Codes that `auto-retry` never retries, whatever its configuration (the hard floor). They live
 /// here, not in the plugin, because the invariant checker enforces them too.
 pub const HARD_FLOOR: &[&str] = &[
     AUTH,
@@ -119,7 +119,22 @@ pub enum FailureError {
     EmptyRequestId,
 }
 
-/// A failed provider attempt (SPEC §2). Always valid: see the module docs.
+/// A failed provider attempt. Always valid: see the module docs.
+///
+/// ```
+/// use rein_runtime::prelude::*;
+///
+/// let failure = Failure::new("RATE_LIMIT", "slow down")?
+///     .with_status(429)?
+///     .with_retry_after_ms(2000.0)?;
+/// assert_eq!((failure.code(), failure.status()), ("RATE_LIMIT", Some(429)));
+/// assert_eq!(failure.provider_retry_after_ms(), Some(2000.0));
+///
+/// // An invalid failure cannot be built: the error names the field.
+/// let error = Failure::new("RATE_LIMIT", "x")?.with_status(42).unwrap_err();
+/// assert!(error.to_string().starts_with("failure.status:"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawFailure", into = "RawFailure")]
 pub struct Failure {

@@ -1,5 +1,5 @@
 //! The model-visible history: the fold that turns a session log into the messages a request is
-//! built from (SPEC §3).
+//! built from (`docs/runtime-semantics.md`, "Events").
 //!
 //! Only `user/message`, `assistant/message`, `tool/call`, `tool/result` and `context/compacted`
 //! enter it. Chunks (also those of the successful attempt: its text arrives once more, whole, in

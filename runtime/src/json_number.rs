@@ -1,4 +1,4 @@
-//! Numbers written the way a person (and SPEC §5.4's `policyKey`) writes them: `500`, not
+//! Numbers written the way a person (and a `policyKey`) writes them: `500`, not
 //! `500.0`. Delays and ratios are `f64` in memory, but an integral value is written as an integer
 //! so logs and keys stay canonical and compare byte for byte.
 

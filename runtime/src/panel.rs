@@ -340,9 +340,11 @@ impl AttemptEnd {
     }
 }
 
-/// Milliseconds as a person writes them: `500 ms`, `1.5 ms`.
+/// Milliseconds as a person reads them: whole from 10 ms up (`215 ms`, `1000 ms`), one decimal
+/// below (`1.5 ms`, `0.3 ms`). The log keeps the exact value.
 pub fn format_ms(ms: f64) -> String {
-    format!("{} ms", json_number::format(ms))
+    let shown = if ms.abs() >= 10.0 { ms.round() } else { (ms * 10.0).round() / 10.0 };
+    format!("{} ms", json_number::format(shown))
 }
 
 /// The fold behind [`panels`].
@@ -579,5 +581,28 @@ impl OpenTurn {
             }
             _ => None,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn milliseconds_are_shown_whole_from_ten_up_and_with_one_decimal_below() {
+        let cases = [
+            (215.049_138_919_670_07, "215 ms"),
+            (500.0, "500 ms"),
+            (9.96, "10 ms"),
+            (10.4, "10 ms"),
+            (1.5, "1.5 ms"),
+            (0.25, "0.3 ms"),
+            (0.04, "0 ms"),
+            (0.0, "0 ms"),
+            (3_600_000.0, "3600000 ms"),
+        ];
+        for (ms, shown) in cases {
+            assert_eq!(format_ms(ms), shown, "{ms}");
+        }
     }
 }

@@ -1,17 +1,18 @@
 //! The one trait plugins implement, and what a recovery hands them.
 //!
 //! A [`Plugin`] is a policy registered on the runtime; the plugins that recover failed requests
-//! form the request-error waterfall in registration order (SPEC §4). When an attempt fails, the
-//! runtime offers each plugin in turn a [`Recovery`]: the failure and its context
-//! ([`RequestErrorPayload`]), a [`Downstream`] handle on the rest of the chain, the plugin's own
-//! `disposed` token and the runtime's [`Jitter`] source. The plugin answers a [`Verdict`].
+//! form the request-error waterfall in registration order (`docs/runtime-semantics.md`, "Waterfall
+//! and plugins"). When an attempt fails, the runtime offers each plugin in turn a [`Recovery`]: the
+//! failure and its context ([`RequestErrorPayload`]), a [`Downstream`] handle on the rest of the
+//! chain, the plugin's own `disposed` token and the runtime's [`Jitter`] source. The plugin answers
+//! a [`Verdict`].
 //!
 //! The runtime never imports a plugin: `rein-plugins` (llm-retry, auto-retry, compaction) and
 //! any user plugin implement this trait, and the runtime knows them only as `Arc<dyn Plugin>`.
 //!
 //! # Why a recovery that waits is a task
 //!
-//! One plugin actor serves every session at once (SPEC §4 rule 6), and a recovery may wait for
+//! One plugin actor serves every session at once, and a recovery may wait for
 //! seconds (a backoff) or for the rest of the chain (downstream speaks first). So
 //! [`Plugin::recover`] returns a `'static` future. The plugin's actor polls it once: a recovery
 //! that answers without waiting is answered right there (a waterfall hop then costs one actor
@@ -25,7 +26,7 @@
 //!
 //! # Why downstream is a handle, not a return value
 //!
-//! "Downstream speaks first" (SPEC §4) means a plugin must be able to learn the rest of the
+//! "Downstream speaks first" means a plugin must be able to learn the rest of the
 //! chain's answer *before* deciding. [`Downstream::ask`] walks the rest of the chain from inside
 //! the recovery task and returns its answer; the handle remembers it, so a plugin that asked and
 //! then answers [`Verdict::Next`] gets exactly that answer and the chain is not walked twice. A
@@ -64,7 +65,7 @@ use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::{AppendError, SessionLog};
 
-/// A plugin's answer to a failed attempt (SPEC §4).
+/// A plugin's answer to a failed attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verdict {
     /// Rerun the request as a new attempt in the same step: on the same route, or on the route
@@ -89,7 +90,7 @@ pub enum DownstreamAnswer {
     Crashed,
 }
 
-/// The failure offered to the waterfall and its context (SPEC §4).
+/// The failure offered to the waterfall and its context.
 #[derive(Debug, Clone)]
 pub struct RequestErrorPayload {
     /// The session.
@@ -104,7 +105,7 @@ pub struct RequestErrorPayload {
     pub provider: String,
     /// What went wrong.
     pub failure: Failure,
-    /// The route's effective retry policy (SPEC §5.1); `None` when no adapter served the
+    /// The route's effective retry policy; `None` when no adapter served the
     /// attempt (`NO_ADAPTER`).
     pub retry_policy: Option<RetryPolicy>,
     /// The turn's cancellation signal (inside a downstream consultation: a child of it, also
@@ -474,8 +475,68 @@ pub enum ConfigError {
     },
 }
 
-/// A policy plugin (SPEC §1, §4). Implemented by `rein-plugins` and by users; the runtime knows
+/// A policy plugin. Implemented by `rein-plugins` and by users; the runtime knows
 /// plugins only through this trait.
+///
+/// A plugin that waits a minute, then retries the first failed attempt of a step, and leaves
+/// every other failure to the rest of the chain:
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicU32, Ordering};
+/// use std::time::Duration;
+/// use rein_runtime::prelude::*;
+///
+/// struct AfterAMinute;
+///
+/// impl Plugin for AfterAMinute {
+///     fn name(&self) -> &str {
+///         "after-a-minute"
+///     }
+///     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
+///         Box::pin(async move {
+///             if recovery.payload.attempt > 1 {
+///                 return Verdict::Next; // the end of the chain answers Stop
+///             }
+///             // Ends early, with Err, if the turn is cancelled or the plugin disposed.
+///             match recovery.wait(Duration::from_secs(60)).await {
+///                 Ok(()) => Verdict::Retry,
+///                 Err(_interrupted) => Verdict::Stop, // Interrupted::{Cancelled, Disposed}
+///             }
+///         })
+///     }
+/// }
+///
+/// /// Fails every attempt.
+/// #[derive(Default)]
+/// struct Down(AtomicU32);
+///
+/// impl Adapter for Down {
+///     fn call(&self, _: Request, _: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+///         self.0.fetch_add(1, Ordering::SeqCst);
+///         Box::pin(async { Err(Failure::new("SERVER", "down").expect("a valid failure")) })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let down = Arc::new(Down::default());
+/// let runtime = Runtime::builder()
+///     .clock(Arc::new(VirtualClock::start()))
+///     .route(Route::new("down", down.clone()).model("m"))
+///     .plugin(Arc::new(AfterAMinute))
+///     .build()
+///     .await?;
+/// let session = runtime.session("s1").await?;
+/// let started = tokio::time::Instant::now();
+/// let outcome = session.ask("hi").await?;
+/// assert!(matches!(outcome.reason, TurnEndReason::Error { failure } if failure.code() == "SERVER"));
+/// assert_eq!(down.0.load(Ordering::SeqCst), 2, "one retry");
+/// assert_eq!(started.elapsed(), Duration::from_secs(60), "after a minute (of paused time)");
+/// runtime.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub trait Plugin: Send + Sync + 'static {
     /// Its name (unique in a runtime; `llm-retry`, `auto-retry`…).
     fn name(&self) -> &str;
@@ -488,7 +549,7 @@ pub trait Plugin: Send + Sync + 'static {
     /// actor.
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict>;
 
-    /// Applies a run-time settings patch based on `base_revision` (SPEC §6.1). On success the
+    /// Applies a run-time settings patch based on `base_revision`. On success the
     /// runtime appends `config/changed` to every open session log. Default: unsupported.
     fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
         let _ = (patch, base_revision);

@@ -14,14 +14,15 @@
 //!
 //! # Why removal fails closed
 //!
-//! A plugin that crashes faster than its intensity allows is broken; SPEC §4 takes it out of the
-//! chain "for every later failure". Its recoveries already in flight are treated like those of a
-//! disposed plugin (rule 5): their waits are aborted and they answer `Stop`, so no turn keeps
-//! waiting on code the runtime has stopped trusting, and no task of it outlives the decision.
+//! A plugin that crashes faster than its intensity allows is broken; it leaves the chain for every
+//! later failure. Its recoveries already in flight are treated like those of a disposed plugin
+//! (`docs/runtime-semantics.md`, "Waterfall and plugins", rule 5): their waits are aborted and they
+//! answer `Stop`, so no turn keeps waiting on code the runtime has stopped trusting, and no task of
+//! it outlives the decision.
 //!
 //! # Why disposal does not block the host
 //!
-//! Disposal waits until the plugin's recoveries settle (SPEC §5.7), and a recovery may be
+//! Disposal waits until the plugin's recoveries settle, and a recovery may be
 //! consulting plugins downstream whose own hops might need the host. The host therefore marks
 //! the slot out of the chain, then stops the plugin's actor from a separate task and answers the
 //! caller when that stop completed.
@@ -491,7 +492,7 @@ impl PluginHost {
         &self.chain
     }
 
-    /// Disposes the plugin named `name` (SPEC §4 rule 5, §5.7): it leaves the chain at once, its
+    /// Disposes the plugin named `name`: it leaves the chain at once, its
     /// waits are aborted (those recoveries answer `Stop`), and this resolves once every recovery
     /// it was involved in has settled.
     pub(crate) async fn dispose(&self, name: &str) -> Result<(), DisposeError> {

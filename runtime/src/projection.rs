@@ -3,7 +3,7 @@
 //!
 //! # Why folds
 //!
-//! Everything the runtime knows about a session must be rebuildable from its log (SPEC §1). A
+//! Everything the runtime knows about a session must be rebuildable from its log. A
 //! projection is a `State` and a pure `fold` over events; reopening a session folds the log
 //! again, so a retry count, for example, survives a restart by construction.
 

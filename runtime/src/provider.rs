@@ -25,7 +25,7 @@ use crate::failure::Failure;
 
 pub(crate) mod actor;
 
-/// One entry of the model-visible history (SPEC §3), folded from the log.
+/// One entry of the model-visible history, folded from the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
 pub enum Message {
@@ -233,6 +233,55 @@ impl ChunkSink {
 }
 
 /// A provider adapter: one call = one attempt.
+///
+/// An adapter that echoes the last user message word by word, failing its first attempt of
+/// every step with a 503 (an error *is* an attempt's result: the waterfall decides what next):
+///
+/// ```
+/// use std::sync::Arc;
+/// use rein_runtime::prelude::*;
+///
+/// struct Echo;
+///
+/// impl Adapter for Echo {
+///     fn call(&self, request: Request, chunks: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+///         let last = request.messages.iter().rev().find_map(|m| match m {
+///             Message::User { text } => Some(text.clone()),
+///             _ => None,
+///         });
+///         Box::pin(async move {
+///             if request.attempt == 1 {
+///                 let failure = Failure::new("SERVER", "overloaded")
+///                     .and_then(|f| f.with_status(503))
+///                     .expect("a valid failure");
+///                 return Err(failure);
+///             }
+///             for word in last.unwrap_or_default().split_inclusive(' ') {
+///                 if chunks.send(word.to_owned()).is_err() {
+///                     break; // the attempt is over (cancelled): stop streaming
+///                 }
+///             }
+///             Ok(Completion::default())
+///         })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::builder()
+///     .clock(Arc::new(VirtualClock::start()))
+///     .route(Route::new("echo", Arc::new(Echo)).model("echo-1"))
+///     .default_route_policy(RetryPolicy::default())
+///     .build()
+///     .await?;
+/// let session = runtime.session("s1").await?;
+/// // No plugin: nothing retries, the turn ends with the adapter's failure.
+/// let outcome = session.ask("say it back").await?;
+/// assert!(matches!(&outcome.reason, TurnEndReason::Error { failure } if failure.status() == Some(503)));
+/// runtime.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub trait Adapter: Send + Sync + 'static {
     /// Runs one attempt, streaming chunks into `chunks` before resolving.
     ///

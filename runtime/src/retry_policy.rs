@@ -1,7 +1,8 @@
-//! The retry policy of a provider route, as the runtime carries it (SPEC §5.1, §5.4).
+//! The retry policy of a provider route, as the runtime carries it (`docs/runtime-semantics.md`,
+//! "Policies").
 //!
 //! A [`RetryPolicy`] is `normal` (a budget of `max_retries` for the listed codes) or `always`
-//! (every code, no budget); both share a [`Backoff`] curve. The waterfall payload (SPEC §4)
+//! (every code, no budget); both share a [`Backoff`] curve. The waterfall payload
 //! carries the route's *effective* policy ([`RetryPolicy::effective`]): the route's declared
 //! policy, else the one the `llm-retry` plugin was configured with, else
 //! [`RetryPolicy::default`]. Chains of retries are keyed by [`RetryPolicy::policy_key`].
@@ -17,7 +18,7 @@
 //!
 //! A [`Backoff`] and a [`RetryableCodes`] can only be built through checked constructors (or
 //! [`RetryPolicy::from_declared`], which uses them), so every reader — the decisions, the
-//! `policyKey`, the invariant-facing `llm/retry` fields — may rely on SPEC §5.1's bounds without
+//! `policyKey`, the invariant-facing `llm/retry` fields — may rely on a policy's bounds without
 //! re-checking: delays are finite, positive and fit a timer, the jitter ratio is in `[0, 1]`, the
 //! code list is non-empty and duplicate-free. `max_retries` is a plain integer; declarations are
 //! held to JavaScript's safe-integer range so that the log stays exact in every reader.
@@ -33,13 +34,13 @@ pub use error::{PolicyError, PolicyErrorKind, join as field_path};
 use crate::failure;
 use crate::json_number;
 
-/// The largest delay a timer may be asked for, in milliseconds (2^31 − 1, SPEC §5.1).
+/// The largest delay a timer may be asked for, in milliseconds (2^31 − 1).
 pub const MAX_DELAY_MS: f64 = 2_147_483_647.0;
 
 /// The largest integer every JSON reader holds exactly (2^53 − 1); the bound of `maxRetries`.
 pub const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
 
-/// The default `maxRetries` (SPEC §5.1).
+/// The default `maxRetries`.
 pub const DEFAULT_MAX_RETRIES: u64 = 2;
 /// The default `initialDelayMs`.
 pub const DEFAULT_INITIAL_DELAY_MS: f64 = 500.0;
@@ -51,7 +52,24 @@ pub const DEFAULT_JITTER_RATIO: f64 = 0.1;
 pub const DEFAULT_RETRYABLE_CODES: &[&str] =
     &[failure::RATE_LIMIT, failure::SERVER, failure::TIMEOUT, failure::TRANSPORT];
 
-/// A route's retry policy (SPEC §5.1).
+/// A route's retry policy.
+///
+/// A route declares one in the format of a configuration file; every error names its field:
+///
+/// ```
+/// use rein_runtime::prelude::*;
+/// use serde_json::json;
+///
+/// let declared = json!({"mode": "normal", "maxRetries": 5, "backoff": {"initialDelayMs": 200}});
+/// let policy = RetryPolicy::from_declared(&declared, "retryPolicy")?;
+/// assert_eq!((policy.mode(), policy.max_retries()), ("normal", Some(5)));
+/// assert!(policy.retries_code("RATE_LIMIT") && !policy.retries_code("AUTH"));
+///
+/// let wrong = json!({"mode": "normal", "backoff": {"jitterRatio": 1.5}});
+/// let error = RetryPolicy::from_declared(&wrong, "retryPolicy").unwrap_err();
+/// assert!(error.to_string().starts_with("retryPolicy.backoff.jitterRatio:"), "{error}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum RetryPolicy {
     /// Retry the listed codes, at most `max_retries` times per chain.
@@ -63,7 +81,7 @@ pub enum RetryPolicy {
         /// The delay curve.
         backoff: Backoff,
     },
-    /// Retry every code, without a budget, after asking downstream first (SPEC §5.6).
+    /// Retry every code, without a budget, after asking downstream first.
     Always {
         /// The delay curve.
         backoff: Backoff,
@@ -72,7 +90,7 @@ pub enum RetryPolicy {
 
 impl Default for RetryPolicy {
     /// normal, 2 retries of `RATE_LIMIT`, `SERVER`, `TIMEOUT`, `TRANSPORT`, 500 → 10000 ms, 10 %
-    /// jitter (SPEC §5.1).
+    /// jitter.
     fn default() -> Self {
         RetryPolicy::Normal {
             max_retries: DEFAULT_MAX_RETRIES,
@@ -83,7 +101,7 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The effective policy of a route (SPEC §5.1): its declared policy, else the policy the
+    /// The effective policy of a route: its declared policy, else the policy the
     /// `llm-retry` plugin was configured with, else the defaults.
     pub fn effective(declared: Option<&RetryPolicy>, configured: Option<&RetryPolicy>) -> Self {
         declared.or(configured).cloned().unwrap_or_default()
@@ -120,9 +138,9 @@ impl RetryPolicy {
         }
     }
 
-    /// The canonical key of the policy (SPEC §5.4): a compact JSON array, numbers without a
-    /// trailing `.0`, codes sorted. Two policies have the same key exactly when they retry the
-    /// same way, so a changed field starts a new chain.
+    /// The canonical key of the policy (`docs/runtime-semantics.md`, "Retry chains"): a compact
+    /// JSON array, numbers without a trailing `.0`, codes sorted. Two policies have the same key
+    /// exactly when they retry the same way, so a changed field starts a new chain.
     ///
     /// `["normal",2,["RATE_LIMIT","SERVER"],500,10000,0]`, `["always",500,10000,0.1]`.
     pub fn policy_key(&self) -> String {
@@ -139,8 +157,9 @@ impl RetryPolicy {
     }
 }
 
-/// The delay curve of a policy (SPEC §5.2). Valid by construction: both delays are finite,
-/// `> 0`, `≤ 2147483647` and `initial ≤ max`; the jitter ratio is finite and in `[0, 1]`.
+/// The delay curve of a policy (`docs/runtime-semantics.md`, "Backoff"). Valid by construction:
+/// both delays are finite, `> 0`, `≤ 2147483647` and `initial ≤ max`; the jitter ratio is finite
+/// and in `[0, 1]`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Backoff {
     initial_delay_ms: f64,

@@ -423,6 +423,25 @@ struct Inner {
 /// runtime stops), turns in flight are left without their closing events — the next open of
 /// their sessions repairs them as `interrupted` — and nothing reports what the shutdown met.
 /// Outside a tokio runtime nothing is started (the actors ended with their runtime).
+///
+/// ```
+/// use std::sync::Arc;
+/// use rein_runtime::prelude::*;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MemoryStore::new();
+/// let runtime = Runtime::builder().store(Arc::new(store.clone())).build().await?;
+/// let session = runtime.session("s1").await?; // created: its log starts with session/start
+/// assert_eq!(store.events("s1")[0].kind(), "session/start");
+/// drop(session);
+///
+/// runtime.shutdown().await;
+/// assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+/// assert!(runtime.session("s2").await.is_err(), "a stopped runtime opens no session");
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Runtime {
     inner: Arc<Inner>,

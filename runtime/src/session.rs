@@ -35,6 +35,15 @@ pub use turn_handle::{TurnHandle, TurnOutcome};
 use actor::ClientMsg;
 
 /// What a session was asked to do.
+///
+/// ```
+/// use rein_runtime::prelude::*;
+///
+/// let plain: Prompt = "hello".into(); // on the runtime's default route
+/// assert_eq!(plain.route, None);
+/// let routed = Prompt::new("hello").on("backup");
+/// assert_eq!(routed.route.as_deref(), Some("backup"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Prompt {
     /// The user's message.
@@ -122,6 +131,36 @@ impl Sessions {
 
 /// A session: one conversation with one durable log. Cheap to clone; valid while its runtime
 /// runs, whether the session is awake or hibernating.
+///
+/// ```
+/// use std::sync::Arc;
+/// use rein_runtime::prelude::*;
+///
+/// /// Never answers: every attempt waits until it is cancelled.
+/// struct Silent;
+///
+/// impl Adapter for Silent {
+///     fn call(&self, _: Request, _: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+///         Box::pin(std::future::pending())
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::builder()
+///     .route(Route::new("silent", Arc::new(Silent)).model("m"))
+///     .build()
+///     .await?;
+/// let session = runtime.session("s1").await?;
+/// let turn = session.prompt("hello?")?;
+/// assert!(session.cancel(CancelCause::User).await?, "a turn was running");
+/// let outcome = turn.await?;
+/// assert_eq!(outcome.reason, TurnEndReason::Aborted { cause: CancelCause::User });
+/// assert!(!session.cancel(CancelCause::User).await?, "nothing runs now");
+/// runtime.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Session {
     sessions: Arc<Sessions>,

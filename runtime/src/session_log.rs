@@ -7,7 +7,7 @@
 //! current on every commit and read by key; validators ([`Validator`]) can reject an append
 //! before anything is written; subscribers receive every committed event in order.
 //!
-//! - [`retry_chains`]: the retry-chain projection (SPEC §5.4), built in.
+//! - [`retry_chains`]: the retry-chain projection, built in.
 //! - [`step_routes`]: the routes the open step asked and a pending route switch, built in.
 //! - [`open_turn`]: the open turn/step and the last turn/step/attempt numbers, built in; it also
 //!   names the repair a reopen appends.

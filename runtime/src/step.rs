@@ -3,8 +3,9 @@
 //!
 //! 1. It reads the model-visible history from the log and builds the request, writes
 //!    `step/start` (first attempt) and `request/start`, and sends the attempt to the route's
-//!    provider actor. The provider streams the chunks back as [`StepMsg::Chunk`] messages
-//!    (each written as `assistant/chunk`) and then the outcome ([`StepMsg::AttemptDone`]).
+//!    provider actor. The provider streams the chunks back ([`StepMsg::Chunks`]: the chunks that
+//!    arrived together, written as one batch of `assistant/chunk`, see `chunks`) and then the
+//!    outcome ([`StepMsg::AttemptDone`]).
 //! 2. On success it writes `assistant/message` — built only from *this* attempt's chunks — and
 //!    runs the tool calls one after another, each as a task that reports back
 //!    ([`StepMsg::ToolDone`]): `tool/call` before it runs, `tool/result` after.
@@ -68,6 +69,10 @@ use crate::session_log::{SessionLog, StepRouteProjection};
 use crate::tool::{TOOL_ERROR, ToolOutcome};
 use crate::waterfall::{self, Resolution};
 
+mod chunks;
+
+use chunks::PendingChunks;
+
 /// What a turn and its steps run with (shared by them, one allocation per turn).
 pub(crate) struct TurnCtx {
     pub(crate) shared: Arc<Shared>,
@@ -80,8 +85,8 @@ pub(crate) struct TurnCtx {
 
 /// A message to a step actor.
 pub(crate) enum StepMsg {
-    /// A chunk of attempt `attempt` streamed.
-    Chunk { attempt: u32, text: String },
+    /// Chunks of attempt `attempt` are waiting in its [`PendingChunks`].
+    Chunks { attempt: u32 },
     /// Attempt `attempt` ended.
     AttemptDone { attempt: u32, result: AttemptResult },
     /// The waterfall answered the failure of attempt `attempt`.
@@ -117,6 +122,8 @@ pub(crate) struct StepState {
     started: bool,
     /// The chunks of the attempt in progress.
     chunks: Vec<String>,
+    /// Its chunks streamed and not yet written.
+    pending: PendingChunks,
     /// The tool calls of the successful attempt.
     calls: Vec<ToolCall>,
     /// The failure being offered to the waterfall.
@@ -216,6 +223,7 @@ impl StepActor {
         }
         state.attempt = attempt;
         state.chunks = Vec::new();
+        state.pending = PendingChunks::default();
         let request = state.request(attempt).await?;
         let model = request.model.clone();
         // A root span: the step's messages run inside the previous attempt's span.
@@ -251,9 +259,15 @@ impl StepActor {
                 .await;
         };
         let sink = {
-            let step = myself.clone();
+            let (step, pending) = (myself.clone(), state.pending.clone());
             ChunkSink::new(move |text| {
-                step.send_message(StepMsg::Chunk { attempt, text }).map_err(|_| SinkClosed)
+                if pending.push(text) {
+                    step.send_message(StepMsg::Chunks { attempt }).map_err(|_| SinkClosed)
+                } else if step.get_status() >= ractor::ActorStatus::Stopping {
+                    Err(SinkClosed)
+                } else {
+                    Ok(())
+                }
             })
         };
         let reply = {
@@ -294,16 +308,21 @@ impl StepActor {
         Ok(())
     }
 
-    /// A chunk of the attempt in progress: written as it arrives.
-    async fn chunk(&self, state: &mut StepState, text: String) -> Result<(), Fault> {
-        let event = AssistantChunk {
-            turn: state.ctx.turn,
-            step: state.step,
-            attempt: state.attempt,
-            text: text.clone(),
-        };
-        state.append(vec![Event::AssistantChunk(event)]).await?;
-        state.chunks.push(text);
+    /// The chunks of the attempt in progress that arrived since the last batch: written as one.
+    async fn chunks(&self, state: &mut StepState) -> Result<(), Fault> {
+        let texts = state.pending.take();
+        if texts.is_empty() {
+            return Ok(());
+        }
+        let (turn, step, attempt) = (state.ctx.turn, state.step, state.attempt);
+        let events = texts
+            .iter()
+            .map(|text| {
+                Event::AssistantChunk(AssistantChunk { turn, step, attempt, text: text.clone() })
+            })
+            .collect();
+        state.append(events).await?;
+        state.chunks.extend(texts);
         Ok(())
     }
 
@@ -438,9 +457,7 @@ impl StepActor {
         }
         state.ctx.shared.faults.at_step(state.ctx.turn, state.step);
         match message {
-            StepMsg::Chunk { attempt, text } if attempt == state.attempt => {
-                self.chunk(state, text).await
-            }
+            StepMsg::Chunks { attempt } if attempt == state.attempt => self.chunks(state).await,
             StepMsg::AttemptDone { attempt, result } if attempt == state.attempt => match result {
                 Ok(completion) => self.succeeded(myself, state, completion).await,
                 Err(failure) => self.failed(myself, state, failure).await,
@@ -522,6 +539,7 @@ impl Actor for StepActor {
             attempt: 0,
             started: false,
             chunks: Vec::new(),
+            pending: PendingChunks::default(),
             calls: Vec::new(),
             failure: None,
             work: None,

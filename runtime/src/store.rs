@@ -13,7 +13,7 @@
 //! # Why every store checks `seq`
 //!
 //! The session log assigns `seq`, so a store could trust it. But a log whose `seq`s are not
-//! contiguous from 0 does not load (it is corrupt by SPEC §3), so a store that accepted such an
+//! contiguous from 0 does not load (it is corrupt), so a store that accepted such an
 //! append would acknowledge something it can never read back. Every store therefore refuses an
 //! append that does not continue the log ([`StoreError::OutOfOrder`], nothing written), using the
 //! pure [`check_continues`].

@@ -47,6 +47,43 @@ pub enum ToolOutcome {
 }
 
 /// A tool the model may call.
+///
+/// ```
+/// use rein_runtime::prelude::*;
+/// use serde_json::{Value, json};
+/// use tokio_util::sync::CancellationToken;
+///
+/// /// Adds two numbers.
+/// struct Add;
+///
+/// impl Tool for Add {
+///     fn spec(&self) -> ToolSpec {
+///         ToolSpec {
+///             name: "add".into(),
+///             description: "Adds a and b.".into(),
+///             parameters: json!({"type": "object", "required": ["a", "b"],
+///                                "properties": {"a": {"type": "number"}, "b": {"type": "number"}}}),
+///         }
+///     }
+///     fn call(&self, arguments: Value, _: CancellationToken) -> BoxFuture<'static, ToolOutcome> {
+///         let outcome = match (arguments["a"].as_f64(), arguments["b"].as_f64()) {
+///             (Some(a), Some(b)) => ToolOutcome::Output((a + b).to_string()),
+///             // The model sees the error and may call again: the turn goes on.
+///             _ => ToolOutcome::Error("add: a and b must be numbers".into()),
+///         };
+///         Box::pin(std::future::ready(outcome))
+///     }
+/// }
+///
+/// # tokio_test::block_on(async {
+/// let cancel = CancellationToken::new();
+/// assert_eq!(Add.call(json!({"a": 2, "b": 3}), cancel.clone()).await, ToolOutcome::Output("5".into()));
+/// assert!(matches!(Add.call(json!({"a": "2"}), cancel).await, ToolOutcome::Error(_)));
+/// # });
+/// ```
+///
+/// Offer it with `RuntimeBuilder::tool(Arc::new(Add))`; its calls and results are logged as
+/// `tool/call` and `tool/result`.
 pub trait Tool: Send + Sync + 'static {
     /// Its name, description and parameters, as offered to the model.
     fn spec(&self) -> ToolSpec;

@@ -45,6 +45,101 @@ async fn finish(runtime: Runtime, store: &MemoryStore, session: &str) -> Vec<Env
     events
 }
 
+/// A store that notes the event types of every batch it is asked to append.
+#[derive(Default)]
+struct Batches {
+    inner: MemoryStore,
+    batches: Mutex<Vec<Vec<&'static str>>>,
+}
+
+impl rein_runtime::store::SessionStore for Batches {
+    fn durability(&self) -> rein_runtime::store::Durability {
+        self.inner.durability()
+    }
+
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), rein_runtime::store::StoreError>> {
+        self.batches.lock().unwrap().push(kinds(events));
+        self.inner.append(session, events)
+    }
+
+    fn load<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<Option<rein_runtime::store::Loaded>, rein_runtime::store::StoreError>>
+    {
+        self.inner.load(session)
+    }
+
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, rein_runtime::store::StoreError>> {
+        self.inner.sessions()
+    }
+}
+
+/// Streams `a` and `b` at once, then `c` 10 ms later, and answers.
+struct TwoBursts;
+
+impl Adapter for TwoBursts {
+    fn call(
+        &self,
+        _: rein_runtime::provider::Request,
+        chunks: rein_runtime::provider::ChunkSink,
+    ) -> BoxFuture<
+        'static,
+        Result<rein_runtime::provider::Completion, rein_runtime::failure::Failure>,
+    > {
+        Box::pin(async move {
+            let _ = chunks.send("a".into());
+            let _ = chunks.send("b".into());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            let _ = chunks.send("c".into());
+            Ok(rein_runtime::provider::Completion::default())
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn chunks_that_arrive_together_are_written_as_one_batch_and_later_ones_as_they_come() {
+    let store = Arc::new(Batches::default());
+    let runtime = Runtime::builder()
+        .store(store.clone())
+        .route(Route::new("mock", Arc::new(TwoBursts)).model("mock-1"))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s1").await.unwrap();
+    let outcome = session.ask("hello").await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    runtime.shutdown().await;
+    let chunk_batches: Vec<Vec<&str>> = store
+        .batches
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|batch| batch.contains(&"assistant/chunk"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        chunk_batches,
+        [vec!["assistant/chunk", "assistant/chunk"], vec!["assistant/chunk"]],
+        "a and b together, c on its own"
+    );
+    let events = store.inner.events("s1");
+    assert_valid(&events);
+    let texts: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::AssistantChunk(chunk) => Some(chunk.text.as_str()),
+            Event::AssistantMessage(message) => Some(message.text.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["a", "b", "c", "abc"], "in order, and the message is all of them");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_prompt_streams_one_step_and_completes() {
     let store = MemoryStore::new();

@@ -1,6 +1,7 @@
-//! Cancellation at every stage of a turn (SPEC §9): during a provider stream, a tool, a plugin's
-//! wait and a downstream consultation, and of prompts still queued. The turn ends `aborted`
-//! at once, and nothing after the cancel is written except `step/end`, `turn/end`, `agent/idle`.
+//! Cancellation at every stage of a turn (`docs/runtime-semantics.md`, "Cancellation, hibernation,
+//! shutdown"): during a provider stream, a tool, a plugin's wait and a downstream consultation, and
+//! of prompts still queued. The turn ends `aborted` at once, and nothing after the cancel is
+//! written except `step/end`, `turn/end`, `agent/idle`.
 
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]

@@ -1,5 +1,5 @@
-//! The scenario file format (SPEC §10): serde types, and the strict validation that turns a file
-//! into a [`Scenario`].
+//! The scenario file format (`docs/runtime-semantics.md`, "Scenario files"): serde types, and the
+//! strict validation that turns a file into a [`Scenario`].
 //!
 //! Parsing happens in two passes. The first is serde over private `Raw*` types that deny unknown
 //! fields, tracked by `serde_path_to_error`, so a type error or a typo names its place
@@ -129,7 +129,7 @@ pub struct ProviderScript {
     /// does, so every attempt on it fails with `NO_ADAPTER` and the waterfall payload carries no
     /// policy). When false, `retry_policy` is `None` and `script` is empty.
     pub adapter: bool,
-    /// The route's declared retry policy (SPEC §5.1), if any.
+    /// The route's declared retry policy, if any.
     pub retry_policy: Option<RetryPolicy>,
     /// One entry per attempt.
     pub script: Vec<Scripted>,

@@ -1,13 +1,13 @@
-//! Fault injection for scenarios: [`RejectAppends`], a session-log [`Validator`] that refuses
-//! every append holding an event of the chosen types (a scenario's `"reject"`, rein's extension
-//! of SPEC §10).
+//! Fault injection for scenarios: [`RejectAppends`], a session-log [`Validator`] that refuses every
+//! append holding an event of the chosen types (a scenario's `"reject"`, rein's extension of the
+//! scenario format).
 //!
-//! SPEC §5.5 says a rejected `llm/retry` append (for example by a live invariant) abandons the
-//! retry. A correct plugin never provokes a rejection, so a scenario needs a way to make the log
-//! refuse on purpose; this validator is that way, installed through the runtime's ordinary
-//! validator hook ([`RuntimeBuilder::validator`](rein_runtime::runtime::RuntimeBuilder::validator)), so
-//! the refusal travels the same path a live invariant's would: nothing is written and the
-//! appender gets the error.
+//! A rejected `llm/retry` append (for example by a live invariant) abandons the retry. A correct
+//! plugin never provokes a rejection, so a scenario needs a way to make the log refuse on purpose;
+//! this validator is that way, installed through the runtime's ordinary validator hook
+//! ([`RuntimeBuilder::validator`](rein_runtime::runtime::RuntimeBuilder::validator)), so the
+//! refusal travels the same path a live invariant's would: nothing is written and the appender gets
+//! the error.
 //!
 //! # Why only the events written for plugins
 //!

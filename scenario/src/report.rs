@@ -1,5 +1,5 @@
-//! The `--json` report of a scenario run (SPEC §10), built by a pure function from the session's
-//! log.
+//! The `--json` report of a scenario run (`docs/runtime-semantics.md`, "Scenario files"), built by
+//! a pure function from the session's log.
 //!
 //! [`build`] reads only the committed events plus what the log cannot hold: the configuration
 //! errors of `configure` actions (a rejected patch writes nothing), the invariant checker's

@@ -1,9 +1,9 @@
 //! The scripted provider: a provider [`Adapter`] that plays a script, one entry per attempt.
 //!
-//! It is both the test double of the runtime (DESIGN §5: "scripted doubles, not mocks of
-//! internals") and the provider of scenario files (SPEC §10). Each call takes the next entry of
-//! its script, whatever the turn, step or attempt, so one script is shared by every attempt of
-//! every turn that uses the route:
+//! It is both the test double of the runtime (a scripted double, not a mock of its internals) and
+//! the provider of scenario files (`docs/runtime-semantics.md`, "Scenario files"). Each call takes
+//! the next entry of its script, whatever the turn, step or attempt, so one script is shared by
+//! every attempt of every turn that uses the route:
 //!
 //! - [`Scripted::Reply`]: streams its chunks, waits its latency, answers a [`Completion`];
 //! - [`Scripted::Fail`]: streams its chunks, waits its latency, fails with its [`Failure`];

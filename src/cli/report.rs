@@ -14,16 +14,20 @@ use rein::html::report::{Source, report};
 
 use super::logs::{self, Log};
 
-/// Exit status, for `--help`.
+/// Output and exit status, for `--help`.
 const AFTER_HELP: &str = "\
+Output: FILE, one HTML page, replaced whole (a temporary file renamed over it). On stdout,
+`wrote FILE: N log(s), T turn(s), M retried or failed`; on stderr, `warning: ...` for a torn last
+line (left out) and `error: ...` for a log that cannot be read or a page that cannot be written.
+
 The page has each log's conversation (user and assistant messages, tool calls and results) and,
 at the tail of each turn that retried or failed, a collapsed panel with every attempt and the
 provider's messages verbatim. It needs no network and runs no script; light and dark themes
 follow the reader's system.
 
-Exit status: 0 when the report was written; 2 when a log cannot be read (missing, or a corrupt
-line: the error names the file and line) and nothing was written; 1 when the report could not be
-written.";
+Exit status: 0 when the report was written; 1 when the report could not be written; 2 when a log
+cannot be read (missing, or a corrupt line: the error names the file and line) and nothing was
+written, or a usage error.";
 
 /// Arguments of `rein report`.
 #[derive(Debug, clap::Args)]

@@ -13,23 +13,25 @@ use anstream::{AutoStream, ColorChoice};
 
 use super::logs;
 
-/// Exit status and format, for `--help`.
+/// Output and exit status, for `--help`.
 const AFTER_HELP: &str = "\
-Output: for each log, a header line `LOG: session ID · N turn(s), M retried or failed`, then one
-panel per turn that retried or failed: `▸ turn N · Retried 3 time(s) this turn · finally failed
-with RATE_LIMIT` (or `· recovered`, `· cancelled`…). With --expand, every attempt follows on its
-own line (origin, attempt N/M of its retry chain, wait, turn·step, provider, code, HTTP status,
-request id) with the provider's message verbatim below it; control characters in provider text
-are shown as escapes (\\u{1b}).
+Output: on stdout, for each log, a header line `LOG: session ID · N turn(s), M retried or
+failed`, then one panel per turn that retried or failed: `▸ turn N · Retried 3 time(s) this
+turn · finally failed with RATE_LIMIT` (or `· recovered`, `· cancelled`…). With --expand, every
+attempt follows on its own line (origin, attempt N/M of its retry chain, wait, turn·step,
+provider, code, HTTP status, request id) with the provider's message verbatim below it; control
+characters in provider text are shown as escapes (\\u{1b}).
 
 Origins: `harness` (the first attempt of a step: nothing retried it), the plugin whose llm/retry
 was started before the attempt, `fallback` (after a route/switched), `compaction` (after a
 context/compacted), `unrecorded` (a plugin retried without writing any record). A retry whose
 wait was cut short is shown as `never started`.
 
+On stderr: `warning: ...` for a torn last line (a crash during an append), which is left out,
+and `error: ...` for a log that cannot be read.
+
 Exit status: 0 when every log was shown; 2 when a log cannot be read (missing, or a corrupt
-line: the error names the file and line; the other logs are still shown). A torn last line (a
-crash during an append) is left out with a warning.";
+line: the error names the file and line; the other logs are still shown), or a usage error.";
 
 /// When to colour the output.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

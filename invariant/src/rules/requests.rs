@@ -1,8 +1,8 @@
 //! Provider requests: an attempt's error and chunks belong to the current attempt.
 //!
 //! The current attempt is the open step's latest `request/start`. Retries are decided from its
-//! `request/error` (SPEC §4), so an error for another attempt, for another provider, or twice for
-//! the same attempt would make the waterfall's input ambiguous.
+//! `request/error` (the waterfall's input), so an error for another attempt, for another provider,
+//! or twice for the same attempt would make the waterfall's input ambiguous.
 
 use rein_runtime::event::{AssistantChunk, Envelope, Event, RequestError};
 

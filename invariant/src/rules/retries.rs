@@ -1,4 +1,5 @@
-//! `llm/retry` and `llm/retry-started` (SPEC §5.4, §5.5, §8).
+//! `llm/retry` and `llm/retry-started` (`docs/runtime-semantics.md`, "Retry chains" and "Schedule,
+//! wait, start").
 //!
 //! A retry is scheduled (`llm/retry`) for the failed current attempt, then started
 //! (`llm/retry-started`) once its delay has elapsed. Retries are counted per chain — (turn, step,
@@ -7,11 +8,11 @@
 //!
 //! # Why `retry-after-request-error` also wants the failure unconsumed
 //!
-//! SPEC §8 asks for "a `request/error` of the current attempt". Once an `llm/retry-started` has
-//! answered that error, the next thing is a new attempt; a second `llm/retry` for the same failure
-//! would mean two plugins both recovered one failure. Before the start, two `llm/retry` for one
-//! failure are legal: an auto-retry wait aborted by `enabled = false` answers `Stop`, and an
-//! always-mode `llm-retry` then schedules its own (SPEC §5.6, §6.2).
+//! The contract asks for "a `request/error` of the current attempt". Once an `llm/retry-started`
+//! has answered that error, the next thing is a new attempt; a second `llm/retry` for the same
+//! failure would mean two plugins both recovered one failure. Before the start, two `llm/retry` for
+//! one failure are legal: an auto-retry wait aborted by `enabled = false` answers `Stop`, and an
+//! always-mode `llm-retry` then schedules its own (`docs/runtime-semantics.md`, "Always mode").
 
 use rein_runtime::event::{Envelope, Event, LlmRetry, LlmRetryStarted};
 use rein_runtime::failure::HARD_FLOOR;

@@ -11,12 +11,12 @@ use rein_runtime::event::{
 };
 use rein_runtime::failure::Failure;
 
-/// The official default policy's key (SPEC §5.4).
+/// The official default policy's key.
 pub const OFFICIAL_KEY: &str =
     r#"["normal",2,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],500,10000,0.1]"#;
 /// The codes the official policy retries.
 pub const OFFICIAL_CODES: &[&str] = &["RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"];
-/// auto-retry's default key (SPEC §6.2).
+/// auto-retry's default key.
 pub const AUTO_KEY: &str = r#"["auto-retry",3,["EMPTY_RESPONSE","PI_AI_ERROR","PROVIDER_ERROR","RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],1000,60000,0.2]"#;
 /// An always-mode key.
 pub const ALWAYS_KEY: &str = r#"["always",500,10000,0.1]"#;

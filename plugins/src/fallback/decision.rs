@@ -219,7 +219,9 @@ mod tests {
     fn the_first_decision() {
         let defaults = settings(json!({}));
         let main = names(&["main"]);
-        let cases: Vec<(&str, Failure, Vec<String>, Vec<String>, Decision)> = vec![
+        /// A case: its name, the failure, the routes used, the routes cooling, the decision.
+        type Case = (&'static str, Failure, Vec<String>, Vec<String>, Decision);
+        let cases: Vec<Case> = vec![
             (
                 "an eager code switches at once",
                 failure("QUOTA", None),

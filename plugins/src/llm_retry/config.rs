@@ -1,6 +1,6 @@
-//! The `llm-retry` plugin's configuration (SPEC §5.1), read strictly.
+//! The `llm-retry` plugin's configuration (`docs/runtime-semantics.md`, "Policies"), read strictly.
 //!
-//! The keys are the seed's (`000_e8908bea8ce9c4f9.txt`):
+//! The keys are those of the original `llm-retry` plugin this one re-creates:
 //!
 //! ```yaml
 //! maxTransientRetries: 2        # = maxRetries
@@ -15,7 +15,7 @@
 //!
 //! # Why the runtime's field readers
 //!
-//! The rules are those of a route's declared policy (SPEC §5.1), only the layout differs (flat,
+//! The rules are those of a route's declared policy, only the layout differs (flat,
 //! `maxTransientRetries`). Reading each field with the same functions as
 //! [`RetryPolicy::from_declared`] keeps one definition of "valid" and one wording of every error.
 

@@ -1,24 +1,23 @@
-//! What `llm-retry` does with a failure: the pure decisions of SPEC §5.3 (normal mode) and §5.6
-//! (always mode).
+//! What `llm-retry` does with a failure: the pure decisions of normal mode and always mode
+//! (`docs/runtime-semantics.md`, "The normal-mode decision" and "Always mode").
 //!
-//! The actor gathers the inputs — the payload's effective policy, the failure, the chain's
-//! current count from the retry-chain projection (SPEC §5.4) and, in always mode, the downstream
-//! answer — and performs the [`Decision`]: `Delegate` answers `Next`, `Schedule` appends
-//! `llm/retry` and waits (SPEC §5.5), `AskDownstream` consults the rest of the chain and calls
-//! [`after_downstream`], `AcceptDownstreamRetry` answers `Retry` and writes nothing.
+//! The actor gathers the inputs — the payload's effective policy, the failure, the chain's current
+//! count from the retry-chain projection and, in always mode, the downstream answer — and performs
+//! the [`Decision`]: `Delegate` answers `Next`, `Schedule` appends `llm/retry` and waits,
+//! `AskDownstream` consults the rest of the chain and calls [`after_downstream`],
+//! `AcceptDownstreamRetry` answers `Retry` and writes nothing.
 //!
 //! # Why the sample is drawn lazily
 //!
-//! A scenario's `random` samples are consumed in order by every plugin (SPEC §10). If
-//! `llm-retry` drew a sample for a failure it then delegates, or for a provider delay it uses
-//! verbatim, `auto-retry` would see the sequence shifted by one. So the decision takes a
-//! `FnOnce() -> f64` and calls it only when it computes a backoff: exactly one sample per
-//! backoff-timed retry, none otherwise.
+//! A scenario's `random` samples are consumed in order by every plugin. If `llm-retry` drew a
+//! sample for a failure it then delegates, or for a provider delay it uses verbatim, `auto-retry`
+//! would see the sequence shifted by one. So the decision takes a `FnOnce() -> f64` and calls it
+//! only when it computes a backoff: exactly one sample per backoff-timed retry, none otherwise.
 //!
 //! # Why the chain id is decided here
 //!
-//! Retry 1 of a chain gets a fresh UUID; later retries keep the chain's id (SPEC §5.4). The UUID
-//! itself is randomness the actor makes, but *whether* a chain is new is part of the decision, so
+//! Retry 1 of a chain gets a fresh UUID; later retries keep the chain's id. The UUID itself is
+//! randomness the actor makes, but *whether* a chain is new is part of the decision, so
 //! [`Schedule::chain`] says [`ChainId::New`] or carries the id to continue.
 
 use rein_runtime::failure::Failure;
@@ -29,19 +28,17 @@ use crate::backoff;
 /// What to do with a failure.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Decision {
-    /// Answer `Next`: the rest of the chain decides (SPEC §5.3 steps 1–4).
+    /// Answer `Next`: the rest of the chain decides (steps 1–4 of the normal-mode decision).
     Delegate(Delegation),
-    /// Always mode: consult the rest of the chain first, then call [`after_downstream`]
-    /// (SPEC §5.6).
+    /// Always mode: consult the rest of the chain first, then call [`after_downstream`].
     AskDownstream,
-    /// Always mode: downstream answered `Retry`; answer `Retry` and write nothing (SPEC §5.6).
+    /// Always mode: downstream answered `Retry`; answer `Retry` and write nothing.
     AcceptDownstreamRetry,
-    /// Schedule an own retry: append `llm/retry`, wait, append `llm/retry-started`, answer
-    /// `Retry` (SPEC §5.5).
+    /// Schedule an own retry: append `llm/retry`, wait, append `llm/retry-started`, answer `Retry`.
     Schedule(Schedule),
 }
 
-/// Why a failure is delegated, named after the step of SPEC §5.3 that delegates it.
+/// Why a failure is delegated, named after the step of the normal-mode decision that delegates it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Delegation {
     /// Step 1: no effective policy (no adapter served the request).
@@ -82,7 +79,7 @@ pub struct Schedule {
 pub enum DelaySource {
     /// The provider's `providerRetryAfterMs`, used verbatim (no jitter).
     Provider,
-    /// The policy's backoff curve (SPEC §5.2) for the retry number.
+    /// The policy's backoff curve for the retry number.
     Backoff,
 }
 
@@ -106,7 +103,7 @@ pub enum Consulted {
     Crashed,
 }
 
-/// The first decision on a failure (SPEC §5.3; in always mode, the start of §5.6).
+/// The first decision on a failure (in normal mode, the whole decision; in always mode, its start).
 ///
 /// `chain` is the chain's latest `llm/retry` as `(retry, retryId)`, or `None` before its first
 /// retry. `sample` is drawn only if a backoff is computed.
@@ -143,9 +140,9 @@ pub fn on_failure(
     }
 }
 
-/// The always-mode decision once downstream answered (SPEC §5.6): accept its `Retry`, else
-/// schedule an own retry for any code, without a budget. A provider delay within the cap is
-/// used verbatim; one above the cap falls back to the local backoff (it never delegates).
+/// The always-mode decision once downstream answered: accept its `Retry`, else schedule an own
+/// retry for any code, without a budget. A provider delay within the cap is used verbatim; one
+/// above the cap falls back to the local backoff (it never delegates).
 pub fn after_downstream(
     backoff: &Backoff,
     downstream: Consulted,

@@ -12,20 +12,19 @@
 //! 3. [`decision::on_failure`] decides; in always mode it asks downstream first and
 //!    [`decision::after_downstream`] decides on the answer;
 //! 4. `Delegate` → `Next`; an accepted downstream `Retry` → `Retry`, nothing written; `Schedule` →
-//!    [`schedule::run`] (SPEC §5.5): a new UUID v4 `retryId` for retry 1 (else the chain's),
-//!    `llm/retry` appended before the wait, the wait raced against the turn's cancellation and
-//!    the plugin's disposal, `llm/retry-started`, `Retry`.
+//!    [`schedule::run`]: a new UUID v4 `retryId` for retry 1 (else the chain's), `llm/retry`
+//!    appended before the wait, the wait raced against the turn's cancellation and the plugin's
+//!    disposal, `llm/retry-started`, `Retry`.
 //!
 //! # Why the plugin holds nothing but its configured policy
 //!
-//! One plugin actor serves every session (SPEC §4 rule 6), and the runtime runs each recovery as
-//! a task of its own. Every piece of per-chain state — the count, the `retryId` — is in the
-//! session's log and read back through its projection, so recoveries of different sessions share
-//! nothing, a crash-restart of the plugin loses nothing, and reopening a session continues its
-//! chains where the log left them (SPEC §9). The configured policy is not even read while
-//! recovering: the runtime folds it into each route's effective policy
-//! (the [`factory`] hands the policy to `RuntimeBuilder::built`) and the payload carries the result, so `auto-retry` and
-//! `llm-retry` see the same curve.
+//! One plugin actor serves every session, and the runtime runs each recovery as a task of its own.
+//! Every piece of per-chain state — the count, the `retryId` — is in the session's log and read
+//! back through its projection, so recoveries of different sessions share nothing, a crash-restart
+//! of the plugin loses nothing, and reopening a session continues its chains where the log left
+//! them. The configured policy is not even read while recovering: the runtime folds it into each
+//! route's effective policy (the [`factory`] hands the policy to `RuntimeBuilder::built`) and the
+//! payload carries the result, so `auto-retry` and `llm-retry` see the same curve.
 //!
 //! # Why its settings are read-only at run time
 //!
@@ -38,9 +37,9 @@
 //! # Why disposal needs no code here
 //!
 //! The plugin host cancels `recovery.disposed` first thing when the plugin is disposed and then
-//! waits for every recovery task (SPEC §5.7). The wait races that token, and
-//! [`Downstream::ask`](rein_runtime::plugin::Downstream::ask) aborts a consultation in progress
-//! and waits for it to settle, so every recovery ends promptly and the host's drain completes.
+//! waits for every recovery task. The wait races that token, and
+//! [`Downstream::ask`](rein_runtime::plugin::Downstream::ask) aborts a consultation in progress and
+//! waits for it to settle, so every recovery ends promptly and the host's drain completes.
 
 use std::sync::Arc;
 
@@ -96,10 +95,10 @@ impl LlmRetry {
         Self { policy }
     }
 
-    /// The plugin from its configuration file value (the seed's keys, SPEC §5.1), read strictly:
-    /// an unknown key or an invalid value is an error naming the field path relative to the
-    /// value (`maxTransientRetires: unknown key (…)`; prefix it with
-    /// [`PolicyError::within`]). `null` is the default configuration.
+    /// The plugin from its configuration file value (the seed's keys), read strictly: an unknown
+    /// key or an invalid value is an error naming the field path relative to the value
+    /// (`maxTransientRetires: unknown key (…)`; prefix it with [`PolicyError::within`]). `null` is
+    /// the default configuration.
     pub fn from_config(config: &Value) -> Result<Self, PolicyError> {
         LlmRetryConfig::parse(config, "").map(Self::new)
     }
@@ -264,9 +263,9 @@ async fn recover(recovery: Recovery) -> Verdict {
     }
 }
 
-/// The `llm/retry` event of a scheduled retry (SPEC §5.5): `maxRetries` only in normal mode, a
-/// new UUID v4 `retryId` from the runtime's randomness when the retry opens its chain (seeded in
-/// a scenario, so two runs write the same ids).
+/// The `llm/retry` event of a scheduled retry: `maxRetries` only in normal mode, a new UUID v4
+/// `retryId` from the runtime's randomness when the retry opens its chain (seeded in a scenario, so
+/// two runs write the same ids).
 fn retry_event(
     payload: &RequestErrorPayload,
     policy: &RetryPolicy,

@@ -55,7 +55,7 @@ pub fn turn_ends(events: &[Envelope]) -> Vec<(u64, TurnEndReason)> {
         .collect()
 }
 
-/// Checks every rule of the session-log contract (SPEC §8) over a finished log.
+/// Checks every rule of the session-log contract over a finished log.
 pub fn assert_invariants(events: &[Envelope]) {
     let violations = rein_invariant::check_finished_log(events);
     assert!(

@@ -1,6 +1,6 @@
 //! Restart intensity: how many crashes a plugin may have before its supervisor gives up on it.
 //!
-//! The pure core of the plugin host's supervision (SPEC §4 rule 4): a plugin that crashes is
+//! The pure core of the plugin host's supervision: a plugin that crashes is
 //! restarted, unless it has already been restarted `max_restarts` times within the last
 //! `within` — then it leaves the chain. Time is a parameter (`now`, a duration since any fixed
 //! origin), so the rule is table-tested without a clock.

@@ -16,18 +16,18 @@
 //!
 //! # Why a ready recovery is answered in the handler
 //!
-//! A waterfall hop should cost about one actor round trip (DESIGN §6: ≤ 1.5 ractor calls). A
-//! call wakes two tasks: the actor, then the caller. Spawning every recovery as a task added a
-//! third wake-up (and a task allocation) to each hop, even for a plugin that answers without
-//! waiting — the common case: a plugin that delegates a failure it does not handle. So the
-//! handler polls the recovery once, with a no-op waker. If it is ready, the reply goes out at
-//! once and no task exists; if it is pending, that same started future (boxed by the plugin, so
-//! moving it moves a pointer) is spawned as the tracked task, whose first poll registers the
-//! real waker — a wake-up sent to the no-op waker in between is not lost, because a spawned
-//! task is always polled.
+//! A waterfall hop should cost about one actor round trip (≤ 1.5 ractor calls: the budget in
+//! `docs/architecture.md`, "Benchmark"). A call wakes two tasks: the actor, then the caller.
+//! Spawning every recovery as a task added a third wake-up (and a task allocation) to each hop,
+//! even for a plugin that answers without waiting — the common case: a plugin that delegates a
+//! failure it does not handle. So the handler polls the recovery once, with a no-op waker. If it is
+//! ready, the reply goes out at once and no task exists; if it is pending, that same started future
+//! (boxed by the plugin, so moving it moves a pointer) is spawned as the tracked task, whose first
+//! poll registers the real waker — a wake-up sent to the no-op waker in between is not lost,
+//! because a spawned task is always polled.
 //!
 //! The price: what a recovery does *before its first `.await`* runs in the actor, on its
-//! mailbox. The mailbox still never blocks (SPEC §4 rule 6): the handler runs the recovery only
+//! mailbox. The mailbox still never blocks: the handler runs the recovery only
 //! up to its first wait, never through one, so a backoff, a log append or a downstream
 //! consultation still happens in the task. The CPU before that first wait is the same CPU the
 //! task would have spent on the same worker threads; only its place changed. A plugin that

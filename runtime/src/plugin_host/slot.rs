@@ -8,13 +8,13 @@
 //!
 //! # Why hops go straight to the plugin actor
 //!
-//! A waterfall hop should cost about one actor round trip (DESIGN §6: ≤ 1.5×). Routing every
-//! offer through the host's mailbox would double that and make the host a queue every session
-//! shares. So the chain is shared memory: each slot keeps its live incarnation behind a
-//! read-mostly lock (written only on a restart), and a hop reads it, sends the recovery to the
-//! plugin actor and awaits the answer. Only when that incarnation turns out to be dead — it
-//! crashed with the offer in its mailbox — does the hop ask the host, which answers once the
-//! restart is done.
+//! A waterfall hop should cost about one actor round trip (≤ 1.5×: the budget in
+//! `docs/architecture.md`, "Benchmark"). Routing every offer through the host's mailbox would
+//! double that and make the host a queue every session shares. So the chain is shared memory: each
+//! slot keeps its live incarnation behind a read-mostly lock (written only on a restart), and a hop
+//! reads it, sends the recovery to the plugin actor and awaits the answer. Only when that
+//! incarnation turns out to be dead — it crashed with the offer in its mailbox — does the hop ask
+//! the host, which answers once the restart is done.
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 

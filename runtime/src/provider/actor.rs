@@ -9,8 +9,8 @@
 //! the handler returns at once, so a thousand sessions streaming from one route never wait on
 //! each other.
 //! The task races the adapter's future against the turn's token (cancelled → `ABORTED`) and the
-//! actor's own stop token, and catches a panicking adapter (→ `UNKNOWN`, the code SPEC §2 gives an
-//! error that is not a typed failure).
+//! actor's own stop token, and catches a panicking adapter (→ `UNKNOWN`, the code of an error that
+//! is not a typed failure).
 //!
 //! # Why chunks bypass the actor
 //!

@@ -1,4 +1,4 @@
-//! Reading a declared policy from JSON, strictly (SPEC §5.1).
+//! Reading a declared policy from JSON, strictly (`docs/runtime-semantics.md`, "Policies").
 //!
 //! A route declares `{mode, maxRetries?, retryableCodes?, backoff?: {initialDelayMs?,
 //! maxDelayMs?, jitterRatio?}}`; omitted fields take the defaults. The field readers are public
@@ -10,7 +10,7 @@
 //! A retry policy is read once, at configuration time, and then silently shapes every failure
 //! of a route. A typo (`maxRetires`) or an out-of-range value that fell back to a default would
 //! change behaviour without a trace, so every unknown key and invalid value is an error naming
-//! its field path — the opposite of `auto-retry`'s lenient configuration file (SPEC §6.1), whose
+//! its field path — the opposite of `auto-retry`'s lenient configuration file, whose
 //! fallbacks each leave a warning.
 //!
 //! # Why integral floats count as integers
@@ -219,7 +219,7 @@ mod tests {
         RetryPolicy::from_declared(&value, AT).map_err(|e| e.to_string())
     }
 
-    /// The validation table of SPEC §5.1 / issue 5: each invalid declaration, the exact error.
+    /// The validation table of a declared policy: each invalid declaration, the exact error.
     #[test]
     fn invalid_declarations_are_rejected_naming_the_field_path() {
         let p = AT;

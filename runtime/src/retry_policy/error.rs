@@ -2,7 +2,7 @@
 //!
 //! # Why a path plus a kind
 //!
-//! Every configuration error must name the field it is about (SPEC §5.1:
+//! Every configuration error must name the field it is about (for example
 //! `providers.mock.retryPolicy.backoff.jitterRatio: must be within [0, 1]`). The same rules are
 //! read from different places — a route's `retryPolicy.backoff.initialDelayMs`, the `llm-retry`
 //! plugin's flat `initialDelayMs`, a scenario's `plugins[0].config` — so the rule reports a

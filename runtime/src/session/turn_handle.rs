@@ -96,6 +96,46 @@ enum Position {
 }
 
 /// A prompted (or retried) turn: stream its events, await its outcome.
+///
+/// It is a [`futures::Stream`] of the turn's events, from its `user/message` to its `turn/end`,
+/// and a future of its outcome; read the events first, or only await the outcome:
+///
+/// ```
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use rein_runtime::prelude::*;
+///
+/// /// Streams "hi" and " there".
+/// struct Greeter;
+///
+/// impl Adapter for Greeter {
+///     fn call(&self, _: Request, chunks: ChunkSink) -> BoxFuture<'static, Result<Completion, Failure>> {
+///         let _ = chunks.send("hi".into());
+///         let _ = chunks.send(" there".into());
+///         Box::pin(async { Ok(Completion::default()) })
+///     }
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let runtime = Runtime::builder()
+///     .route(Route::new("greeter", Arc::new(Greeter)).model("m"))
+///     .build()
+///     .await?;
+/// let session = runtime.session("s1").await?;
+/// let mut turn = session.prompt("hello")?;
+/// let mut streamed = String::new();
+/// while let Some(envelope) = turn.next().await {
+///     if let Event::AssistantChunk(chunk) = &envelope.event {
+///         streamed.push_str(&chunk.text);
+///     }
+/// }
+/// assert_eq!(streamed, "hi there");
+/// assert_eq!(turn.await?.reason, TurnEndReason::Completed);
+/// runtime.shutdown().await;
+/// # Ok(())
+/// # }
+/// ```
 pub struct TurnHandle {
     position: Position,
     /// The step of the stream in progress (it owns the position meanwhile).

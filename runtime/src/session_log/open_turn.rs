@@ -1,5 +1,5 @@
 //! The open-turn projection: where a session's turn lifecycle stands, and the repair a reopen
-//! appends when a crash left it open (SPEC §9).
+//! appends when a crash left it open.
 //!
 //! [`OpenTurn`] knows the open turn and step (if any), the numbers of the last turn, step and
 //! attempt started, and how the last turn ended. The agent runtime reads it to number the next

@@ -1,4 +1,5 @@
-//! The retry-chain projection (SPEC §5.4): how far each retry chain of the open step has gone.
+//! The retry-chain projection (`docs/runtime-semantics.md`, "Retry chains"): how far each retry
+//! chain of the open step has gone.
 //!
 //! A chain is identified by (turn, step, provider, policyKey). Its count is the `retry` of its
 //! latest `llm/retry`. Because the whole map resets on `step/start`, `turn/end` and `agent/idle`,
@@ -10,7 +11,7 @@
 //! The count is read from the log, so it survives a restart by construction: reopening a session
 //! folds the log again and `llm-retry` continues at retry `n + 1` with the same `retryId`. The
 //! official executor and `auto-retry` read the same map, which is how `auto-retry` continues the
-//! official backoff curve (SPEC §6.2).
+//! official backoff curve.
 //!
 //! # Why a `Vec` and not a `HashMap`
 //!

@@ -143,7 +143,9 @@ mod tests {
     #[test]
     fn the_open_steps_routes_and_its_pending_switch() {
         let step = || Event::StepStart(StepRef { turn: 1, step: 1 });
-        let cases: Vec<(&str, Vec<Event>, Vec<String>, Option<&str>)> = vec![
+        /// A case: its name, the events, the routes used, the pending switch.
+        type Case = (&'static str, Vec<Event>, Vec<String>, Option<&'static str>);
+        let cases: Vec<Case> = vec![
             ("nothing yet", vec![], vec![], None),
             ("one attempt", vec![step(), request(1, "main")], names(&["main"]), None),
             (

@@ -1,6 +1,6 @@
 //! [`JsonlStore`]: a directory with one `<session>.jsonl` file per session.
 //!
-//! Each line is one [`Envelope`] as JSON followed by `\n` (SPEC §3). An append writes all of its
+//! Each line is one [`Envelope`] as JSON followed by `\n`. An append writes all of its
 //! lines with a single `write`; with [`Durability::Disk`] the file is then synced through the
 //! store's [`Syncer`] before the append is acknowledged. The first append of a session creates
 //! its file (and, for `Disk`, syncs the directory so the new name survives a power loss).
@@ -12,17 +12,25 @@
 //!
 //! - `parse`: the pure decision (events, torn, or corrupt) over a file's bytes.
 //! - `log_file`: the blocking I/O on one session's file.
+//! - `writer`: the thread that makes the appends at `Os`.
 //! - [`read_log`]: the same reading for tools that only look at a log file (`rein show`,
 //!   `rein report`): it never writes, so a torn last line is reported but not cut.
 //!
-//! # Why `spawn_blocking` and not a dedicated writer thread
+//! # Where the I/O runs
 //!
-//! File I/O and `fdatasync` block, so they must not run on tokio's workers. A single writer
-//! thread would serialize every session's sync behind every other's, and unlike SQLite's one
-//! WAL, separate files cannot share a sync: group commit is impossible here. On the blocking pool
-//! each session's append (write + sync) runs in parallel with the others', so the disk sees
-//! concurrent flushes it can merge, and a slow session does not hold up the rest. Appends and
-//! loads of one session are serialized by that session's slot lock (the session log
+//! File I/O and `fdatasync` block, so they never run on tokio's workers.
+//!
+//! - At [`Durability::Disk`], an append (write + sync) runs on tokio's blocking pool. A single
+//!   writer thread would serialize every session's sync behind every other's, and unlike
+//!   SQLite's one WAL, separate files cannot share a sync: group commit is impossible here. On
+//!   the pool each session's append runs in parallel with the others', so the disk sees
+//!   concurrent flushes it can merge, and a slow session does not hold up the rest.
+//! - At [`Durability::Os`], an append is one `write` to the page cache, cheaper than a hop to
+//!   the blocking pool: appends go to the store's own writer thread (`writer`), which takes them
+//!   in order while they keep coming, with no thread wake-up per append.
+//! - Loads and listings run on the blocking pool.
+//!
+//! Appends and loads of one session are serialized by that session's slot lock (the session log
 //! already sends one at a time; the lock makes the store safe on its own).
 //!
 //! # Why open files are cached, and bounded
@@ -42,6 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use self::log_file::{LogFile, WriteMode, io_error};
+use self::writer::Writer;
 use super::sync::{Fdatasync, Syncer};
 use super::{
     BoxFuture, Durability, Loaded, SessionStore, StoreError, TornTail, check_continues,
@@ -51,14 +60,33 @@ use crate::event::Envelope;
 
 mod log_file;
 mod parse;
+mod writer;
 
 /// The default bound on cached open files.
 const DEFAULT_MAX_OPEN_FILES: usize = 256;
 
-/// Session logs as `<dir>/<session>.jsonl` files. Clones share the same cache of open files.
+/// Session logs as `<dir>/<session>.jsonl` files. Clones share the same cache of open files
+/// (and, at `Os`, the same writer thread, joined when the last clone is dropped).
+///
+/// ```
+/// use std::sync::Arc;
+/// use rein_runtime::prelude::*;
+///
+/// # tokio_test::block_on(async {
+/// let dir = tempfile::tempdir()?;
+/// let store = JsonlStore::open(dir.path(), Durability::Disk)?; // fsync before acknowledging
+/// let runtime = Runtime::builder().store(Arc::new(store)).build().await?;
+/// runtime.session("s1").await?;
+/// runtime.shutdown().await;
+/// let log = std::fs::read_to_string(dir.path().join("s1.jsonl"))?;
+/// assert!(log.starts_with(r#"{"seq":0,"#) && log.contains(r#""type":"session/start""#), "{log}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Clone)]
 pub struct JsonlStore {
     inner: Arc<Inner>,
+    writer: Option<Arc<Writer>>,
 }
 
 struct Inner {
@@ -91,7 +119,7 @@ impl JsonlStore {
     pub fn open(dir: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
-        Ok(Self::build(dir, durability, Arc::new(Fdatasync), DEFAULT_MAX_OPEN_FILES))
+        Self::build(dir, durability, Arc::new(Fdatasync), DEFAULT_MAX_OPEN_FILES)
     }
 
     /// Uses `syncer` for [`Durability::Disk`] instead of `fdatasync` (tests count syncs with a
@@ -99,14 +127,22 @@ impl JsonlStore {
     #[must_use]
     pub fn with_syncer(self, syncer: Arc<dyn Syncer>) -> Self {
         let max_open = self.cache().max_open;
-        Self::build(self.inner.dir.clone(), self.inner.durability, syncer, max_open)
+        self.rebuild(syncer, max_open)
     }
 
     /// Keeps at most `max` log files open (at least 1). Call before the first append.
     #[must_use]
     pub fn with_max_open_files(self, max: usize) -> Self {
-        let inner = &self.inner;
-        Self::build(inner.dir.clone(), inner.durability, inner.syncer.clone(), max.max(1))
+        let syncer = self.inner.syncer.clone();
+        self.rebuild(syncer, max.max(1))
+    }
+
+    /// The same store with another syncer or bound, sharing this one's writer thread.
+    fn rebuild(self, syncer: Arc<dyn Syncer>, max_open: usize) -> Self {
+        let cache = Cache { slots: HashMap::new(), clock: 0, max_open };
+        let (dir, durability) = (self.inner.dir.clone(), self.inner.durability);
+        let inner = Inner { dir, durability, syncer, cache: Mutex::new(cache) };
+        Self { inner: Arc::new(inner), writer: self.writer }
     }
 
     fn build(
@@ -114,9 +150,14 @@ impl JsonlStore {
         durability: Durability,
         syncer: Arc<dyn Syncer>,
         max_open: usize,
-    ) -> Self {
+    ) -> Result<Self, StoreError> {
+        let writer = match durability {
+            Durability::Os => Some(Arc::new(Writer::start(&dir)?)),
+            Durability::Disk => None,
+        };
         let cache = Cache { slots: HashMap::new(), clock: 0, max_open };
-        Self { inner: Arc::new(Inner { dir, durability, syncer, cache: Mutex::new(cache) }) }
+        let inner = Arc::new(Inner { dir, durability, syncer, cache: Mutex::new(cache) });
+        Ok(Self { inner, writer })
     }
 
     /// The directory holding the logs.
@@ -180,7 +221,8 @@ impl Inner {
         slot
     }
 
-    /// Appends encoded lines (`count` events starting at `first`), on the blocking pool.
+    /// Appends encoded lines (`count` events starting at `first`), on the writer thread or the
+    /// blocking pool.
     fn append_blocking(
         &self,
         session: &str,
@@ -314,8 +356,11 @@ impl SessionStore for JsonlStore {
             let inner = self.inner.clone();
             let session = session.to_owned();
             let count = events.len() as u64;
-            blocking(&self.inner.dir, move || inner.append_blocking(&session, first, count, &bytes))
-                .await
+            let append = move || inner.append_blocking(&session, first, count, &bytes);
+            match &self.writer {
+                Some(writer) => writer.run(append).await,
+                None => blocking(&self.inner.dir, append).await,
+            }
         })
     }
 
@@ -365,6 +410,55 @@ mod tests {
         let missing = dir.path().join("missing.jsonl");
         let err = read_log(&missing).unwrap_err().to_string();
         assert!(err.starts_with(&format!("{}: ", missing.display())), "{err}");
+    }
+
+    #[test]
+    fn dropping_the_store_finishes_the_queued_appends_and_joins_its_writer() {
+        use std::task::{Context, Poll, Waker};
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        assert!(store.writer.is_some(), "an Os store has its writer thread");
+        let inner = Arc::downgrade(&store.inner);
+        let writer = Arc::downgrade(store.writer.as_ref().unwrap());
+        // Queued, and its caller gone before the answer: the append is made all the same.
+        let batch = [idle(0)];
+        let mut append = store.append("s", &batch);
+        let mut cx = Context::from_waker(Waker::noop());
+        if let Poll::Ready(result) = append.as_mut().poll(&mut cx) {
+            result.unwrap();
+        }
+        drop(append);
+        drop(store);
+        assert!(writer.upgrade().is_none() && inner.upgrade().is_none(), "nothing outlives it");
+        let written = std::fs::read_to_string(dir.path().join("s.jsonl")).unwrap();
+        assert_eq!(written, format!("{}\n", serde_json::to_string(&idle(0)).unwrap()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_sessions_appends_at_os_land_in_order_each_acknowledged_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = JsonlStore::open(dir.path(), Durability::Os).unwrap().with_max_open_files(8);
+        let mut tasks = Vec::new();
+        for session in 0..32 {
+            let store = store.clone();
+            tasks.push(tokio::spawn(async move {
+                let id = format!("s{session}");
+                for seq in 0..20 {
+                    store.append(&id, &[idle(seq)]).await.unwrap();
+                    // Acknowledged: it is in the file, whoever reads it.
+                    let text = std::fs::read_to_string(store.path(&id).unwrap()).unwrap();
+                    assert_eq!(text.lines().count() as u64, seq + 1, "{id}");
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+        let fresh = JsonlStore::open(dir.path(), Durability::Os).unwrap();
+        for session in 0..32 {
+            let loaded = fresh.load(&format!("s{session}")).await.unwrap().unwrap();
+            assert_eq!(loaded.events, (0..20).map(idle).collect::<Vec<_>>());
+        }
     }
 
     #[tokio::test]

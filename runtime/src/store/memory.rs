@@ -21,6 +21,23 @@ use super::{
 use crate::event::Envelope;
 
 /// Session logs held in memory. Clones share the same logs.
+///
+/// For tests and short-lived programs; read a log back with [`MemoryStore::events`]:
+///
+/// ```
+/// use std::sync::Arc;
+/// use rein_runtime::prelude::*;
+///
+/// # tokio_test::block_on(async {
+/// let store = MemoryStore::new();
+/// let runtime = Runtime::builder().store(Arc::new(store.clone())).build().await?;
+/// runtime.session("s1").await?.close().await?;
+/// runtime.shutdown().await;
+/// let kinds: Vec<&str> = store.events("s1").iter().map(|e| e.kind()).collect();
+/// assert_eq!(kinds, ["session/start"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     logs: Arc<Mutex<HashMap<String, Log>>>,

@@ -63,6 +63,22 @@ const BUSY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Session logs in one SQLite database. Share it as `Arc<SqliteStore>`; dropping the last one
 /// stops (and joins) the writer and flusher threads.
+///
+/// ```
+/// use std::sync::Arc;
+/// use rein_runtime::prelude::*;
+///
+/// # tokio_test::block_on(async {
+/// let dir = tempfile::tempdir()?;
+/// let store = Arc::new(SqliteStore::open(dir.path().join("logs.db"), Durability::Disk)?);
+/// let runtime = Runtime::builder().store(store.clone()).build().await?;
+/// runtime.session("s1").await?;
+/// runtime.session("s2").await?;
+/// runtime.shutdown().await;
+/// assert_eq!(store.sessions().await?, ["s1", "s2"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// # }).unwrap();
+/// ```
 pub struct SqliteStore {
     path: PathBuf,
     durability: Durability,

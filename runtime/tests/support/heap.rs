@@ -5,8 +5,8 @@
 //!
 //! The logs live in a [`JsonlStore`] (files, one cached open file), so what is counted is the
 //! runtime's own memory, not the events a [`MemoryStore`](rein_runtime::store::memory::MemoryStore)
-//! would keep in the heap: the budgets of DESIGN §6 are about the runtime, and a durable store
-//! keeps its logs out of the heap.
+//! would keep in the heap: the budgets (`docs/architecture.md`, "Benchmark") are about the runtime,
+//! and a durable store keeps its logs out of the heap.
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 

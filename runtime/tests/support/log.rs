@@ -31,7 +31,7 @@ pub fn from_kind<'a>(events: &'a [Envelope], kind: &str) -> &'a [Envelope] {
 /// and steps numbered in order and nested, one `turn/end` per `turn/start`, every
 /// `request/start` and chunk inside an open step, nothing left open, `agent/idle` last.
 ///
-/// Then every rule of SPEC §8, through the invariant crate's offline checker.
+/// Then every rule of the session-log contract, through the invariant crate's offline checker.
 pub fn assert_valid(events: &[Envelope]) {
     assert!(!events.is_empty(), "an empty log");
     let violations = rein_invariant::check_finished_log(events);

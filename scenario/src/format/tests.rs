@@ -1,7 +1,7 @@
 use super::*;
 use serde_json::json;
 
-/// A valid scenario using every field (the example of SPEC §10, plus tool calls and usage).
+/// A valid scenario using every field of the base format, plus tool calls and usage.
 fn base() -> Value {
     json!({
         "seed": 7,
@@ -544,4 +544,22 @@ fn rein_extends_actions_with_a_crash_and_a_configure_revision() {
             revision: Some(3),
         }
     );
+}
+
+/// The example file of `docs/runtime-semantics.md` ("Scenario files") is a valid scenario that
+/// uses every field of the base format.
+#[test]
+fn the_documented_example_is_a_valid_scenario() {
+    let doc = include_str!("../../../docs/runtime-semantics.md");
+    let section = &doc[doc.find("\n## Scenario files\n").expect("the section")..];
+    let start = section.find("```json\n").expect("its example") + "```json\n".len();
+    let end = start + section[start..].find("```").expect("the end of the example");
+    let scenario = Scenario::from_json(&section[start..end]).expect("a valid scenario");
+    assert_eq!((scenario.seed, scenario.random.len()), (7, 2));
+    let names: Vec<&str> = scenario.plugins.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, ["llm-retry", "compaction", "auto-retry"]);
+    let mock = scenario.provider("mock").expect("the mock route");
+    assert!(mock.retry_policy.is_some());
+    assert_eq!(mock.script.len(), 4);
+    assert_eq!((scenario.tools.len(), scenario.turns.len(), scenario.actions.len()), (1, 2, 3));
 }

@@ -1,7 +1,7 @@
 //! What a stress run does, decided from its seed: pure functions of the flags and a seeded RNG.
 //!
 //! - [`Rates`]: the per-turn probabilities of the flags, checked.
-//! - [`turn`]: one agent's turn — whether it is cancelled and when, whether it sets off a
+//! - [`turn`], [`cancel_window`]: one agent's turn — whether it is cancelled and when, whether it sets off a
 //!   plugin disposal or a settings change.
 //! - [`fault_model`]: how `--fault-rate` splits over the simulated provider's fault kinds.
 //! - [`patch`]: a run-time settings patch for a plugin, valid for the plugins whose settings are
@@ -18,17 +18,17 @@ use rand_chacha::ChaCha8Rng;
 use serde_json::{Value, json};
 
 /// The RNG of the run's random choices.
-pub(crate) type StressRng = ChaCha8Rng;
+pub type StressRng = ChaCha8Rng;
 
 /// The ChaCha8 stream an agent's choices are drawn from (stream 0 is the chaos controller's).
-pub(crate) fn agent_rng(seed: u64, agent: usize) -> StressRng {
+pub fn agent_rng(seed: u64, agent: usize) -> StressRng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(agent as u64 + 1);
     rng
 }
 
 /// The RNG of the plugin chaos (disposals, registrations, settings changes).
-pub(crate) fn chaos_rng(seed: u64) -> StressRng {
+pub fn chaos_rng(seed: u64) -> StressRng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     rng.set_stream(0);
     rng
@@ -36,22 +36,22 @@ pub(crate) fn chaos_rng(seed: u64) -> StressRng {
 
 /// The per-turn probabilities given on the command line.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Rates {
+pub struct Rates {
     /// A turn is cancelled (`session.cancel`).
-    pub(crate) cancel: f64,
+    pub cancel: f64,
     /// A turn sets off the disposal of a plugin (brought back later).
-    pub(crate) dispose: f64,
+    pub dispose: f64,
     /// A turn sets off a run-time settings change.
-    pub(crate) config: f64,
+    pub config: f64,
     /// A provider attempt fails.
-    pub(crate) fault: f64,
+    pub fault: f64,
     /// A plugin recovery of the `flaky` plugin panics.
-    pub(crate) crash: f64,
+    pub crash: f64,
 }
 
 impl Rates {
     /// Checks every rate is a probability; the error names the flag.
-    pub(crate) fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), String> {
         let rates = [
             ("--cancel-rate", self.cancel),
             ("--dispose-rate", self.dispose),
@@ -70,19 +70,25 @@ impl Rates {
 
 /// What one turn of an agent does besides its prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct TurnPlan {
+pub struct TurnPlan {
     /// Cancel the turn this long after its prompt was sent.
-    pub(crate) cancel_after: Option<Duration>,
+    pub cancel_after: Option<Duration>,
     /// Ask for a plugin to be disposed (and registered again later).
-    pub(crate) dispose: bool,
+    pub dispose: bool,
     /// Ask for a settings change.
-    pub(crate) configure: bool,
+    pub configure: bool,
+}
+
+/// The window a cancellation lands in, from the prompt: two first-word latencies and four
+/// backoffs (before the first word, mid-stream, or during a retry's wait), at least 1 ms.
+pub fn cancel_window(latency: Duration, backoff: Duration) -> Duration {
+    (latency * 2 + backoff * 4).max(Duration::from_millis(1))
 }
 
 /// Draws one turn's plan. A cancellation lands uniformly within `cancel_window` of the prompt:
 /// before the first word, mid-stream, or during a retry's wait. Always draws the same number of
 /// samples, so one agent's later turns do not depend on what an earlier one drew.
-pub(crate) fn turn(rng: &mut impl Rng, rates: &Rates, cancel_window: Duration) -> TurnPlan {
+pub fn turn(rng: &mut impl Rng, rates: &Rates, cancel_window: Duration) -> TurnPlan {
     let cancel = rng.random::<f64>() < rates.cancel;
     let at = rng.random::<f64>();
     let dispose = rng.random::<f64>() < rates.dispose;
@@ -93,19 +99,19 @@ pub(crate) fn turn(rng: &mut impl Rng, rates: &Rates, cancel_window: Duration) -
 /// The simulated provider's rates for a total fault rate: 40 % rate limits, 30 % server errors,
 /// 20 % dropped connections, 10 % stalls.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct FaultModel {
+pub struct FaultModel {
     /// 429s with a `Retry-After`.
-    pub(crate) rate_limit: f64,
+    pub rate_limit: f64,
     /// 5xx.
-    pub(crate) server_error: f64,
+    pub server_error: f64,
     /// Connections dropped mid-answer.
-    pub(crate) drop: f64,
+    pub drop: f64,
     /// Streams that stall until the watchdog ends them.
-    pub(crate) stall: f64,
+    pub stall: f64,
 }
 
 /// Splits `fault_rate` over the fault kinds.
-pub(crate) fn fault_model(fault_rate: f64) -> FaultModel {
+pub fn fault_model(fault_rate: f64) -> FaultModel {
     FaultModel {
         rate_limit: fault_rate * 0.4,
         server_error: fault_rate * 0.3,
@@ -116,14 +122,7 @@ pub(crate) fn fault_model(fault_rate: f64) -> FaultModel {
 
 /// Whether the `flaky` plugin crashes on the failure of (`session`, `turn`, `step`, `attempt`):
 /// a draw keyed by the seed and the attempt (FNV-1a into ChaCha8), below `rate`.
-pub(crate) fn crashes(
-    seed: u64,
-    session: &str,
-    turn: u32,
-    step: u32,
-    attempt: u32,
-    rate: f64,
-) -> bool {
+pub fn crashes(seed: u64, session: &str, turn: u32, step: u32, attempt: u32, rate: f64) -> bool {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
     let mut eat = |bytes: &[u8]| {
         for b in bytes {
@@ -143,7 +142,7 @@ pub(crate) fn crashes(
 /// plugins whose settings are known; `{}` for any other (an empty patch that a plugin with
 /// run-time settings accepts, bumping its revision). Delays stay near `backoff_ms` so a run
 /// keeps its pace.
-pub(crate) fn patch(plugin: &str, backoff_ms: u64, rng: &mut impl Rng) -> Value {
+pub fn patch(plugin: &str, backoff_ms: u64, rng: &mut impl Rng) -> Value {
     match plugin {
         "auto-retry" => match rng.random_range(0..6) {
             0 => json!({"enabled": rng.random_bool(0.5)}),

@@ -7,8 +7,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rein::runtime::BoxFuture;
-use rein::runtime::plugin::{Plugin, Recovery, Verdict};
+use crate::runtime::BoxFuture;
+use crate::runtime::plugin::{Plugin, Recovery, Verdict};
 
 use super::plan;
 

@@ -31,6 +31,12 @@ impl Progress {
         Self { bar, total, done: AtomicU64::new(0), started: Instant::now() }
     }
 
+    /// Counts turns and shows nothing (a run driven by another program): with no bar and no
+    /// total, no plain line is ever due.
+    pub(crate) fn hidden() -> Self {
+        Self { bar: None, total: 0, done: AtomicU64::new(0), started: Instant::now() }
+    }
+
     /// One more turn ended.
     pub(crate) fn turn_ended(&self) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;

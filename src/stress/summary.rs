@@ -9,48 +9,49 @@
 //!   [`Summary::failures`] says what makes the run fail (the exit status), [`Summary::text`] is
 //!   what a person reads.
 //! - [`peak_rss_kib`]: the peak resident set size from `/proc/self/status` (`VmHWM`).
+//! - [`cpu_ms`]: the process's CPU time from `/proc/self/stat`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use crate::runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use hdrhistogram::Histogram;
-use rein::runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use serde::Serialize;
 
 /// How many violations, errors and hung turns a summary lists by name (all are counted).
-pub(crate) const LISTED: usize = 10;
+pub const LISTED: usize = 10;
 
 /// What the logs say, folded over every session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Tally {
+pub struct Tally {
     /// Logs read.
-    pub(crate) logs: u64,
+    pub logs: u64,
     /// Events in them.
-    pub(crate) events: u64,
+    pub events: u64,
     /// Turns by `turn/end` kind (`completed`, `error`, `aborted`, `max-steps`, `interrupted`).
-    pub(crate) turns: BTreeMap<String, u64>,
+    pub turns: BTreeMap<String, u64>,
     /// Turns that ended `error`, by failure code.
-    pub(crate) errors_by_code: BTreeMap<String, u64>,
+    pub errors_by_code: BTreeMap<String, u64>,
     /// Turns that ended `aborted`, by cause.
-    pub(crate) aborted_by_cause: BTreeMap<String, u64>,
+    pub aborted_by_cause: BTreeMap<String, u64>,
     /// `llm/retry` events by plugin.
-    pub(crate) retries_by_plugin: BTreeMap<String, u64>,
+    pub retries_by_plugin: BTreeMap<String, u64>,
     /// `plugin/crashed` events by plugin: each a restart, except a crash that removed its
     /// plugin from the chain.
-    pub(crate) crashes_by_plugin: BTreeMap<String, u64>,
+    pub crashes_by_plugin: BTreeMap<String, u64>,
     /// `config/changed` events.
-    pub(crate) config_changed: u64,
+    pub config_changed: u64,
     /// Invariant violations over every log.
-    pub(crate) violations: u64,
+    pub violations: u64,
     /// The first few, as `SESSION: violation`.
-    pub(crate) violation_examples: Vec<String>,
+    pub violation_examples: Vec<String>,
 }
 
 impl Tally {
     /// Folds one finished log in, checking it against every rule.
-    pub(crate) fn add_log(&mut self, session: &str, events: &[Envelope]) {
+    pub fn add_log(&mut self, session: &str, events: &[Envelope]) {
         self.logs += 1;
         self.events += events.len() as u64;
         for event in events {
@@ -80,7 +81,7 @@ impl Tally {
                 _ => {}
             }
         }
-        for violation in rein::invariant::check_finished_log(events) {
+        for violation in crate::invariant::check_finished_log(events) {
             self.violations += 1;
             if self.violation_examples.len() < LISTED {
                 self.violation_examples.push(format!("{session}: {violation}"));
@@ -89,13 +90,13 @@ impl Tally {
     }
 
     /// Turns that ended, whatever their outcome.
-    pub(crate) fn turns_ended(&self) -> u64 {
+    pub fn turns_ended(&self) -> u64 {
         self.turns.values().sum()
     }
 }
 
 /// A `turn/end` reason's kind, as the log writes it.
-pub(crate) fn outcome_kind(reason: &TurnEndReason) -> &'static str {
+pub fn outcome_kind(reason: &TurnEndReason) -> &'static str {
     match reason {
         TurnEndReason::Completed => "completed",
         TurnEndReason::Error { .. } => "error",
@@ -117,20 +118,20 @@ fn cause_kind(cause: &CancelCause) -> &'static str {
 
 /// Latencies in microseconds, from 1 µs to an hour, at 3 significant digits.
 #[derive(Debug, Clone)]
-pub(crate) struct Latencies(Histogram<u64>);
+pub struct Latencies(Histogram<u64>);
 
 /// Percentiles of a [`Latencies`], in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct LatencySummary {
+pub struct LatencySummary {
     /// How many were measured.
-    pub(crate) samples: u64,
+    pub samples: u64,
     /// The median.
-    pub(crate) p50_ms: f64,
+    pub p50_ms: f64,
     /// The 99th percentile.
-    pub(crate) p99_ms: f64,
+    pub p99_ms: f64,
     /// The largest.
-    pub(crate) max_ms: f64,
+    pub max_ms: f64,
 }
 
 impl Default for Latencies {
@@ -142,13 +143,13 @@ impl Default for Latencies {
 
 impl Latencies {
     /// Records one latency (clamped into the histogram's range).
-    pub(crate) fn record(&mut self, latency: Duration) {
+    pub fn record(&mut self, latency: Duration) {
         let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         self.0.saturating_record(micros.max(1));
     }
 
     /// p50, p99 and max, in milliseconds (all 0 without samples).
-    pub(crate) fn summary(&self) -> LatencySummary {
+    pub fn summary(&self) -> LatencySummary {
         let ms = |micros: u64| micros as f64 / 1000.0;
         if self.0.is_empty() {
             return LatencySummary::default();
@@ -165,109 +166,113 @@ impl Latencies {
 /// What the driver saw of its cancellations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Cancellations {
+pub struct Cancellations {
     /// `session.cancel` calls made.
-    pub(crate) requested: u64,
+    pub requested: u64,
     /// Those that found their turn running (the others came after it ended).
-    pub(crate) landed: u64,
+    pub landed: u64,
     /// Latency from the call to the turn's `turn/end` being durable, for those that landed and
     /// ended the turn `aborted`.
-    pub(crate) latency: LatencySummary,
+    pub latency: LatencySummary,
 }
 
 /// What the plugin chaos did.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct PluginChaos {
+pub struct PluginChaos {
     /// Disposals the agents asked for (one finds nothing to dispose when every plugin is
     /// already out).
-    pub(crate) dispose_requests: u64,
+    pub dispose_requests: u64,
     /// Settings changes the agents asked for (one finds no target when no plugin in the chain
     /// has run-time settings: those are counted `none` in `config`).
-    pub(crate) config_requests: u64,
+    pub config_requests: u64,
     /// Plugins disposed (`runtime.dispose_plugin`).
-    pub(crate) disposed: u64,
+    pub disposed: u64,
     /// Plugins registered again (`runtime.register_plugin`), after a disposal or a removal.
-    pub(crate) registered: u64,
+    pub registered: u64,
     /// Plugins found out of the chain without a disposal: removed by their supervisor after
     /// crashing beyond their restart intensity.
-    pub(crate) removed: u64,
+    pub removed: u64,
     /// Recoveries the `flaky` plugin crashed on purpose (`--crash-rate`).
-    pub(crate) crashes_injected: u64,
+    pub crashes_injected: u64,
     /// Settings requests, by result: `accepted`, `stale` (sent on an old revision on purpose,
     /// refused), `invalid`, `unsupported` (the plugin has no run-time settings), `gone` (the
     /// plugin left the chain meanwhile), `none` (no plugin in the chain has run-time settings).
-    pub(crate) config: BTreeMap<String, u64>,
+    pub config: BTreeMap<String, u64>,
 }
 
 /// Actors and tasks still alive after shutdown.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Leaks {
+pub struct Leaks {
     /// Actors counted by the runtime's census.
-    pub(crate) actors: u64,
+    pub actors: u64,
     /// Tasks counted by the census.
-    pub(crate) tasks: u64,
+    pub tasks: u64,
     /// The actors by kind.
-    pub(crate) tree: BTreeMap<String, u64>,
+    pub tree: BTreeMap<String, u64>,
     /// Whether shutdown returned within the deadline at all.
-    pub(crate) shutdown_finished: bool,
+    pub shutdown_finished: bool,
 }
 
 /// A turn that did not end within the deadline after the run was over.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct HungTurn {
+pub struct HungTurn {
     /// Its session.
-    pub(crate) session: String,
+    pub session: String,
     /// The agent's turn number in this run, from 1.
-    pub(crate) turn: u32,
+    pub turn: u32,
 }
 
 /// Everything a run reports: the `--json` object.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Summary {
+pub struct Summary {
     /// Whether every guarantee held (the exit status is 0).
-    pub(crate) ok: bool,
+    pub ok: bool,
     /// What the run was asked to do.
-    pub(crate) agents: u64,
+    pub agents: u64,
     /// Turns per agent.
-    pub(crate) turns_per_agent: u64,
+    pub turns_per_agent: u64,
     /// The seed.
-    pub(crate) seed: u64,
+    pub seed: u64,
     /// `memory`, `jsonl` or `sqlite`.
-    pub(crate) store: String,
+    pub store: String,
     /// Where the logs are (durable stores).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) logs: Option<String>,
+    pub logs: Option<String>,
     /// From the first agent's start to the last turn's end (or to the hang deadline).
-    pub(crate) elapsed_ms: u64,
+    pub elapsed_ms: u64,
+    /// The process's CPU time (user + system, every thread) over the same stretch, in ms
+    /// (absent where `/proc` has none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_ms: Option<u64>,
     /// The logs' view.
-    pub(crate) tally: Tally,
+    pub tally: Tally,
     /// Prompts and retries the runtime refused (a session that would not open, a prompt that
     /// could not start).
-    pub(crate) agent_errors: u64,
+    pub agent_errors: u64,
     /// The first few agent errors.
-    pub(crate) agent_error_examples: Vec<String>,
+    pub agent_error_examples: Vec<String>,
     /// Turns still running at the deadline.
-    pub(crate) hung: u64,
+    pub hung: u64,
     /// The first few of them.
-    pub(crate) hung_turns: Vec<HungTurn>,
+    pub hung_turns: Vec<HungTurn>,
     /// Cancellations.
-    pub(crate) cancellations: Cancellations,
+    pub cancellations: Cancellations,
     /// Plugin chaos.
-    pub(crate) plugins: PluginChaos,
+    pub plugins: PluginChaos,
     /// What shutdown left.
-    pub(crate) leaks: Leaks,
+    pub leaks: Leaks,
     /// Peak resident set size, KiB (`VmHWM`; absent where `/proc` has none).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) peak_rss_kib: Option<u64>,
+    pub peak_rss_kib: Option<u64>,
 }
 
 impl Summary {
     /// What makes the run fail, in words; empty when every guarantee held.
-    pub(crate) fn failures(&self) -> Vec<String> {
+    pub fn failures(&self) -> Vec<String> {
         let mut failures = Vec::new();
         if self.tally.violations > 0 {
             failures.push(format!("{} invariant violation(s)", self.tally.violations));
@@ -291,13 +296,13 @@ impl Summary {
     }
 
     /// Sets `ok` from [`Summary::failures`].
-    pub(crate) fn settle(mut self) -> Self {
+    pub fn settle(mut self) -> Self {
         self.ok = self.failures().is_empty();
         self
     }
 
     /// The summary a person reads.
-    pub(crate) fn text(&self) -> String {
+    pub fn text(&self) -> String {
         let mut out = String::new();
         let t = &self.tally;
         let _ = writeln!(
@@ -414,7 +419,7 @@ fn or_none(text: String) -> String {
 }
 
 /// The peak resident set size in KiB, from the text of `/proc/self/status` (`VmHWM: N kB`).
-pub(crate) fn peak_rss_kib(status: &str) -> Option<u64> {
+pub fn peak_rss_kib(status: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     let mut words = line["VmHWM:".len()..].split_whitespace();
     let value: u64 = words.next()?.parse().ok()?;
@@ -424,13 +429,23 @@ pub(crate) fn peak_rss_kib(status: &str) -> Option<u64> {
     }
 }
 
+/// The CPU time (user + system) in ms, from the text of `/proc/self/stat` (fields 14 and 15,
+/// in clock ticks of 10 ms).
+pub fn cpu_ms(stat: &str) -> Option<u64> {
+    // The command name, in parentheses, may hold spaces: count the fields after it.
+    let (_, after) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some((ticks(11)? + ticks(12)?) * 10)
+}
+
 #[cfg(test)]
 mod tests {
-    use rein::runtime::event::{
+    use crate::runtime::event::{
         AgentIdle, ConfigChanged, LlmRetry, PluginCrashed, SessionStart, StepRef, TurnEnd,
         TurnStart, UserMessage,
     };
-    use rein::runtime::failure::Failure;
+    use crate::runtime::failure::Failure;
 
     use super::*;
 
@@ -658,6 +673,20 @@ mod tests {
         assert_eq!(json["cancellations"]["latency"]["p99Ms"], 1.5);
         assert_eq!(json["peakRssKib"], 2048);
         assert!(json.get("logs").is_none());
+    }
+
+    #[test]
+    fn cpu_time_is_read_from_stat() {
+        let cases = [
+            ("4242 (rein) R 1 4242 1 0 -1 4194560 900 0 0 0 250 30 0 0 20 0 3 0", Some(2800)),
+            ("7 (a (b) c) S 1 7 1 0 -1 0 0 0 0 0 1 2 0 0", Some(30)),
+            ("7 (rein) S 1 7 1 0 -1 0 0 0 0 0 x 2", None),
+            ("7 (rein) S 1", None),
+            ("no parenthesis", None),
+        ];
+        for (stat, want) in cases {
+            assert_eq!(cpu_ms(stat), want, "{stat:?}");
+        }
     }
 
     #[test]

@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rein::runtime::event::{CancelCause, TurnEndReason};
-use rein::runtime::runtime::Runtime;
-use rein::runtime::session::Session;
+use crate::runtime::event::{CancelCause, TurnEndReason};
+use crate::runtime::runtime::Runtime;
+use crate::runtime::session::Session;
 use tokio::sync::mpsc;
 
 use super::acks::AckSender;

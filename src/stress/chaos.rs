@@ -17,9 +17,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::runtime::plugin::{BuiltPlugin, ConfigError};
+use crate::runtime::runtime::Runtime;
 use rand::Rng;
-use rein::runtime::plugin::{BuiltPlugin, ConfigError};
-use rein::runtime::runtime::Runtime;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
@@ -230,10 +230,10 @@ mod tests {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    use rein::runtime::BoxFuture;
-    use rein::runtime::clock::VirtualClock;
-    use rein::runtime::plugin::{ConfigOutcome, Plugin, Recovery, Verdict};
-    use rein::runtime::store::memory::MemoryStore;
+    use crate::runtime::BoxFuture;
+    use crate::runtime::clock::VirtualClock;
+    use crate::runtime::plugin::{ConfigOutcome, Plugin, Recovery, Verdict};
+    use crate::runtime::store::memory::MemoryStore;
     use serde_json::Value;
 
     use super::*;

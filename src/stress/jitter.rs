@@ -6,7 +6,7 @@
 //! the seed like every other choice of the run (which plugin draws which sample depends on the
 //! scheduling anyway).
 
-use rein::runtime::random::{Jitter, SeededJitter};
+use crate::runtime::random::{Jitter, SeededJitter};
 
 /// Seeded samples, fresh retry ids.
 #[derive(Debug)]

@@ -14,14 +14,14 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 /// The writer of the side channel.
-pub(crate) struct Acks {
+pub struct Acks {
     queue: mpsc::Sender<(String, u64)>,
     thread: JoinHandle<io::Result<()>>,
 }
 
 impl Acks {
     /// Writes the lines to `path`, created or truncated; `-` is standard output.
-    pub(crate) fn open(path: &Path) -> io::Result<Self> {
+    pub fn open(path: &Path) -> io::Result<Self> {
         let out: Box<dyn Write + Send> = if path == Path::new("-") {
             Box::new(io::stdout())
         } else {
@@ -35,12 +35,12 @@ impl Acks {
     }
 
     /// A handle agents send their acknowledgements through.
-    pub(crate) fn sender(&self) -> AckSender {
+    pub fn sender(&self) -> AckSender {
         AckSender(self.queue.clone())
     }
 
     /// Writes what is queued and closes the channel (every [`AckSender`] must be gone).
-    pub(crate) fn close(self) -> io::Result<()> {
+    pub fn close(self) -> io::Result<()> {
         drop(self.queue);
         self.thread.join().unwrap_or_else(|_| Err(io::Error::other("the ack writer panicked")))
     }
@@ -48,11 +48,11 @@ impl Acks {
 
 /// Where an agent reports an acknowledged event.
 #[derive(Clone)]
-pub(crate) struct AckSender(mpsc::Sender<(String, u64)>);
+pub struct AckSender(mpsc::Sender<(String, u64)>);
 
 impl AckSender {
     /// `session`'s event `seq` is durable.
-    pub(crate) fn ack(&self, session: &str, seq: u64) {
+    pub fn ack(&self, session: &str, seq: u64) {
         let _ = self.0.send((session.to_owned(), seq));
     }
 }

@@ -1,0 +1,321 @@
+//! Metric `agents_10k_jsonl_os_vs_hand_rolled`: 10,000 agents of the `agents` workload
+//! (`agents_workload`) on one runtime with a [`JsonlStore`] at [`Durability::Os`], against a
+//! hand-rolled tokio loop writing the same lines to the same files. Budget: at least 0.5 ×
+//! the hand-rolled throughput.
+//!
+//! - **Value**: agents per second of rein — from the first session opened to the last turn's
+//!   outcome. The agents are started one after another as an application would start them
+//!   (open the session, prompt, cancel one in ten at once), then every outcome is awaited.
+//! - **Baseline** (the floor): agents per second of `hand_rolled_agents` — the same workload
+//!   as tokio tasks writing the same events, in the same batches, to the same files.
+//!
+//! Before measuring, a few agents run through both with their appends counted: a completed
+//! agent's log must hold the same events (by type) in the same number of appends on each side. After the rein side, the runtime must be left with no actor
+//! and no task, and every log must pass the invariant checker.
+//!
+//! A round runs rein, then the floor, each in a fresh directory; the bench runs [`ROUNDS`]
+//! rounds (one with `--quick`) and reports the round whose ratio is the median. For the record
+//! each round also runs the loop writing through `tokio::fs` (a blocking-pool hop per write,
+//! what tokio's file API does), and prints on stderr each side's time, when its last agent had
+//! started, how long opening an agent took, and its CPU time and allocations per agent.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use rein::invariant::check_finished_log;
+use rein::plugins::auto_retry::AutoRetry;
+use rein::plugins::compaction::Compaction;
+use rein::plugins::llm_retry::LlmRetry;
+use rein::runtime::BoxFuture;
+use rein::runtime::event::{CancelCause, Envelope, TurnEndReason};
+use rein::runtime::runtime::{Route, Runtime};
+use rein::runtime::store::jsonl::JsonlStore;
+use rein::runtime::store::{Durability, Loaded, SessionStore, StoreError};
+use rein::runtime::tool::echo::EchoTool;
+
+use crate::Options;
+use crate::agents_workload::{
+    AgentsProvider, CANCELLED, PROMPT, auto_retry_settings, llm_retry_settings, session_id,
+};
+use crate::cpu::process_seconds;
+use crate::hand_rolled_agents::{self, Writes};
+use crate::heap::allocations;
+use crate::report::{Budget, Metric};
+
+/// The prefix of the metric's name (what a filter matches).
+pub(crate) const NAME: &str = "agents";
+
+const BUDGET: Budget = Budget::AtLeast(0.5);
+
+/// Agents of a measured run.
+const AGENTS: usize = 10_000;
+/// Rounds (rein, then the floor); one with `--quick`.
+const ROUNDS: usize = 3;
+/// Agents of the shape check (agent 1 completes).
+const CHECKED: usize = 20;
+
+/// What one side of a round measured.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Side {
+    /// From the first agent's start to the last agent's end.
+    pub(crate) elapsed: Duration,
+    /// From the first agent's start to the last agent's start.
+    pub(crate) started: Duration,
+    /// Opening agents (rein: `Runtime::session`; the loop: its file and `session/start`), in all.
+    pub(crate) opening: Duration,
+    pub(crate) cpu_seconds: f64,
+    pub(crate) allocations: usize,
+}
+
+impl Side {
+    fn per_second(&self, agents: usize) -> f64 {
+        agents as f64 / self.elapsed.as_secs_f64()
+    }
+
+    /// The figures on one line.
+    fn describe(&self, agents: usize) -> String {
+        let per_agent = |x: f64| x * 1e6 / agents as f64;
+        format!(
+            "{:.2} s ({:.0} agents/s), every agent started after {:.2} s, opening one took \
+             {:.1} µs; per agent {:.0} µs CPU and {} allocations",
+            self.elapsed.as_secs_f64(),
+            self.per_second(agents),
+            self.started.as_secs_f64(),
+            per_agent(self.opening.as_secs_f64()),
+            per_agent(self.cpu_seconds),
+            self.allocations / agents,
+        )
+    }
+}
+
+/// Measures the metric.
+pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
+    let rounds = if options.quick { 1 } else { ROUNDS };
+    let name = format!("{NAME}_{}k_jsonl_os_vs_hand_rolled", AGENTS / 1000);
+    crate::drive(async move {
+        same_shape().await?;
+        let mut results = Vec::with_capacity(rounds);
+        // Every side writes into a directory of its own, all kept until the metric ends: where
+        // creating a file costs more after many were deleted (see `logs_dir`), one side's
+        // clean-up must not be charged to the next.
+        let mut dirs = Vec::new();
+        let parent = logs_dir();
+        eprintln!("{name}: logs in {}", parent.display());
+        let fresh = |dirs: &mut Vec<tempfile::TempDir>| -> anyhow::Result<std::path::PathBuf> {
+            let dir = tempfile::tempdir_in(&parent)?;
+            let path = dir.path().to_owned();
+            dirs.push(dir);
+            Ok(path)
+        };
+        for round in 1..=rounds {
+            let dir = fresh(&mut dirs)?;
+            let (rein, logs) = rein(&dir, AGENTS, None).await?;
+            let rein_lines = check_logs(&logs)?;
+            drop(logs);
+            let dir = fresh(&mut dirs)?;
+            let floor = hand_rolled_agents::run(&dir, AGENTS, Writes::Std).await?;
+            let floor_lines = hand_rolled_agents::lines(&dir)?;
+            let dir = fresh(&mut dirs)?;
+            let tokio_fs = hand_rolled_agents::run(&dir, AGENTS, Writes::TokioFs).await?;
+            let (r, f) = (rein.per_second(AGENTS), floor.per_second(AGENTS));
+            eprintln!(
+                "{name}: round {round}: rein / hand-rolled {:.2} (against the loop writing through tokio::fs: {:.2}); lines: rein {rein_lines}, hand-rolled {floor_lines}",
+                r / f,
+                r / tokio_fs.per_second(AGENTS)
+            );
+            for (side, measured) in
+                [("rein", &rein), ("hand-rolled", &floor), ("hand-rolled, tokio::fs", &tokio_fs)]
+            {
+                eprintln!("{name}: round {round}: {side}: {}", measured.describe(AGENTS));
+            }
+            results.push((r, f));
+        }
+        results.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
+        let Some(&(rein, floor)) = results.get(results.len() / 2) else {
+            anyhow::bail!("no round ran")
+        };
+        Ok(vec![Metric::new(&name, rein, floor, BUDGET)])
+    })
+}
+
+/// Where the metric's logs go: `$REIN_BENCH_DIR` when set, else `/dev/shm` where it exists (a
+/// tmpfs), else the system's temporary directory.
+///
+/// # Why not the disk by default
+///
+/// At `Os` durability an append is handed to the page cache, the same on any file system; what
+/// differs is creating a file, which both sides do once per agent. On an ext4 without a journal
+/// (the bench VM), the inode allocator skips every inode deleted in the last 30 seconds, reading
+/// each one's deletion time: after a few thousand deletions nearby (another metric's clean-up,
+/// another build on the machine) creating a file costs hundreds of µs instead of ten, and that
+/// cost — not rein's, not the loop's — sets both sides' times and swings their ratio from run to
+/// run. On a tmpfs creating a file costs the same every time.
+fn logs_dir() -> std::path::PathBuf {
+    match std::env::var_os("REIN_BENCH_DIR") {
+        Some(dir) => dir.into(),
+        None if std::path::Path::new("/dev/shm").is_dir() => "/dev/shm".into(),
+        None => std::env::temp_dir(),
+    }
+}
+
+/// Runs `agents` agents of the workload through rein on a JSONL store in `dir`; returns the
+/// measurement and the logs (read back after shutdown). With `appends`, the store counts its
+/// appends by session.
+async fn rein(
+    dir: &std::path::Path,
+    agents: usize,
+    appends: Option<Arc<Appends>>,
+) -> anyhow::Result<(Side, BTreeMap<String, Vec<Envelope>>)> {
+    let jsonl = JsonlStore::open(dir, Durability::Os)?;
+    let store: Arc<dyn SessionStore> = match appends {
+        Some(counts) => Arc::new(Counted { inner: jsonl, counts }),
+        None => Arc::new(jsonl),
+    };
+    let (auto_retry, warnings) = AutoRetry::from_config(&auto_retry_settings());
+    anyhow::ensure!(warnings.is_empty(), "auto-retry settings: {warnings:?}");
+    let runtime = Runtime::builder()
+        .store(Arc::clone(&store))
+        .route(Route::new("sim", Arc::new(AgentsProvider::new()?)).model("sim-1"))
+        .plugin(Arc::new(LlmRetry::from_config(&llm_retry_settings())?))
+        .plugin(Arc::new(Compaction::default()))
+        .plugin(Arc::new(auto_retry))
+        .tool(Arc::new(EchoTool))
+        .build()
+        .await?;
+
+    let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
+    let mut turns = Vec::with_capacity(agents);
+    let mut opening = Duration::ZERO;
+    for i in 0..agents {
+        let open = Instant::now();
+        let session = runtime.session(&session_id(i)).await?;
+        opening += open.elapsed();
+        let turn = session.prompt(PROMPT)?;
+        if i % CANCELLED == 0 {
+            session.cancel(CancelCause::User).await?;
+        }
+        turns.push(turn);
+    }
+    let all_started = started.elapsed();
+    for (i, turn) in turns.into_iter().enumerate() {
+        let reason = turn.outcome().await?.reason;
+        let expected = match i % CANCELLED {
+            0 => matches!(reason, TurnEndReason::Aborted { .. }),
+            _ => reason == TurnEndReason::Completed,
+        };
+        anyhow::ensure!(expected, "agent {i} ended {reason:?}");
+    }
+    let side = Side {
+        elapsed: started.elapsed(),
+        started: all_started,
+        opening,
+        cpu_seconds: process_seconds() - cpu,
+        allocations: allocations() - allocs,
+    };
+
+    runtime.shutdown().await;
+    let census = runtime.census();
+    anyhow::ensure!(
+        census.actors() == 0 && census.tasks() == 0,
+        "after shutdown: {} actors, {} tasks",
+        census.actors(),
+        census.tasks()
+    );
+    let mut logs = BTreeMap::new();
+    for id in store.sessions().await? {
+        let events = store.load(&id).await?.map(|l| l.events).unwrap_or_default();
+        logs.insert(id, events);
+    }
+    anyhow::ensure!(logs.len() == agents, "{} logs for {agents} agents", logs.len());
+    Ok((side, logs))
+}
+
+/// Checks every log against the invariants; returns how many lines they hold.
+fn check_logs(logs: &BTreeMap<String, Vec<Envelope>>) -> anyhow::Result<usize> {
+    for (id, events) in logs {
+        if let Some(violation) = check_finished_log(events).first() {
+            anyhow::bail!("{id}: {violation}");
+        }
+    }
+    Ok(logs.values().map(Vec::len).sum())
+}
+
+/// Runs [`CHECKED`] agents through both sides with their appends counted, and checks that a
+/// completed agent (1) wrote the same events in as many appends on both. (What a cancelled
+/// agent wrote depends on where its cancel landed, which the scheduling decides; both sides'
+/// cancelled agents must have ended aborted, which every run checks.)
+async fn same_shape() -> anyhow::Result<()> {
+    let counts = Arc::new(Appends::default());
+    let dir = crate::temp_dir()?;
+    let (_, logs) = rein(dir.path(), CHECKED, Some(Arc::clone(&counts))).await?;
+    check_logs(&logs)?;
+    let floor_dir = crate::temp_dir()?;
+    let floor_appends = hand_rolled_agents::appends(floor_dir.path(), CHECKED, Writes::Std).await?;
+    {
+        let id = session_id(1);
+        let kinds = |events: &[Envelope]| -> Vec<&'static str> {
+            events.iter().map(|e| e.event.kind()).collect()
+        };
+        let rein_log = logs.get(&id).map(Vec::as_slice).unwrap_or_default();
+        let floor_log = hand_rolled_agents::read(floor_dir.path(), &id)?;
+        anyhow::ensure!(
+            kinds(rein_log) == kinds(&floor_log),
+            "{id}: rein wrote {:?}, the hand-rolled loop {:?}",
+            kinds(rein_log),
+            kinds(&floor_log)
+        );
+        let (rein_n, floor_n) = (counts.of(&id), floor_appends.get(&id).copied().unwrap_or(0));
+        anyhow::ensure!(
+            rein_n == floor_n,
+            "{id}: rein appended {rein_n} times, the hand-rolled loop {floor_n} times"
+        );
+    }
+    Ok(())
+}
+
+/// Appends by session.
+#[derive(Default)]
+struct Appends(std::sync::Mutex<BTreeMap<String, AtomicUsize>>);
+
+impl Appends {
+    fn add(&self, session: &str) {
+        let mut map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.entry(session.to_owned()).or_default().fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn of(&self, session: &str) -> usize {
+        let map = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        map.get(session).map_or(0, |n| n.load(Ordering::Relaxed))
+    }
+}
+
+/// A store that counts its appends by session, then hands them on.
+struct Counted<S> {
+    inner: S,
+    counts: Arc<Appends>,
+}
+
+impl<S: SessionStore> SessionStore for Counted<S> {
+    fn durability(&self) -> Durability {
+        self.inner.durability()
+    }
+
+    fn append<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a [Envelope],
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.counts.add(session);
+        self.inner.append(session, events)
+    }
+
+    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        self.inner.load(session)
+    }
+
+    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        self.inner.sessions()
+    }
+}

@@ -1,0 +1,350 @@
+//! The engine of `rein stress`: many concurrent agents on the simulated provider, with random
+//! turn cancellations, plugin disposals and registrations, run-time settings changes, plugin
+//! crashes and provider faults — then every guarantee checked: every log against the
+//! invariants, every turn ended, nothing left alive after shutdown. The `rein stress` command
+//! is a thin shell over [`run`] (its flags, the store it opens, how it prints the [`Summary`]);
+//! the system benchmark runs the same engine for its throughput and cancellation figures. The
+//! decisions behind the run are in `docs/runtime-semantics.md` ("rein stress").
+//!
+//! - [`plan`]: the seeded decisions (what each turn does, the fault split, settings patches).
+//! - [`summary`]: the logs' tally, latency percentiles, the verdict, the text and JSON output.
+//! - `agent`: one agent's turns; the watch that finds hung turns.
+//! - `chaos`: the task that disposes, registers and reconfigures plugins.
+//! - `flaky`: the plugin that crashes on purpose (`crash` rate).
+//! - `jitter`: the plugins' jitter samples (from the seed) and retry ids (never repeated).
+//! - `progress`, [`acks`]: what goes to standard error and to the acknowledgement side channel.
+//!
+//! # Why real time
+//!
+//! A stress run is about what the runtime does under real concurrency: many sessions' actors
+//! and tasks on the worker threads at once, real stores, real cancellation races. On a paused
+//! clock every wait would complete in order on one thread. So the simulated provider runs on
+//! the wall clock, with small latencies ([`StressConfig::latency_ms`],
+//! [`StressConfig::backoff_ms`]) so a run of thousands of agents takes seconds.
+//!
+//! # Why a hung turn is judged after the run
+//!
+//! A turn may legitimately run for a while (faults, retries, waits), and while other agents
+//! are busy, one slow turn is not a hang. The run is over when turns stop ending; a turn still
+//! running [`StressConfig::hang_deadline_ms`] after the last one ended will never end on its
+//! own. The run then stops (no agent starts another turn), lists those turns, and shuts the
+//! runtime down — which must still end them and leave nothing alive.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+
+use crate::providers::{Simulated, SimulatedConfig};
+use crate::runtime::census::ActorKind;
+use crate::runtime::plugin::BuiltPlugin;
+use crate::runtime::runtime::{Route, Runtime};
+use crate::runtime::store::SessionStore;
+
+pub mod acks;
+mod agent;
+mod chaos;
+mod flaky;
+mod jitter;
+pub mod plan;
+mod progress;
+pub mod summary;
+
+use agent::{AgentReport, Shared, Watch, session_id};
+use chaos::{Chaos, MakePlugin, PluginSpec};
+use plan::Rates;
+use summary::{Cancellations, HungTurn, LISTED, Latencies, Leaks, Summary, Tally};
+
+/// What a stress run does (the flags of `rein stress`, less the store).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StressConfig {
+    /// Concurrent agents (sessions `agent-00000`, `agent-00001`, ...).
+    pub agents: usize,
+    /// Turns per agent, one after another.
+    pub turns: u32,
+    /// The per-turn rates (cancellations, disposals, settings changes) and the fault and crash
+    /// rates.
+    pub rates: Rates,
+    /// The seed of every random choice.
+    pub seed: u64,
+    /// The simulated provider's longest wait before its first word (each attempt draws within
+    /// `0..=latency_ms`).
+    pub latency_ms: u64,
+    /// The plugins' first backoff (llm-retry and auto-retry; their ceiling is 20 ×), and a
+    /// quarter of the longest Retry-After the simulated 429s send. At least 1.
+    pub backoff_ms: u64,
+    /// How long a simulated stall lasts before its watchdog fails it `TIMEOUT`.
+    pub stall_ms: u64,
+    /// A turn still running this long after the last turn ended is hung.
+    pub hang_deadline_ms: u64,
+    /// Whether progress goes to standard error.
+    pub progress: bool,
+}
+
+impl StressConfig {
+    /// Checks the rates and the counts; the error names the `rein stress` flag.
+    pub fn check(&self) -> Result<(), String> {
+        self.rates.check()?;
+        if self.agents == 0 {
+            return Err("--agents: must be at least 1".into());
+        }
+        if self.backoff_ms == 0 {
+            return Err("--backoff-ms: must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// The simulated provider of the run: the fault rate split over the fault kinds
+    /// ([`plan::fault_model`]), 429s asking for up to 4 × the backoff, every word of an answer
+    /// streamed at once after the first-word latency, stalls ended after `stall_ms`.
+    pub fn simulated(&self) -> SimulatedConfig {
+        let faults = plan::fault_model(self.rates.fault);
+        SimulatedConfig {
+            seed: self.seed,
+            rate_limit_rate: faults.rate_limit,
+            retry_after_ms: 1..=self.backoff_ms * 4,
+            server_error_rate: faults.server_error,
+            drop_rate: faults.drop,
+            stall_rate: faults.stall,
+            first_chunk_latency_ms: 0..=self.latency_ms,
+            chunk_latency_ms: 0..=0,
+            idle_timeout: Some(Duration::from_millis(self.stall_ms)),
+            ..SimulatedConfig::default()
+        }
+    }
+
+    /// The settings of the chain's plugins, in order: llm-retry (2 transient retries, the
+    /// backoff doubling from `backoff_ms` to 20 × it, 10 % jitter), compaction, auto-retry (2
+    /// retries more, the same delays).
+    pub fn plugin_settings(&self) -> [(&'static str, Value); 3] {
+        let backoff = self.backoff_ms;
+        [
+            (
+                "llm-retry",
+                json!({"maxTransientRetries": 2, "initialDelayMs": backoff,
+                       "maxDelayMs": backoff * 20, "jitterRatio": 0.1}),
+            ),
+            ("compaction", json!({})),
+            (
+                "auto-retry",
+                json!({"extraRetries": 2, "initialDelayMs": backoff, "maxDelayMs": backoff * 20}),
+            ),
+        ]
+    }
+}
+
+/// The plugins of the chain, in order, each with how to make it again.
+fn plugin_specs(
+    config: &StressConfig,
+    crashes: &Arc<AtomicU64>,
+) -> Result<Vec<PluginSpec>, String> {
+    let mut specs = Vec::new();
+    if config.rates.crash > 0.0 {
+        let (seed, rate, crashes) = (config.seed, config.rates.crash, Arc::clone(crashes));
+        let make: MakePlugin = Arc::new(move || {
+            let flaky = flaky::Flaky::new(seed, rate, Arc::clone(&crashes));
+            Ok(BuiltPlugin::strict(Arc::new(flaky)))
+        });
+        specs.push(PluginSpec { name: flaky::NAME.to_owned(), make });
+    }
+    for (name, settings) in config.plugin_settings() {
+        let Some((_, factory)) = crate::plugins::ALL.iter().find(|(known, _)| *known == name)
+        else {
+            continue; // not in this build
+        };
+        let factory = *factory;
+        factory(&settings).map_err(|e| format!("{name}: {e}"))?;
+        let make: MakePlugin = Arc::new(move || factory(&settings).map_err(|e| e.to_string()));
+        specs.push(PluginSpec { name: name.to_owned(), make });
+    }
+    Ok(specs)
+}
+
+/// Runs a stress run on `store` and reports it: agents, then shutdown, then every log read back
+/// and checked. `acks` receives `(session, seq)` for every event the run saw acknowledged.
+/// The summary's `ok` is not settled, and its `store` and `logs` are left for the caller to
+/// name; an `Err` is a run that could not start or whose logs could not be read.
+pub async fn run(
+    config: &StressConfig,
+    store: Arc<dyn SessionStore>,
+    acks: Option<acks::AckSender>,
+) -> Result<Summary, String> {
+    config.check()?;
+    let simulated = Simulated::new(config.simulated()).map_err(|e| e.to_string())?;
+    let crashes = Arc::new(AtomicU64::new(0));
+    let specs = plugin_specs(config, &crashes)?;
+    let mut builder = Runtime::builder()
+        .store(Arc::clone(&store))
+        .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
+        .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
+    for spec in &specs {
+        builder = builder.built((spec.make)()?);
+    }
+    let runtime = builder.build().await.map_err(|e| e.to_string())?;
+
+    let latency = Duration::from_millis(config.latency_ms);
+    let backoff = Duration::from_millis(config.backoff_ms);
+    let total_turns = config.agents as u64 * u64::from(config.turns);
+    let shared = Arc::new(Shared {
+        runtime: runtime.clone(),
+        seed: config.seed,
+        turns: config.turns,
+        rates: config.rates,
+        cancel_window: plan::cancel_window(latency, backoff),
+        progress: if config.progress {
+            progress::Progress::new(total_turns)
+        } else {
+            progress::Progress::hidden()
+        },
+        watch: Watch::new(config.agents),
+    });
+    let (requests, chaos_requests) = mpsc::unbounded_channel();
+    let (stop, stopped) = watch::channel(false);
+    let chaos = Chaos {
+        runtime: runtime.clone(),
+        specs,
+        rng: plan::chaos_rng(config.seed),
+        away: latency * 5,
+        backoff_ms: config.backoff_ms,
+    };
+    let chaos = tokio::spawn(chaos.run(chaos_requests, stopped));
+
+    let read_cpu_ms =
+        || std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| summary::cpu_ms(&s));
+    let (started, cpu_before) = (Instant::now(), read_cpu_ms());
+    let mut agents = JoinSet::new();
+    for index in 0..config.agents {
+        let task = agent::run(Arc::clone(&shared), index, requests.clone(), acks.clone());
+        agents.spawn(task);
+    }
+    drop(requests);
+
+    let deadline = Duration::from_millis(config.hang_deadline_ms);
+    let mut reports = Vec::with_capacity(config.agents);
+    let mut hung = Vec::new();
+    loop {
+        let quiet = shared.watch.quiet_for();
+        tokio::select! {
+            joined = agents.join_next() => match joined {
+                Some(Ok(report)) => reports.push(report),
+                Some(Err(error)) => reports.push(AgentReport::failed(format!("an agent task failed: {error}"))),
+                None => break,
+            },
+            () = tokio::time::sleep(deadline.saturating_sub(quiet)) => {
+                if shared.watch.quiet_for() >= deadline {
+                    hung = shared.watch.running();
+                    break;
+                }
+            }
+        }
+    }
+    let elapsed = started.elapsed();
+    let cpu_ms = read_cpu_ms().zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
+    shared.watch.stop();
+    let _ = stop.send(true);
+    shared.progress.finish();
+
+    // Disposals in flight finish (their plugins come back) before shutdown.
+    let plugins = match tokio::time::timeout(deadline, chaos).await {
+        Ok(Ok(report)) => report,
+        _ => summary::PluginChaos::default(),
+    };
+    let shutdown_finished = tokio::time::timeout(deadline, runtime.shutdown()).await.is_ok();
+    // Agents whose turns shutdown ended.
+    if tokio::time::timeout(deadline, async {
+        while let Some(joined) = agents.join_next().await {
+            if let Ok(report) = joined {
+                reports.push(report);
+            }
+        }
+    })
+    .await
+    .is_err()
+    {
+        agents.abort_all();
+    }
+    let census = runtime.census();
+    let leaks = Leaks {
+        actors: census.actors() as u64,
+        tasks: census.tasks() as u64,
+        tree: census
+            .tree()
+            .into_iter()
+            .map(|(kind, n)| (actor_kind(kind).to_owned(), n as u64))
+            .collect(),
+        shutdown_finished,
+    };
+    // Read before the logs are loaded: the peak of the run, not of the check.
+    let peak_rss_kib = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| summary::peak_rss_kib(&status));
+
+    let mut tally = Tally::default();
+    let mut sessions = store.sessions().await.map_err(|e| format!("cannot list the logs: {e}"))?;
+    sessions.sort();
+    for session in sessions {
+        let loaded = store.load(&session).await.map_err(|e| format!("{session}: {e}"))?;
+        tally.add_log(&session, &loaded.map(|l| l.events).unwrap_or_default());
+    }
+
+    let mut latencies = Latencies::default();
+    let mut cancellations = Cancellations::default();
+    let (mut agent_errors, mut agent_error_examples) = (0, Vec::new());
+    for report in &reports {
+        for latency in &report.latencies {
+            latencies.record(*latency);
+        }
+        cancellations.requested += report.requested;
+        cancellations.landed += report.landed;
+        agent_errors += report.errors;
+        for example in &report.error_examples {
+            if agent_error_examples.len() < LISTED {
+                agent_error_examples.push(example.clone());
+            }
+        }
+    }
+    cancellations.latency = latencies.summary();
+    let plugins =
+        summary::PluginChaos { crashes_injected: crashes.load(Ordering::Relaxed), ..plugins };
+    let hung_turns = hung
+        .iter()
+        .take(LISTED)
+        .map(|(agent, turn)| HungTurn { session: session_id(*agent), turn: *turn })
+        .collect();
+    Ok(Summary {
+        ok: false,
+        agents: config.agents as u64,
+        turns_per_agent: u64::from(config.turns),
+        seed: config.seed,
+        store: String::new(),
+        logs: None,
+        elapsed_ms: elapsed.as_millis() as u64,
+        cpu_ms,
+        tally,
+        agent_errors,
+        agent_error_examples,
+        hung: hung.len() as u64,
+        hung_turns,
+        cancellations,
+        plugins,
+        leaks,
+        peak_rss_kib,
+    })
+}
+
+fn actor_kind(kind: ActorKind) -> &'static str {
+    match kind {
+        ActorKind::Root => "root",
+        ActorKind::PluginHost => "plugin-host",
+        ActorKind::Plugin => "plugin",
+        ActorKind::Provider => "provider",
+        ActorKind::Session => "session",
+        ActorKind::SessionLog => "session-log",
+        ActorKind::Turn => "turn",
+        ActorKind::Step => "step",
+        _ => "other",
+    }
+}
