@@ -11,7 +11,8 @@
 //!   when the provider reported usage), `retries` (attempts after the first of their step),
 //!   `turn.end` (`completed`, `error`, `aborted`, `max-steps`, `interrupted`) and `error.type`
 //!   (the failure code) when it failed.
-//! - `step` (inside `turn`): `turn`, `step`, the provider and model; at its close, `attempts`,
+//! - `step` (inside `turn`): `turn`, `step`, the provider and model it starts on (after a route
+//!   switch in an earlier step, the route switched to); at its close, `attempts`,
 //!   the usage of its answer, and `error.type` (its last attempt's code) when it got no answer.
 //!
 //! With `RUST_LOG=info`, every span is printed when it closes, with its fields (the runtime's
@@ -75,6 +76,9 @@ pub(crate) struct Spans {
     session: Span,
     provider: String,
     model: String,
+    /// The route the next step starts on: the primary at a turn's start, then the route of its
+    /// latest attempt (a route switch moves the turn's later steps).
+    current: (String, String),
     turns: u32,
     turn: Option<(Span, Tally)>,
     step: Option<(Span, Tally)>,
@@ -95,6 +99,7 @@ impl Spans {
             session: span,
             provider: provider.to_owned(),
             model: model.to_owned(),
+            current: (provider.to_owned(), model.to_owned()),
             turns: 0,
             turn: None,
             step: None,
@@ -107,6 +112,7 @@ impl Spans {
             Event::TurnStart(start) => {
                 self.close_turn(None);
                 self.turns += 1;
+                self.current = (self.provider.clone(), self.model.clone());
                 let span = tracing::info_span!(
                     parent: &self.session,
                     "turn",
@@ -130,8 +136,8 @@ impl Spans {
                     "step",
                     turn = step.turn,
                     step = step.step,
-                    gen_ai.provider.name = %self.provider,
-                    gen_ai.request.model = %self.model,
+                    gen_ai.provider.name = %self.current.0,
+                    gen_ai.request.model = %self.current.1,
                     gen_ai.usage.input_tokens = Empty,
                     gen_ai.usage.output_tokens = Empty,
                     attempts = Empty,
@@ -140,6 +146,7 @@ impl Spans {
                 self.step = Some((span, Tally::default()));
             }
             Event::RequestStart(request) => {
+                self.current = (request.provider.clone(), request.model.clone());
                 for (_, tally) in self.open() {
                     tally.attempts += 1;
                     if request.attempt > 1 {
