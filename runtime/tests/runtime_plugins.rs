@@ -21,7 +21,9 @@ use log::{assert_valid, kinds, turn_ends};
 use plugins::{TestPlugin, Trace};
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
+use rein_runtime::event::{
+    ConfigChanged, Event, LlmRetry, LlmRetryStarted, PluginCrashed, TurnEndReason,
+};
 use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
 use rein_runtime::runtime::RegisterError;
 use rein_runtime::runtime::{Route, Runtime};
@@ -394,4 +396,70 @@ async fn a_plugin_registered_at_run_time_is_restarted_when_it_crashes() {
     assert!(events.iter().any(|e| matches!(&e.event,
         Event::PluginCrashed(c) if c.plugin == "crashy" && c.restarts == 1)));
     assert_valid(&events);
+}
+
+/// Writes `llm/retry` and `llm/retry-started` for the failure it is offered, then waits an hour
+/// (which its disposal ends) and answers `Retry`: a retry that started before the disposal.
+fn starter(trace: &Trace) -> Arc<TestPlugin> {
+    TestPlugin::new("starter", trace, |recovery, _| {
+        Box::pin(async move {
+            let p = &recovery.payload;
+            let policy = p.retry_policy.clone().unwrap();
+            let id = format!("{}-{}-{}", p.turn, p.step, p.attempt);
+            let scheduled = Event::LlmRetry(LlmRetry {
+                retry_id: id.clone(),
+                turn: p.turn,
+                step: p.step,
+                provider: p.provider.clone(),
+                plugin: "starter".into(),
+                mode: policy.mode().into(),
+                policy_key: policy.policy_key(),
+                retry: 1,
+                max_retries: policy.max_retries(),
+                delay_ms: 0.0,
+                failure: p.failure.clone(),
+            });
+            let started = Event::LlmRetryStarted(LlmRetryStarted {
+                retry_id: id,
+                turn: p.turn,
+                step: p.step,
+                retry: 1,
+            });
+            p.log.append(vec![scheduled]).await.unwrap();
+            p.log.append(vec![started]).await.unwrap();
+            let _ = recovery.wait(Duration::from_secs(3600)).await;
+            Verdict::Retry
+        })
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_that_started_before_its_plugin_was_disposed_stands_and_nobody_retries_it_again() {
+    // `upstream` consults the rest of the chain and stops unless it retries: if the disposed
+    // `starter`'s answer failed closed, the turn would end with the failure its log says is being
+    // retried (and a plugin that takes over stops would retry it a second time).
+    let store = MemoryStore::new();
+    let t = Trace::default();
+    let provider = Scripted::new(vec![fail("SERVER", &[]), reply(&["back"])]);
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route(Route::new("mock", provider.clone()).model("m"))
+        .plugin(TestPlugin::downstream_first("upstream", &t, Verdict::Stop))
+        .plugin(starter(&t))
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let turn = session.prompt("hi").unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    runtime.dispose_plugin("starter").await.unwrap();
+    assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
+    assert_eq!(provider.seen().len(), 2, "one retry");
+    runtime.shutdown().await;
+    let events = store.events("s");
+    assert_valid(&events);
+    let retries = events.iter().filter(|e| e.kind() == "llm/retry").count();
+    assert_eq!(retries, 1);
 }

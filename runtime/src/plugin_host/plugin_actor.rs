@@ -171,16 +171,24 @@ async fn settle(
     rest: FirstPoll<Verdict>,
     slot: Arc<Slot>,
     spawner: ActorRef<PluginMsg>,
-    reply: oneshot::Sender<PluginReply>,
+    call: (Arc<RequestErrorPayload>, oneshot::Sender<PluginReply>),
     _token: TaskTrackerToken,
 ) {
+    let (payload, reply) = call;
     let outcome = match rest {
         FirstPoll::Ready(verdict) => Ok(verdict),
         FirstPoll::Pending(future) => AssertUnwindSafe(future).catch_unwind().await,
         FirstPoll::Panicked(panic) => Err(panic),
     };
     // Sampled before a crash report, which may itself remove the plugin.
-    let disposed = slot.disposed.is_cancelled();
+    let mut disposed = slot.disposed.is_cancelled();
+    if disposed && matches!(outcome, Ok(Verdict::Retry)) {
+        // Disposed during its recovery: it fails closed — unless the retry it answers had
+        // started (`llm/retry-started` is durable) before the disposal landed: then the log says
+        // the next attempt is under way, and a `Stop` would leave another plugin to retry the
+        // same failure a second time. Boxed: the rare path.
+        disposed = !Box::pin(retry_started(&payload)).await;
+    }
     let answer = match outcome {
         Ok(verdict) => Answered::Verdict(verdict),
         Err(panic) => {
@@ -192,6 +200,11 @@ async fn settle(
         }
     };
     let _ = reply.send(PluginReply { answer, disposed });
+}
+
+/// Whether the failure of `payload` has a retry that started (read from the session's log).
+async fn retry_started(payload: &RequestErrorPayload) -> bool {
+    payload.log.retry_chains().await.is_ok_and(|chains| chains.latest_failure_retried())
 }
 
 impl Actor for PluginActor {
@@ -222,6 +235,7 @@ impl Actor for PluginActor {
                     let _ = reply.send(PluginReply { answer, disposed: true });
                     return Ok(());
                 }
+                let kept = Arc::clone(&payload);
                 let recovery = Recovery {
                     payload,
                     downstream,
@@ -239,7 +253,7 @@ impl Actor for PluginActor {
                     }
                     rest => {
                         let slot = Arc::clone(&self.slot);
-                        self.census.spawn(settle(rest, slot, myself, reply, token));
+                        self.census.spawn(settle(rest, slot, myself, (kept, reply), token));
                     }
                 }
                 Ok(())

@@ -39,6 +39,8 @@ pub struct Chain {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RetryChains {
     entries: Vec<Entry>,
+    /// An `llm/retry-started` came after the open step's latest `request/error`.
+    failure_retried: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,17 +69,28 @@ impl RetryChains {
         self.entries.is_empty()
     }
 
+    /// Whether the open step's latest failure has a retry that started (`llm/retry-started`
+    /// after its `request/error`): its recovery is decided, whatever happens to the plugin that
+    /// started it.
+    pub fn latest_failure_retried(&self) -> bool {
+        self.failure_retried
+    }
+
     /// Every chain as `(provider, policyKey, chain)`, in the order they began.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &Chain)> {
         self.entries.iter().map(|e| (e.provider.as_str(), e.policy_key.as_str(), &e.chain))
     }
 
-    /// Folds one event: `llm/retry` records its chain's latest retry; `step/start`, `turn/end`
+    /// Folds one event: `llm/retry` records its chain's latest retry; `request/error` and
+    /// `llm/retry-started` say whether the latest failure was retried; `step/start`, `turn/end`
     /// and `agent/idle` clear the map; every other event leaves it as it is.
     pub fn apply(&mut self, event: &Event) {
         match event {
             Event::LlmRetry(retry) => self.record(retry),
+            Event::RequestError(_) => self.failure_retried = false,
+            Event::LlmRetryStarted(_) => self.failure_retried = true,
             Event::StepStart(_) | Event::TurnEnd(_) | Event::AgentIdle(_) => {
+                self.failure_retried = false;
                 self.entries.clear();
                 // Keep the idle memory small: a parked session should not hold an old table.
                 self.entries.shrink_to(2);
