@@ -155,20 +155,23 @@ pub async fn js(client: &Client, script: &str, args: Vec<Value>) -> Value {
 
 /// Waits until `condition` — a JavaScript expression over the page — is truthy, and returns its
 /// value: checked at once, then on every change of the DOM. A navigation while it waits (a click
-/// that loads another page) ends that page's watch; the watch starts again on the new page.
-/// Fails with `what` and the page's text after [`WAIT`].
+/// that loads another page) ends that page's watch (the driver answers it with a script
+/// timeout), and so does a second without a change: the watch then starts again on the page that
+/// is there now. Fails with `what` and the page's text after [`WAIT`].
 pub async fn until(client: &Client, what: &str, condition: &str) -> Value {
     let script = format!(
         "const done = arguments[arguments.length - 1];
          const check = () => {{ try {{ return ({condition}); }} catch (e) {{ return null; }} }};
          const now = check();
          if (now) {{ done({{value: now}}); return; }}
+         let timer = null;
          const observer = new MutationObserver(() => {{
            const value = check();
-           if (value) {{ observer.disconnect(); done({{value}}); }}
+           if (value) {{ clearTimeout(timer); observer.disconnect(); done({{value}}); }}
          }});
-         window.addEventListener('pagehide', () => {{ observer.disconnect(); done(null); }},
-                                 {{once: true}});
+         const again = () => {{ clearTimeout(timer); observer.disconnect(); done(null); }};
+         timer = setTimeout(again, 1000);
+         window.addEventListener('pagehide', again, {{once: true}});
          observer.observe(document, {{subtree: true, childList: true, characterData: true,
                                       attributes: true}});"
     );
@@ -179,6 +182,11 @@ pub async fn until(client: &Client, what: &str, condition: &str) -> Value {
             // The page went away while it was watched: watch the one that replaced it.
             Ok(_) if std::time::Instant::now() < deadline => continue,
             Ok(_) => "the page kept changing".to_owned(),
+            // The driver ends an asynchronous script whose page was unloaded with a "script
+            // timeout" at once, not after the timeout: watch the new page.
+            Err(e) if std::time::Instant::now() < deadline && e.to_string().contains("timeout") => {
+                continue;
+            }
             Err(e) => e.to_string(),
         };
         let text = js(client, "return document.body ? document.body.innerText : '';", vec![]).await;
