@@ -41,7 +41,7 @@ use rein::runtime::BoxFuture;
 use rein::runtime::clock::VirtualClock;
 use rein::runtime::event::{Envelope, Event, TurnEndReason};
 use rein::runtime::failure::Failure;
-use rein::runtime::plugin::{Plugin, Recovery, Verdict};
+use rein::runtime::plugin::{BuiltPlugin, Plugin, Recovery, Verdict};
 use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
@@ -364,12 +364,10 @@ async fn a_plugin_restarted_mid_chain_continues_the_chain_count() {
         "maxTransientRetries": 2, "initialDelayMs": 100, "maxDelayMs": 1000, "jitterRatio": 0
     }))
     .unwrap();
-    let policy = llm_retry.policy().clone();
-    let crashing = Arc::new(CrashOnce {
-        inner: Arc::new(llm_retry),
-        crash_on: 2,
-        offered: AtomicUsize::new(0),
-    });
+    let built = BuiltPlugin::from(llm_retry);
+    let policy = built.default_route_policy.clone().unwrap();
+    let crashing =
+        Arc::new(CrashOnce { inner: built.plugin, crash_on: 2, offered: AtomicUsize::new(0) });
     let store = MemoryStore::new();
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))

@@ -29,7 +29,7 @@ use rein::plugins::auto_retry::AutoRetry;
 use rein::plugins::compaction::Compaction;
 use rein::plugins::llm_retry::LlmRetry;
 use rein::runtime::BoxFuture;
-use rein::runtime::event::{CancelCause, Envelope, TurnEndReason};
+use rein::runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::{Durability, Loaded, SessionStore, StoreError};
@@ -37,7 +37,8 @@ use rein::runtime::tool::echo::EchoTool;
 
 use crate::Options;
 use crate::agents_workload::{
-    AgentsProvider, CANCELLED, PROMPT, auto_retry_settings, llm_retry_settings, session_id,
+    AgentsProvider, BACKOFF_MS, CANCELLED, JITTER, PROMPT, auto_retry_settings, llm_retry_settings,
+    session_id,
 };
 use crate::cpu::process_seconds;
 use crate::hand_rolled_agents::{self, Writes};
@@ -178,7 +179,7 @@ async fn rein(
     let runtime = Runtime::builder()
         .store(Arc::clone(&store))
         .route(Route::new("sim", Arc::new(AgentsProvider::new()?)).model("sim-1"))
-        .plugin(Arc::new(LlmRetry::from_config(&llm_retry_settings())?))
+        .built(LlmRetry::from_config(&llm_retry_settings())?.into())
         .plugin(Arc::new(Compaction::default()))
         .plugin(Arc::new(auto_retry))
         .tool(Arc::new(EchoTool))
@@ -266,6 +267,18 @@ async fn same_shape() -> anyhow::Result<()> {
             kinds(rein_log),
             kinds(&floor_log)
         );
+        // Both sides wait the workload's backoff (a runtime that ignored llm-retry's settings
+        // would wait its default 500 ms and measure the wrong work).
+        let (low, high) = (BACKOFF_MS.0 as f64 * (1.0 - JITTER), BACKOFF_MS.1 as f64);
+        for event in rein_log {
+            if let Event::LlmRetry(retry) = &event.event {
+                anyhow::ensure!(
+                    (low..=high).contains(&retry.delay_ms),
+                    "{id}: rein waited {} ms before a retry, outside the workload's {low}–{high} ms",
+                    retry.delay_ms
+                );
+            }
+        }
         let (rein_n, floor_n) = (counts.of(&id), floor_appends.get(&id).copied().unwrap_or(0));
         anyhow::ensure!(
             rein_n == floor_n,

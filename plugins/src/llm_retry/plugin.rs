@@ -1,4 +1,4 @@
-//! [`LlmRetry`]: the official executor as a runtime [`Plugin`] — the wiring between the waterfall
+//! [`LlmRetry`]: the official executor's configuration, and the runtime [`Plugin`] it becomes — the wiring between the waterfall
 //! payload, the retry-chain projection, the pure decisions and the schedule-wait-start sequence.
 //!
 //! One recovery, in order:
@@ -60,12 +60,12 @@ use super::config::LlmRetryConfig;
 use super::decision::{self, ChainId, Consulted, Decision, Schedule};
 use crate::schedule::{self, Scheduled};
 
-/// The `llm-retry` plugin: register it on a runtime with
+/// The `llm-retry` plugin's configuration: register it on a runtime with
 /// [`RuntimeBuilder::built`](rein_runtime::runtime::RuntimeBuilder::built)`(llm_retry.into())`, so
 /// that its policy becomes the runtime's default route policy — the policy of every route that
 /// declares none, which the waterfall carries to every plugin (auto-retry continues its curve).
-/// Added bare with `RuntimeBuilder::plugin`, it would set no policy and recover under the
-/// runtime's default one instead of its configuration.
+/// It is not a [`Plugin`] itself: the plugin exists only with its policy applied, so it cannot
+/// be added to a chain where its configuration would be silently ignored.
 ///
 /// ```
 /// # tokio_test::block_on(async {
@@ -113,7 +113,8 @@ impl LlmRetry {
 impl From<LlmRetry> for BuiltPlugin {
     fn from(plugin: LlmRetry) -> Self {
         let policy = plugin.policy.clone();
-        BuiltPlugin { default_route_policy: Some(policy), ..BuiltPlugin::strict(Arc::new(plugin)) }
+        let official = Arc::new(Official { policy: plugin.policy });
+        BuiltPlugin { default_route_policy: Some(policy), ..BuiltPlugin::strict(official) }
     }
 }
 
@@ -131,7 +132,14 @@ pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     }
 }
 
-impl Plugin for LlmRetry {
+/// The plugin in the chain: the configured policy, only shown in its settings (the payload
+/// carries the effective policy of each failure).
+#[derive(Debug)]
+struct Official {
+    policy: RetryPolicy,
+}
+
+impl Plugin for Official {
     fn name(&self) -> &str {
         NAME
     }
@@ -354,7 +362,7 @@ mod tests {
             disposed: CancellationToken::new(),
             jitter,
         };
-        Arc::new(LlmRetry::default()).recover(recovery).await
+        Arc::new(Official { policy: RetryPolicy::default() }).recover(recovery).await
     }
 
     impl Step {
@@ -486,7 +494,12 @@ mod tests {
         assert_eq!(plugin.policy().max_retries(), Some(5));
         let built = factory(&serde_json::json!({"maxTransientRetries": 5})).unwrap();
         assert_eq!(built.default_route_policy, Some(plugin.policy().clone()));
-        assert_eq!(plugin.name(), "llm-retry");
+        assert_eq!(built.plugin.name(), "llm-retry");
+        let shown = built.plugin.settings().unwrap();
+        assert_eq!(
+            (shown.settings["maxTransientRetries"].as_u64(), shown.read_only),
+            (Some(5), true)
+        );
         assert_eq!(LlmRetry::from_config(&Value::Null).unwrap(), LlmRetry::default());
         let err = LlmRetry::from_config(&serde_json::json!({"maxTransientRetires": 5}))
             .unwrap_err()
