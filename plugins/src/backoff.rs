@@ -17,8 +17,8 @@
 //! `u64` retry number can never overflow an `i32` power. `init · ∞ = ∞` and `min(∞, max) = max`,
 //! so a chain that runs for ever (always mode) settles at `max` without a NaN.
 //!
-//! The evaluation order is exactly the formula's, so results are bit-identical to the seed's
-//! JavaScript (`500 · (1 − 0.1 + 0) = 450`, not `450.00000000000006`).
+//! The evaluation order is exactly the formula's, so results are bit-identical to the original
+//! JavaScript executor's (`500 · (1 − 0.1 + 0) = 450`, not `450.00000000000006`).
 
 use rein_runtime::retry_policy::Backoff;
 

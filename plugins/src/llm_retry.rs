@@ -1,5 +1,5 @@
 //! `llm-retry`: the official retry executor (`docs/runtime-semantics.md`, "Retry policies and
-//! `llm-retry` decisions"), re-creating the seed's `@deepseek-ai/dsh-llm-retry`.
+//! `llm-retry` decisions"), re-creating the `@deepseek-ai/dsh-llm-retry` JavaScript executor.
 //!
 //! It retries selected transient failures of a provider route through the request-error
 //! waterfall: for each failure it decides from the route's effective policy (which the runtime
@@ -10,7 +10,7 @@
 //! # Layout
 //!
 //! Pure core (no tokio, no ractor):
-//! - [`config`]: the plugin configuration with the seed's keys, read strictly into the normal
+//! - [`config`]: the plugin configuration with the original executor's keys, read strictly into the normal
 //!   policy it describes (the runtime's default route policy).
 //! - [`decision`]: the normal-mode (§5.3) and always-mode (§5.6) decisions.
 //!

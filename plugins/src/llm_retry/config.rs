@@ -27,7 +27,7 @@ use serde_json::Value;
 const MAX_TRANSIENT_RETRIES: &str = "maxTransientRetries";
 const RETRYABLE_CODES: &str = "retryableCodes";
 
-/// The `llm-retry` configuration format (the seed's keys).
+/// The `llm-retry` configuration format (the original executor's keys).
 #[derive(Debug, Clone, Copy)]
 pub struct LlmRetryConfig;
 

@@ -95,7 +95,7 @@ impl LlmRetry {
         Self { policy }
     }
 
-    /// The plugin from its configuration file value (the seed's keys), read strictly: an unknown
+    /// The plugin from its configuration file value (the original executor's keys), read strictly: an unknown
     /// key or an invalid value is an error naming the field path relative to the value
     /// (`maxTransientRetires: unknown key (…)`; prefix it with [`PolicyError::within`]). `null` is
     /// the default configuration.
@@ -187,7 +187,7 @@ fn read_only() -> ConfigError {
     }
 }
 
-/// The configured policy with the configuration's keys (a normal policy, the seed's keys);
+/// The configured policy with the configuration's keys (a normal policy, the original executor's keys);
 /// an always-mode policy given in code also names its `mode`.
 fn config_json(policy: &RetryPolicy) -> Value {
     let backoff = policy.backoff();
