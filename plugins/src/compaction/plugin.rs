@@ -115,12 +115,7 @@ impl Plugin for Compaction {
     }
 
     fn settings(&self) -> Option<PluginSettings> {
-        let snapshot = self.settings.snapshot();
-        Some(PluginSettings {
-            revision: snapshot.revision,
-            settings: snapshot.settings.to_json(),
-            read_only: false,
-        })
+        Some(self.settings.shown())
     }
 
     fn check_settings(
@@ -128,8 +123,7 @@ impl Plugin for Compaction {
         patch: &Value,
         base_revision: u64,
     ) -> Result<Vec<String>, ConfigError> {
-        let changed = self.settings.check(patch, base_revision)?;
-        Ok(changed.into_iter().map(str::to_owned).collect())
+        self.settings.check(patch, base_revision)
     }
 }
 

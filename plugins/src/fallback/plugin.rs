@@ -168,12 +168,7 @@ impl Plugin for Fallback {
     }
 
     fn settings(&self) -> Option<PluginSettings> {
-        let snapshot = self.settings.snapshot();
-        Some(PluginSettings {
-            revision: snapshot.revision,
-            settings: snapshot.settings.to_json(),
-            read_only: false,
-        })
+        Some(self.settings.shown())
     }
 
     fn check_settings(
@@ -183,7 +178,7 @@ impl Plugin for Fallback {
     ) -> Result<Vec<String>, ConfigError> {
         let changed = self.settings.check(patch, base_revision)?;
         self.check_known(&Self::patched_routes(patch))?;
-        Ok(changed.into_iter().map(str::to_owned).collect())
+        Ok(changed)
     }
 
     fn known_routes(&self, routes: &[String]) -> Result<(), ConfigError> {

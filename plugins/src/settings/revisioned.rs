@@ -20,7 +20,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use rein_runtime::plugin::{ConfigError, ConfigOutcome};
+use rein_runtime::plugin::{ConfigError, ConfigOutcome, PluginSettings};
 use serde_json::Value;
 
 use super::Settings;
@@ -90,13 +90,21 @@ impl<T: Settings> Revisioned<T> {
     /// Checks `patch` as [`configure`](Self::configure) would — the revision fence, then every
     /// field — without applying it: the keys it would change, or the error that would refuse it.
     /// What a settings page calls to block a save and name the field.
-    pub fn check(
-        &self,
-        patch: &Value,
-        base_revision: u64,
-    ) -> Result<Vec<&'static str>, ConfigError> {
+    pub fn check(&self, patch: &Value, base_revision: u64) -> Result<Vec<String>, ConfigError> {
         let current = self.fenced(base_revision)?;
-        Ok(current.settings.patched(patch)?.changed)
+        Ok(current.settings.patched(patch)?.changed.into_iter().map(str::to_owned).collect())
+    }
+
+    /// What [`Plugin::settings`](rein_runtime::plugin::Plugin::settings) shows: the current
+    /// settings as JSON (their own keys) with their revision, open to run-time patches.
+    pub fn shown(&self) -> PluginSettings
+    where
+        T: serde::Serialize,
+    {
+        let Snapshot { revision, settings } = self.snapshot();
+        // Serializing plain settings fields cannot fail.
+        let settings = serde_json::to_value(&*settings).unwrap_or(Value::Null);
+        PluginSettings { revision, settings, read_only: false }
     }
 
     /// Applies `patch`, based on `base_revision`: refused with
@@ -206,6 +214,7 @@ mod tests {
                         (accepted.revision, accepted.changed.clone()),
                         (revision, changed.clone())
                     );
+                    let changed: Vec<String> = changed.iter().map(|c| (*c).to_owned()).collect();
                     assert_eq!(checked, Ok(changed), "check says what configure does");
                     assert_eq!(settings.snapshot().settings, accepted.settings);
                 }
@@ -223,7 +232,7 @@ mod tests {
     #[test]
     fn checking_applies_nothing() {
         let settings = Revisioned::new(Pair { a: 1, b: 2 });
-        assert_eq!(settings.check(&json!({"a": 9}), 0), Ok(vec!["a"]));
+        assert_eq!(settings.check(&json!({"a": 9}), 0), Ok(vec!["a".to_owned()]));
         assert_eq!(settings.revision(), 0);
         assert_eq!(*settings.settings(), Pair { a: 1, b: 2 });
     }
