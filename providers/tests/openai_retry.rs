@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/log.rs"]
+#[path = "../../plugins/tests/support/log.rs"]
 mod log;
 #[path = "support/server.rs"]
 mod server;

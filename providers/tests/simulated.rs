@@ -4,7 +4,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/log.rs"]
+#[path = "../../plugins/tests/support/log.rs"]
 mod log;
 
 use std::collections::BTreeSet;

@@ -6,7 +6,7 @@
 
 #[path = "support/server.rs"]
 mod server;
-#[path = "support/spans.rs"]
+#[path = "../../plugins/tests/support/spans.rs"]
 mod spans;
 
 use rein_providers::{OpenAiCompatible, OpenAiConfig, Simulated, SimulatedConfig};

@@ -1,4 +1,5 @@
-//! Reading finished logs in tests, and the invariant check every end-to-end test ends with.
+//! Reading finished logs in tests, and the invariant check every end-to-end test ends with
+//! (shared with `providers/tests`).
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 

@@ -1,4 +1,5 @@
-//! Captures the fields of tracing spans (to check what `llm-retry` reports).
+//! Captures the fields of tracing spans (to check what `llm-retry` and the providers report;
+//! shared with `providers/tests`).
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
