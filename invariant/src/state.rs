@@ -147,6 +147,15 @@ impl State {
         self.open_step.as_ref().and_then(|s| s.attempt.as_ref())
     }
 
+    /// Where the log stands, for a violation's message: the open step, or why there is none.
+    pub(crate) fn open_step_now(&self) -> String {
+        match (&self.open_step, self.open_turn) {
+            (Some(o), _) => format!("the open step is turn {} step {}", o.turn, o.step),
+            (None, Some(t)) => format!("turn {} has no open step", t.turn),
+            (None, None) => "no turn is open".to_owned(),
+        }
+    }
+
     /// Records that a line whose event could not be read held `seq` (when known).
     pub(crate) fn skip(&mut self, seq: Option<u64>) {
         match seq {

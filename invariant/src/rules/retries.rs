@@ -119,11 +119,7 @@ fn budget(event: &Envelope, r: &LlmRetry, out: &mut Vec<Violation>) {
 /// Inside the open step, for the provider of its latest attempt, after that attempt failed.
 fn placement(state: &State, event: &Envelope, r: &LlmRetry, out: &mut Vec<Violation>) {
     let Some(open) = state.open_step.as_ref().filter(|s| s.is(r.turn, r.step)) else {
-        let now = match (&state.open_step, state.open_turn) {
-            (Some(s), _) => format!("the open step is turn {} step {}", s.turn, s.step),
-            (None, Some(t)) => format!("turn {} has no open step", t.turn),
-            (None, None) => "no turn is open".to_owned(),
-        };
+        let now = state.open_step_now();
         out.push(Violation::new(
             event,
             Rule::RetryInOpenStep,

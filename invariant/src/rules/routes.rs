@@ -45,11 +45,7 @@ fn switched(state: &State, event: &Envelope, s: &RouteSwitched, out: &mut Vec<Vi
         ));
     }
     let Some(open) = state.open_step.as_ref().filter(|o| o.is(s.turn, s.step)) else {
-        let now = match (&state.open_step, state.open_turn) {
-            (Some(o), _) => format!("the open step is turn {} step {}", o.turn, o.step),
-            (None, Some(t)) => format!("turn {} has no open step", t.turn),
-            (None, None) => "no turn is open".to_owned(),
-        };
+        let now = state.open_step_now();
         out.push(Violation::new(
             event,
             Rule::RouteSwitchedInOpenStep,
