@@ -26,7 +26,8 @@
 //! hand-rolled ratio is the median (both lines come from that round). For the record each
 //! round also runs the loop writing through `tokio::fs` (a blocking-pool hop per write, what
 //! tokio's file API does), and prints on stderr each side's time, when its last agent had
-//! started, how long opening an agent took, and its CPU time and allocations per agent.
+//! started, how long opening an agent and cancelling one took, and its CPU time and allocations
+//! per agent.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -76,6 +77,9 @@ pub(crate) struct Side {
     pub(crate) started: Duration,
     /// Opening agents (rein: `Runtime::session`; the loop: its file and `session/start`), in all.
     pub(crate) opening: Duration,
+    /// Cancelling the agents cancelled right after their prompt (rein: `Session::cancel`; the
+    /// loop: its token), in all.
+    pub(crate) cancelling: Duration,
     pub(crate) cpu_seconds: f64,
     pub(crate) allocations: usize,
 }
@@ -90,11 +94,12 @@ impl Side {
         let per_agent = |x: f64| x * 1e6 / agents as f64;
         format!(
             "{:.2} s ({:.0} agents/s), every agent started after {:.2} s, opening one took \
-             {:.1} µs; per agent {:.0} µs CPU and {} allocations",
+             {:.1} µs, cancelling one {:.1} µs; per agent {:.0} µs CPU and {} allocations",
             self.elapsed.as_secs_f64(),
             self.per_second(agents),
             self.started.as_secs_f64(),
             per_agent(self.opening.as_secs_f64()),
+            self.cancelling.as_secs_f64() * 1e6 / agents.div_ceil(CANCELLED) as f64,
             per_agent(self.cpu_seconds),
             self.allocations / agents,
         )
@@ -205,14 +210,16 @@ async fn rein(
 
     let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
     let mut turns = Vec::with_capacity(agents);
-    let mut opening = Duration::ZERO;
+    let (mut opening, mut cancelling) = (Duration::ZERO, Duration::ZERO);
     for i in 0..agents {
         let open = Instant::now();
         let session = runtime.session(&session_id(i)).await?;
         opening += open.elapsed();
         let turn = session.prompt(PROMPT)?;
         if i % CANCELLED == 0 {
+            let cancel = Instant::now();
             session.cancel(CancelCause::User).await?;
+            cancelling += cancel.elapsed();
         }
         turns.push(turn);
     }
@@ -229,6 +236,7 @@ async fn rein(
         elapsed: started.elapsed(),
         started: all_started,
         opening,
+        cancelling,
         cpu_seconds: process_seconds() - cpu,
         allocations: allocations() - allocs,
     };

@@ -91,14 +91,16 @@ pub(crate) async fn run(store: Arc<dyn SessionStore>, agents: usize) -> anyhow::
     let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
     let mut sessions = Vec::with_capacity(agents);
     let mut outcomes = Vec::with_capacity(agents);
-    let mut opening = Duration::ZERO;
+    let (mut opening, mut cancelling) = (Duration::ZERO, Duration::ZERO);
     for i in 0..agents {
         let open = Instant::now();
         let session = Session::open(&ctx, &session_id(i)).await?;
         opening += open.elapsed();
         outcomes.push(session.prompt(PROMPT)?);
         if i % CANCELLED == 0 {
+            let cancel = Instant::now();
             session.cancel(CancelCause::User).await?;
+            cancelling += cancel.elapsed();
         }
         sessions.push(session);
     }
@@ -115,6 +117,7 @@ pub(crate) async fn run(store: Arc<dyn SessionStore>, agents: usize) -> anyhow::
         elapsed: started.elapsed(),
         started: all_started,
         opening,
+        cancelling,
         cpu_seconds: process_seconds() - cpu,
         allocations: allocations() - allocs,
     };

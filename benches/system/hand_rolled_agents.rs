@@ -56,6 +56,7 @@ pub(crate) async fn run(dir: &Path, agents: usize, writes: Writes) -> anyhow::Re
         elapsed: started.elapsed(),
         started: ran.all_started,
         opening: ran.opening,
+        cancelling: ran.cancelling,
         cpu_seconds: process_seconds() - cpu,
         allocations: allocations() - allocs,
     };
@@ -104,12 +105,14 @@ struct Ran {
     all_started: Duration,
     /// Opening the agents' logs (file and `session/start`), in all.
     opening: Duration,
+    /// Cancelling the agents cancelled right after their start, in all.
+    cancelling: Duration,
 }
 
 /// Runs the agents.
 async fn agents_in(dir: &Path, agents: usize, writes: Writes) -> anyhow::Result<Ran> {
     let provider: Arc<dyn Adapter> = Arc::new(AgentsProvider::new()?);
-    let (started, mut opening) = (Instant::now(), Duration::ZERO);
+    let (started, mut opening, mut cancelling) = (Instant::now(), Duration::ZERO, Duration::ZERO);
     let mut tasks = Vec::with_capacity(agents);
     for i in 0..agents {
         let id = session_id(i);
@@ -121,7 +124,9 @@ async fn agents_in(dir: &Path, agents: usize, writes: Writes) -> anyhow::Result<
         let cancel = CancellationToken::new();
         tasks.push(tokio::spawn(agent(log, Arc::clone(&provider), cancel.clone())));
         if i % CANCELLED == 0 {
+            let at = Instant::now();
             cancel.cancel();
+            cancelling += at.elapsed();
         }
     }
     let all_started = started.elapsed();
@@ -131,7 +136,7 @@ async fn agents_in(dir: &Path, agents: usize, writes: Writes) -> anyhow::Result<
         reasons.push(reason);
         appends.push(n);
     }
-    Ok(Ran { reasons, appends, all_started, opening })
+    Ok(Ran { reasons, appends, all_started, opening, cancelling })
 }
 
 /// A log file, written one way or the other.
