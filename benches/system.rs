@@ -34,10 +34,12 @@
 //!   side in a process of its own (`child`).
 //! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
 //!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
-//!   same lines to the same files (`hand_rolled_agents`).
+//!   same lines to the same files (`hand_rolled_agents`); and, with no budget,
+//!   `agents_10k_jsonl_os_bare_actors_vs_hand_rolled`: the same workload through rein's actor
+//!   tree from bare ractor actors (`bare_agents`, the shape's floor) against the same loop.
 //!
 //! Shared: `bare_tree` (rein's actor tree from bare ractor actors: the floor of the turn
-//! metrics), `plain_loop` (a turn with no actor at all), `round_trip` (ractor calls), `doubles`
+//! metrics), `bare_log` (the bare trees' log actor), `plain_loop` (a turn with no actor at all), `round_trip` (ractor calls), `doubles`
 //! (adapters and plugins), `parked` (turns parked in a retry wait), `stamped` (a store that notes
 //! when each batch arrives), `sample` (medians), `cpu` (CPU time from `/proc`), `heap` (the
 //! counting allocator), `heap_support` (the runtime's own heap test construction).
@@ -66,6 +68,10 @@ mod agents;
 mod agents_workload;
 #[path = "system/append.rs"]
 mod append;
+#[path = "system/bare_agents.rs"]
+mod bare_agents;
+#[path = "system/bare_log.rs"]
+mod bare_log;
 #[path = "system/bare_tree.rs"]
 mod bare_tree;
 #[path = "system/child.rs"]

@@ -9,15 +9,25 @@
 //! - **Baseline** (the floor): agents per second of `hand_rolled_agents` — the same workload
 //!   as tokio tasks writing the same events, in the same batches, to the same files.
 //!
-//! Before measuring, a few agents run through both with their appends counted: a completed
-//! agent's log must hold the same events (by type) in the same number of appends on each side. After the rein side, the runtime must be left with no actor
-//! and no task, and every log must pass the invariant checker.
+//! The shape's own floor is printed beside it, with no budget, as
+//! `agents_10k_jsonl_os_bare_actors_vs_hand_rolled`: agents per second of `bare_agents` — the
+//! same workload through rein's actor tree rebuilt from bare ractor actors (session, log, turn,
+//! step, provider, one actor per plugin), on the same kind of store — against the hand-rolled
+//! loop. It splits the metric's ratio in two: bare actors / hand-rolled is what the actor shape
+//! costs, rein / bare actors what rein's own code costs on top of it.
 //!
-//! A round runs rein, then the floor, each in a fresh directory; the bench runs [`ROUNDS`]
-//! rounds (one with `--quick`) and reports the round whose ratio is the median. For the record
-//! each round also runs the loop writing through `tokio::fs` (a blocking-pool hop per write,
-//! what tokio's file API does), and prints on stderr each side's time, when its last agent had
-//! started, how long opening an agent took, and its CPU time and allocations per agent.
+//! Before measuring, a few agents run through all three with their appends counted: a
+//! completed agent's log must hold the same events (by type) in the same number of appends on
+//! each side. After the rein side, the runtime must be left with no actor and no task; the logs
+//! of rein and of the bare actors must pass the invariant checker.
+//!
+//! A round runs rein, the bare actors, then the hand-rolled loop, each in a fresh directory; the
+//! bench runs [`ROUNDS`] rounds (one with `--quick`) and reports the round whose rein /
+//! hand-rolled ratio is the median (both lines come from that round). For the record each
+//! round also runs the loop writing through `tokio::fs` (a blocking-pool hop per write, what
+//! tokio's file API does), and prints on stderr each side's time, when its last agent had
+//! started, how long opening an agent and cancelling one took, and its CPU time and allocations
+//! per agent.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,6 +50,7 @@ use crate::agents_workload::{
     AgentsProvider, BACKOFF_MS, CANCELLED, JITTER, PROMPT, auto_retry_settings, llm_retry_settings,
     session_id,
 };
+use crate::bare_agents;
 use crate::cpu::process_seconds;
 use crate::hand_rolled_agents::{self, Writes};
 use crate::heap::allocations;
@@ -66,6 +77,9 @@ pub(crate) struct Side {
     pub(crate) started: Duration,
     /// Opening agents (rein: `Runtime::session`; the loop: its file and `session/start`), in all.
     pub(crate) opening: Duration,
+    /// Cancelling the agents cancelled right after their prompt (rein: `Session::cancel`; the
+    /// loop: its token), in all.
+    pub(crate) cancelling: Duration,
     pub(crate) cpu_seconds: f64,
     pub(crate) allocations: usize,
 }
@@ -80,21 +94,23 @@ impl Side {
         let per_agent = |x: f64| x * 1e6 / agents as f64;
         format!(
             "{:.2} s ({:.0} agents/s), every agent started after {:.2} s, opening one took \
-             {:.1} µs; per agent {:.0} µs CPU and {} allocations",
+             {:.1} µs, cancelling one {:.1} µs; per agent {:.0} µs CPU and {} allocations",
             self.elapsed.as_secs_f64(),
             self.per_second(agents),
             self.started.as_secs_f64(),
             per_agent(self.opening.as_secs_f64()),
+            self.cancelling.as_secs_f64() * 1e6 / agents.div_ceil(CANCELLED) as f64,
             per_agent(self.cpu_seconds),
             self.allocations / agents,
         )
     }
 }
 
-/// Measures the metric.
+/// Measures the metric, and the shape's floor for the record.
 pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
     let rounds = if options.quick { 1 } else { ROUNDS };
     let name = format!("{NAME}_{}k_jsonl_os_vs_hand_rolled", AGENTS / 1000);
+    let shape_name = format!("{NAME}_{}k_jsonl_os_bare_actors_vs_hand_rolled", AGENTS / 1000);
     crate::drive(async move {
         same_shape().await?;
         let mut results = Vec::with_capacity(rounds);
@@ -116,28 +132,38 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
             let rein_lines = check_logs(&logs)?;
             drop(logs);
             let dir = fresh(&mut dirs)?;
+            let (bare, logs) = bare(&dir, AGENTS, None).await?;
+            let bare_lines = check_logs(&logs)?;
+            drop(logs);
+            let dir = fresh(&mut dirs)?;
             let floor = hand_rolled_agents::run(&dir, AGENTS, Writes::Std).await?;
             let floor_lines = hand_rolled_agents::lines(&dir)?;
             let dir = fresh(&mut dirs)?;
             let tokio_fs = hand_rolled_agents::run(&dir, AGENTS, Writes::TokioFs).await?;
-            let (r, f) = (rein.per_second(AGENTS), floor.per_second(AGENTS));
+            let (r, b, f) =
+                (rein.per_second(AGENTS), bare.per_second(AGENTS), floor.per_second(AGENTS));
             eprintln!(
-                "{name}: round {round}: rein / hand-rolled {:.2} (against the loop writing through tokio::fs: {:.2}); lines: rein {rein_lines}, hand-rolled {floor_lines}",
+                "{name}: round {round}: rein / hand-rolled {:.2} (against the loop writing through tokio::fs: {:.2}); rein / bare actors {:.2} (rein's own code), bare actors / hand-rolled {:.2} (the actor shape); lines: rein {rein_lines}, bare actors {bare_lines}, hand-rolled {floor_lines}",
                 r / f,
-                r / tokio_fs.per_second(AGENTS)
+                r / tokio_fs.per_second(AGENTS),
+                r / b,
+                b / f,
             );
-            for (side, measured) in
-                [("rein", &rein), ("hand-rolled", &floor), ("hand-rolled, tokio::fs", &tokio_fs)]
-            {
+            for (side, measured) in [
+                ("rein", &rein),
+                ("bare actors", &bare),
+                ("hand-rolled", &floor),
+                ("hand-rolled, tokio::fs", &tokio_fs),
+            ] {
                 eprintln!("{name}: round {round}: {side}: {}", measured.describe(AGENTS));
             }
-            results.push((r, f));
+            results.push((r, b, f));
         }
-        results.sort_by(|a, b| (a.0 / a.1).total_cmp(&(b.0 / b.1)));
-        let Some(&(rein, floor)) = results.get(results.len() / 2) else {
+        results.sort_by(|x, y| (x.0 / x.2).total_cmp(&(y.0 / y.2)));
+        let Some(&(rein, bare, floor)) = results.get(results.len() / 2) else {
             anyhow::bail!("no round ran")
         };
-        Ok(vec![Metric::new(&name, rein, floor, BUDGET)])
+        Ok(vec![Metric::new(&name, rein, floor, BUDGET), Metric::record(&shape_name, bare, floor)])
     })
 }
 
@@ -169,11 +195,7 @@ async fn rein(
     agents: usize,
     appends: Option<Arc<Appends>>,
 ) -> anyhow::Result<(Side, BTreeMap<String, Vec<Envelope>>)> {
-    let jsonl = JsonlStore::open(dir, Durability::Os)?;
-    let store: Arc<dyn SessionStore> = match appends {
-        Some(counts) => Arc::new(Counted { inner: jsonl, counts }),
-        None => Arc::new(jsonl),
-    };
+    let store = store_in(dir, appends)?;
     let (auto_retry, warnings) = AutoRetry::from_config(&auto_retry_settings());
     anyhow::ensure!(warnings.is_empty(), "auto-retry settings: {warnings:?}");
     let runtime = Runtime::builder()
@@ -188,14 +210,16 @@ async fn rein(
 
     let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
     let mut turns = Vec::with_capacity(agents);
-    let mut opening = Duration::ZERO;
+    let (mut opening, mut cancelling) = (Duration::ZERO, Duration::ZERO);
     for i in 0..agents {
         let open = Instant::now();
         let session = runtime.session(&session_id(i)).await?;
         opening += open.elapsed();
         let turn = session.prompt(PROMPT)?;
         if i % CANCELLED == 0 {
+            let cancel = Instant::now();
             session.cancel(CancelCause::User).await?;
+            cancelling += cancel.elapsed();
         }
         turns.push(turn);
     }
@@ -212,6 +236,7 @@ async fn rein(
         elapsed: started.elapsed(),
         started: all_started,
         opening,
+        cancelling,
         cpu_seconds: process_seconds() - cpu,
         allocations: allocations() - allocs,
     };
@@ -224,13 +249,45 @@ async fn rein(
         census.actors(),
         census.tasks()
     );
+    Ok((side, read_logs(store.as_ref(), agents).await?))
+}
+
+/// Runs `agents` agents of the workload through bare actors (`bare_agents`) on a JSONL store in
+/// `dir`, as [`rein`] does.
+async fn bare(
+    dir: &std::path::Path,
+    agents: usize,
+    appends: Option<Arc<Appends>>,
+) -> anyhow::Result<(Side, BTreeMap<String, Vec<Envelope>>)> {
+    let store = store_in(dir, appends)?;
+    let side = bare_agents::run(Arc::clone(&store), agents).await?;
+    Ok((side, read_logs(store.as_ref(), agents).await?))
+}
+
+/// A JSONL store at `Os` in `dir`; with `appends`, counting its appends by session.
+fn store_in(
+    dir: &std::path::Path,
+    appends: Option<Arc<Appends>>,
+) -> anyhow::Result<Arc<dyn SessionStore>> {
+    let jsonl = JsonlStore::open(dir, Durability::Os)?;
+    Ok(match appends {
+        Some(counts) => Arc::new(Counted { inner: jsonl, counts }),
+        None => Arc::new(jsonl),
+    })
+}
+
+/// Every log in `store`, by session; there must be one per agent.
+async fn read_logs(
+    store: &dyn SessionStore,
+    agents: usize,
+) -> anyhow::Result<BTreeMap<String, Vec<Envelope>>> {
     let mut logs = BTreeMap::new();
     for id in store.sessions().await? {
         let events = store.load(&id).await?.map(|l| l.events).unwrap_or_default();
         logs.insert(id, events);
     }
     anyhow::ensure!(logs.len() == agents, "{} logs for {agents} agents", logs.len());
-    Ok((side, logs))
+    Ok(logs)
 }
 
 /// Checks every log against the invariants; returns how many lines they hold.
@@ -243,46 +300,55 @@ fn check_logs(logs: &BTreeMap<String, Vec<Envelope>>) -> anyhow::Result<usize> {
     Ok(logs.values().map(Vec::len).sum())
 }
 
-/// Runs [`CHECKED`] agents through both sides with their appends counted, and checks that a
-/// completed agent (1) wrote the same events in as many appends on both. (What a cancelled
-/// agent wrote depends on where its cancel landed, which the scheduling decides; both sides'
-/// cancelled agents must have ended aborted, which every run checks.)
+/// Runs [`CHECKED`] agents through rein, the bare actors and the hand-rolled loop with their
+/// appends counted, and checks that a completed agent (1) wrote the same events in as many
+/// appends on all three, and that rein and the bare actors waited the workload's backoff.
+/// (What a cancelled agent wrote depends on where its cancel landed, which the scheduling
+/// decides; every side's cancelled agents must have ended aborted, which every run checks.)
 async fn same_shape() -> anyhow::Result<()> {
-    let counts = Arc::new(Appends::default());
-    let dir = crate::temp_dir()?;
-    let (_, logs) = rein(dir.path(), CHECKED, Some(Arc::clone(&counts))).await?;
-    check_logs(&logs)?;
+    let id = session_id(1);
+    let rein_counts = Arc::new(Appends::default());
+    let rein_dir = crate::temp_dir()?;
+    let (_, rein_logs) = rein(rein_dir.path(), CHECKED, Some(Arc::clone(&rein_counts))).await?;
+    check_logs(&rein_logs)?;
+    let bare_counts = Arc::new(Appends::default());
+    let bare_dir = crate::temp_dir()?;
+    let (_, bare_logs) = bare(bare_dir.path(), CHECKED, Some(Arc::clone(&bare_counts))).await?;
+    check_logs(&bare_logs)?;
     let floor_dir = crate::temp_dir()?;
     let floor_appends = hand_rolled_agents::appends(floor_dir.path(), CHECKED, Writes::Std).await?;
+    let floor_log = hand_rolled_agents::read(floor_dir.path(), &id)?;
+    let floor_n = floor_appends.get(&id).copied().unwrap_or(0);
+
+    let kinds = |events: &[Envelope]| -> Vec<&'static str> {
+        events.iter().map(|e| e.event.kind()).collect()
+    };
+    for (side, logs, counts) in
+        [("rein", &rein_logs, &rein_counts), ("the bare actors", &bare_logs, &bare_counts)]
     {
-        let id = session_id(1);
-        let kinds = |events: &[Envelope]| -> Vec<&'static str> {
-            events.iter().map(|e| e.event.kind()).collect()
-        };
-        let rein_log = logs.get(&id).map(Vec::as_slice).unwrap_or_default();
-        let floor_log = hand_rolled_agents::read(floor_dir.path(), &id)?;
+        let log = logs.get(&id).map(Vec::as_slice).unwrap_or_default();
         anyhow::ensure!(
-            kinds(rein_log) == kinds(&floor_log),
-            "{id}: rein wrote {:?}, the hand-rolled loop {:?}",
-            kinds(rein_log),
+            kinds(log) == kinds(&floor_log),
+            "{id}: {side} wrote {:?}, the hand-rolled loop {:?}",
+            kinds(log),
             kinds(&floor_log)
         );
-        // Both sides wait the workload's backoff (a runtime that ignored llm-retry's settings
+        // Every side waits the workload's backoff (a runtime that ignored llm-retry's settings
         // would wait its default 500 ms and measure the wrong work).
         let (low, high) = (BACKOFF_MS.0 as f64 * (1.0 - JITTER), BACKOFF_MS.1 as f64);
-        for event in rein_log {
+        for event in log {
             if let Event::LlmRetry(retry) = &event.event {
                 anyhow::ensure!(
                     (low..=high).contains(&retry.delay_ms),
-                    "{id}: rein waited {} ms before a retry, outside the workload's {low}–{high} ms",
+                    "{id}: {side} waited {} ms before a retry, outside the workload's {low}–{high} ms",
                     retry.delay_ms
                 );
             }
         }
-        let (rein_n, floor_n) = (counts.of(&id), floor_appends.get(&id).copied().unwrap_or(0));
+        let n = counts.of(&id);
         anyhow::ensure!(
-            rein_n == floor_n,
-            "{id}: rein appended {rein_n} times, the hand-rolled loop {floor_n} times"
+            n == floor_n,
+            "{id}: {side} appended {n} times, the hand-rolled loop {floor_n} times"
         );
     }
     Ok(())

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! BareSession (one per session, not linked)        BareProvider (one per route)
-//! ├── BareLog (linked): stamps seq/time, appends, replies after the store's ack
+//! ├── BareLog (linked; `bare_log`): stamps seq/time, appends, replies after the store's ack
 //! └── BareTurn (linked, one per running turn)
 //!     └── BareStep (linked, one per running step) ── a waiting task, when the attempt failed
 //! ```
@@ -34,19 +34,18 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
-use rein::runtime::clock::{Clock as _, WallClock};
 use rein::runtime::event::{
-    AgentIdle, AssistantChunk, AssistantMessage, CancelCause, Envelope, Event, LOG_FORMAT,
-    RequestError, RequestStart, SessionStart, StepRef, TurnEnd, TurnEndReason, TurnStart,
-    UserMessage,
+    AgentIdle, AssistantChunk, AssistantMessage, CancelCause, Event, RequestError, RequestStart,
+    StepRef, TurnEnd, TurnEndReason, TurnStart, UserMessage,
 };
 use rein::runtime::failure::Failure;
 use rein::runtime::session::TurnOutcome;
-use rein::runtime::store::{SessionStore, StoreError};
+use rein::runtime::store::SessionStore;
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::bare_log::{BareLog, LogMsg, append};
 use crate::doubles::CHUNK;
 
 /// What every actor of a tree shares (one allocation per tree, as rein's per-turn context).
@@ -156,71 +155,6 @@ impl BareSessionHandle {
     pub(crate) async fn ended(self) -> anyhow::Result<()> {
         Ok(self.ended.await?)
     }
-}
-
-/// Appends `events` through the log actor; resolves after the store's ack.
-async fn append(log: &ActorRef<LogMsg>, events: Vec<Event>) -> Result<Vec<Envelope>, StoreError> {
-    let (reply, appended) = oneshot::channel();
-    log.send_message(LogMsg::Append(events, reply)).map_err(|_| StoreError::Closed)?;
-    appended.await.map_err(|_| StoreError::Closed)?
-}
-
-// --- the log ---------------------------------------------------------------------------------
-
-enum LogMsg {
-    Append(Vec<Event>, oneshot::Sender<Result<Vec<Envelope>, StoreError>>),
-}
-
-struct BareLog;
-
-struct LogState {
-    store: Arc<dyn SessionStore>,
-    id: Arc<str>,
-    next_seq: u64,
-}
-
-impl Actor for BareLog {
-    type Msg = LogMsg;
-    type State = LogState;
-    type Arguments = (Arc<dyn SessionStore>, Arc<str>);
-
-    async fn pre_start(
-        &self,
-        _: ActorRef<LogMsg>,
-        (store, id): Self::Arguments,
-    ) -> Result<LogState, ActorProcessingErr> {
-        let next_seq = store.load(&id).await?.map_or(0, |loaded| loaded.events.len() as u64);
-        let mut state = LogState { store, id, next_seq };
-        if next_seq == 0 {
-            let start = SessionStart { session: state.id.to_string(), format: LOG_FORMAT };
-            stamp_and_append(&mut state, vec![Event::SessionStart(start)]).await?;
-        }
-        Ok(state)
-    }
-
-    async fn handle(
-        &self,
-        _: ActorRef<LogMsg>,
-        LogMsg::Append(events, reply): LogMsg,
-        state: &mut LogState,
-    ) -> Result<(), ActorProcessingErr> {
-        let _ = reply.send(stamp_and_append(state, events).await);
-        Ok(())
-    }
-}
-
-/// Stamps `events` with `seq` and `time`, appends them as one batch, returns them as written.
-async fn stamp_and_append(
-    state: &mut LogState,
-    events: Vec<Event>,
-) -> Result<Vec<Envelope>, StoreError> {
-    let time = WallClock.now_ms();
-    let first = state.next_seq;
-    let batch: Vec<Envelope> =
-        (first..).zip(events).map(|(seq, event)| Envelope { seq, time, event }).collect();
-    state.store.append(&state.id, &batch).await?;
-    state.next_seq += batch.len() as u64;
-    Ok(batch)
 }
 
 // --- the session -----------------------------------------------------------------------------

@@ -22,20 +22,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use backon::{BackoffBuilder as _, ExponentialBackoff, ExponentialBuilder};
 use rein::runtime::clock::{Clock as _, WallClock};
 use rein::runtime::event::{
     AgentIdle, AssistantChunk, AssistantMessage, CancelCause, Envelope, Event, LOG_FORMAT,
-    LlmRetry, LlmRetryStarted, RequestError, RequestStart, SessionStart, StepRef, ToolCallEvent,
-    ToolResult, TurnEnd, TurnEndReason, TurnStart, UserMessage,
+    LlmRetryStarted, RequestError, RequestStart, SessionStart, StepRef, ToolCallEvent, ToolResult,
+    TurnEnd, TurnEndReason, TurnStart, UserMessage,
 };
-use rein::runtime::failure::Failure;
 use rein::runtime::provider::{Adapter, ChunkSink, Messages, Request};
 use tokio_util::sync::CancellationToken;
 
 use crate::agents::Side;
 use crate::agents_workload::{
-    AgentsProvider, BACKOFF_MS, CANCELLED, JITTER, PROMPT, RETRIES, session_id,
+    AgentsProvider, CANCELLED, PROMPT, ROUTE, backoff, jittered, retry_event, session_id,
 };
 use crate::cpu::process_seconds;
 use crate::heap::allocations;
@@ -49,12 +47,6 @@ pub(crate) enum Writes {
     TokioFs,
 }
 
-/// The policy key the `llm/retry` lines carry (llm-retry's, as rein writes it).
-const POLICY_KEY: &str = r#"["normal",2,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],5,100,0.1]"#;
-
-/// The route and model the workload's requests name.
-const ROUTE: (&str, &str) = ("sim", "sim-1");
-
 /// Runs `agents` agents in `dir`; the measurement.
 pub(crate) async fn run(dir: &Path, agents: usize, writes: Writes) -> anyhow::Result<Side> {
     let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
@@ -64,6 +56,7 @@ pub(crate) async fn run(dir: &Path, agents: usize, writes: Writes) -> anyhow::Re
         elapsed: started.elapsed(),
         started: ran.all_started,
         opening: ran.opening,
+        cancelling: ran.cancelling,
         cpu_seconds: process_seconds() - cpu,
         allocations: allocations() - allocs,
     };
@@ -112,12 +105,14 @@ struct Ran {
     all_started: Duration,
     /// Opening the agents' logs (file and `session/start`), in all.
     opening: Duration,
+    /// Cancelling the agents cancelled right after their start, in all.
+    cancelling: Duration,
 }
 
 /// Runs the agents.
 async fn agents_in(dir: &Path, agents: usize, writes: Writes) -> anyhow::Result<Ran> {
     let provider: Arc<dyn Adapter> = Arc::new(AgentsProvider::new()?);
-    let (started, mut opening) = (Instant::now(), Duration::ZERO);
+    let (started, mut opening, mut cancelling) = (Instant::now(), Duration::ZERO, Duration::ZERO);
     let mut tasks = Vec::with_capacity(agents);
     for i in 0..agents {
         let id = session_id(i);
@@ -129,7 +124,9 @@ async fn agents_in(dir: &Path, agents: usize, writes: Writes) -> anyhow::Result<
         let cancel = CancellationToken::new();
         tasks.push(tokio::spawn(agent(log, Arc::clone(&provider), cancel.clone())));
         if i % CANCELLED == 0 {
+            let at = Instant::now();
             cancel.cancel();
+            cancelling += at.elapsed();
         }
     }
     let all_started = started.elapsed();
@@ -139,7 +136,7 @@ async fn agents_in(dir: &Path, agents: usize, writes: Writes) -> anyhow::Result<
         reasons.push(reason);
         appends.push(n);
     }
-    Ok(Ran { reasons, appends, all_started, opening })
+    Ok(Ran { reasons, appends, all_started, opening, cancelling })
 }
 
 /// A log file, written one way or the other.
@@ -192,17 +189,6 @@ impl Log {
         self.appends += 1;
         Ok(())
     }
-}
-
-/// The backoff of a step's retries: llm-retry's, then auto-retry's, from the first delay
-/// doubling to the ceiling.
-fn backoff() -> ExponentialBackoff {
-    ExponentialBuilder::default()
-        .with_min_delay(Duration::from_millis(BACKOFF_MS.0))
-        .with_max_delay(Duration::from_millis(BACKOFF_MS.1))
-        .with_factor(2.0)
-        .with_max_times(RETRIES.0 + RETRIES.1)
-        .build()
 }
 
 /// One retry chain of a step: its id and how many retries it made.
@@ -286,10 +272,8 @@ async fn agent(
                             retries: 0,
                         });
                         chain.retries += 1;
-                        log.append(vec![Event::LlmRetry(retry_event(
-                            chain, turn, step, delay, failure,
-                        ))])
-                        .await?;
+                        let retry = retry_event(&chain.id, chain.retries, at, delay, failure);
+                        log.append(vec![Event::LlmRetry(retry)]).await?;
                         tokio::select! {
                             biased;
                             () = cancel.cancelled() => break 'turn aborted(),
@@ -344,26 +328,4 @@ async fn agent(
 
 fn aborted() -> TurnEndReason {
     TurnEndReason::Aborted { cause: CancelCause::User }
-}
-
-/// `delay` with llm-retry's jitter (± [`JITTER`]).
-fn jittered(delay: Duration) -> Duration {
-    delay.mul_f64(1.0 + JITTER * (2.0 * rand::random::<f64>() - 1.0))
-}
-
-/// The `llm/retry` of retry `chain.retries`.
-fn retry_event(chain: &Chain, turn: u32, step: u32, delay: Duration, failure: Failure) -> LlmRetry {
-    LlmRetry {
-        retry_id: chain.id.clone(),
-        turn,
-        step,
-        provider: ROUTE.0.to_owned(),
-        plugin: "llm-retry".to_owned(),
-        mode: "normal".to_owned(),
-        policy_key: POLICY_KEY.to_owned(),
-        retry: chain.retries,
-        max_retries: Some(RETRIES.0 as u64),
-        delay_ms: delay.as_secs_f64() * 1000.0,
-        failure,
-    }
 }
