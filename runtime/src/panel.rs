@@ -351,12 +351,12 @@ pub fn format_ms(ms: f64) -> String {
 #[derive(Debug, Default)]
 struct Fold {
     done: Vec<TurnPanel>,
-    open: Option<OpenTurn>,
+    open: Option<TurnSoFar>,
 }
 
 /// The turn being folded.
 #[derive(Debug)]
-struct OpenTurn {
+struct TurnSoFar {
     turn: u32,
     lines: Vec<Line>,
     retries: u32,
@@ -379,7 +379,7 @@ impl Fold {
                 open.abandon_scheduled();
                 self.close(open, Ending::Running);
             }
-            self.open = Some(OpenTurn::new(start.turn));
+            self.open = Some(TurnSoFar::new(start.turn));
             return;
         }
         let Some(open) = self.open.as_mut() else { return };
@@ -447,7 +447,7 @@ impl Fold {
         self.done
     }
 
-    fn close(&mut self, mut open: OpenTurn, ending: Ending) {
+    fn close(&mut self, mut open: TurnSoFar, ending: Ending) {
         if ending == Ending::Running {
             if let Some(retry) = open.scheduled.take() {
                 open.lines.push(Line::Waiting(retry));
@@ -498,7 +498,7 @@ impl Fold {
     }
 }
 
-impl OpenTurn {
+impl TurnSoFar {
     fn new(turn: u32) -> Self {
         Self {
             turn,

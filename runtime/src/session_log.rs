@@ -442,6 +442,23 @@ impl SessionLog {
         self.read::<OpenTurnProjection>(OpenTurnProjection::KEY).await
     }
 
+    /// Where the turn lifecycle stands, and a clone of the state of the projection registered
+    /// under `key`, read together: one round trip to the log's actor (what a session reads when
+    /// it opens).
+    pub(crate) async fn open_turn_and<P: Projection>(
+        &self,
+        key: &'static str,
+    ) -> Result<(OpenTurn, P::State), LogError> {
+        let read = self
+            .run(move |log, reply| {
+                let open = log.view::<OpenTurn, _>(OpenTurnProjection::KEY, OpenTurn::clone);
+                let _ = reply.send(open.and_then(|o| Ok((o, log.view(key, P::State::clone)?))));
+                Box::pin(async {})
+            })
+            .await;
+        read.ok_or(LogError::Closed)?
+    }
+
     /// The whole log, read back from the store.
     pub async fn events(&self) -> Result<Vec<Envelope>, LogError> {
         let events = self

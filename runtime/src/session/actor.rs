@@ -67,7 +67,7 @@ use crate::event::{
     AgentIdle, CancelCause, ConfigChanged, Envelope, Event, TurnEndReason, TurnStart, UserMessage,
 };
 use crate::history::HistoryProjection;
-use crate::session_log::{OpenOptions, SessionLog};
+use crate::session_log::{OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
 
@@ -164,6 +164,13 @@ struct SessionInit {
     last_route: Option<String>,
 }
 
+impl SessionInit {
+    /// A session whose log holds nothing but `session/start`.
+    fn new_session() -> Self {
+        Self { next_turn: OpenTurn::default().next_turn(), last: None, last_route: None }
+    }
+}
+
 impl SessionActor {
     async fn open(
         &self,
@@ -178,7 +185,7 @@ impl SessionActor {
         for validator in &self.shared.validators {
             options = options.validator(validator());
         }
-        let (log, _report) = SessionLog::open_linked(
+        let (log, report) = SessionLog::open_linked(
             Arc::clone(&self.shared.store),
             Arc::clone(&self.shared.clock),
             &self.id,
@@ -188,9 +195,12 @@ impl SessionActor {
         )
         .await
         .map_err(open_error)?;
+        if report.created {
+            // A new log holds only its `session/start`: nothing to read back.
+            return Ok((log, SessionInit::new_session()));
+        }
         let init = async {
-            let open = log.open_turn().await?;
-            let route = log.read::<LastRouteProjection>(LAST_ROUTE).await?;
+            let (open, route) = log.open_turn_and::<LastRouteProjection>(LAST_ROUTE).await?;
             Ok(SessionInit {
                 next_turn: open.next_turn(),
                 last: open.last_end.map(|end| (end.turn, end.reason)),
@@ -579,7 +589,7 @@ impl Actor for SessionActor {
             Ok((log, init)) => (Ok(log), init),
             Err(error) => {
                 tracing::warn!(session.id = %self.id, %error, "session could not open");
-                (Err(error), SessionInit { next_turn: 1, last: None, last_route: None })
+                (Err(error), SessionInit::new_session())
             }
         };
         Ok(SessionState {
