@@ -183,8 +183,7 @@ impl Plugin for SessionBudget {
         patch: &Value,
         base_revision: u64,
     ) -> Result<Vec<String>, ConfigError> {
-        let changed = self.settings.check(patch, base_revision)?;
-        Ok(changed.into_iter().map(str::to_owned).collect())
+        self.settings.check(patch, base_revision)
     }
 }
 
