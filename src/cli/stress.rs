@@ -18,6 +18,8 @@ use rein::stress::{StressConfig, acks};
 
 use super::output_file;
 
+mod open_files;
+
 /// What `rein stress --help` says after the options.
 pub(crate) const STRESS_HELP: &str = "\
 What runs:
@@ -250,7 +252,9 @@ fn open_store(args: &StressArgs) -> Result<(Arc<dyn SessionStore>, Option<PathBu
     .map_err(|e| format!("cannot use the log directory: {e}"))?;
     Ok(match args.store {
         StoreKind::Jsonl => {
-            let store = JsonlStore::open(&dir, durability).map_err(|e| e.to_string())?;
+            let store = JsonlStore::open(&dir, durability)
+                .map_err(|e| e.to_string())?
+                .with_max_open_files(open_files::for_agents(args.agents));
             (Arc::new(store), Some(dir))
         }
         _ => {
