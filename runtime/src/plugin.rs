@@ -234,14 +234,19 @@ pub type RestOfChain =
     Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, DownstreamAnswer> + Send>;
 
 /// The rest of the chain after a plugin, as its [`Downstream`] walks it: the runtime's own walk
-/// implements it, so this module depends on no driver of the chain.
+/// implements it, so this module depends on no driver of the chain. It also holds the answer
+/// (one allocation per offer for the handle and the answer the runtime reads back).
 pub(crate) trait DownstreamWalk: Send + Sync {
     /// The token the consultation's scope is a child of (the turn's), and the asking plugin's
     /// `disposed` token — read from the walk when asked, not copied into every handle.
     fn tokens(&self) -> (CancellationToken, CancellationToken);
 
-    /// Walks the rest of the chain under the consultation's cancellation `scope`.
-    fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer>;
+    /// Walks the rest of the chain under the consultation's cancellation `scope` (called at most
+    /// once per handle).
+    fn walk(&self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer>;
+
+    /// Where the consultation's answer is kept once given.
+    fn answer(&self) -> &OnceLock<DownstreamAnswer>;
 }
 
 /// A given closure as the rest of the chain (a plugin tested alone). Behind a mutex only so the
@@ -250,6 +255,7 @@ struct Given {
     rest: std::sync::Mutex<Option<RestOfChain>>,
     cancel: CancellationToken,
     disposed: CancellationToken,
+    answer: OnceLock<DownstreamAnswer>,
 }
 
 impl DownstreamWalk for Given {
@@ -257,35 +263,46 @@ impl DownstreamWalk for Given {
         (self.cancel.clone(), self.disposed.clone())
     }
 
-    fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
-        let rest = self.rest.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    fn walk(&self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
+        let rest = self.rest.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
         match rest {
             Some(rest) => rest(scope),
             None => Box::pin(async { DownstreamAnswer::Crashed }),
         }
     }
+
+    fn answer(&self) -> &OnceLock<DownstreamAnswer> {
+        &self.answer
+    }
 }
 
 /// A plugin's handle on the rest of the chain (downstream of it).
 pub struct Downstream {
-    rest: Option<Box<dyn DownstreamWalk>>,
-    answer: Arc<OnceLock<DownstreamAnswer>>,
+    rest: Arc<dyn DownstreamWalk>,
+    /// Whether `ask` started the walk (it is walked at most once).
+    walked: bool,
 }
 
 impl std::fmt::Debug for Downstream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Downstream").field("answer", &self.answer.get()).finish_non_exhaustive()
+        f.debug_struct("Downstream").field("answer", &self.answered()).finish_non_exhaustive()
     }
 }
 
 /// Where the runtime reads whether (and what) a plugin's downstream answered.
-#[derive(Debug, Clone)]
-pub(crate) struct AskedDownstream(Arc<OnceLock<DownstreamAnswer>>);
+#[derive(Clone)]
+pub(crate) struct AskedDownstream(Arc<dyn DownstreamWalk>);
+
+impl std::fmt::Debug for AskedDownstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("AskedDownstream").field(&self.answer()).finish()
+    }
+}
 
 impl AskedDownstream {
     /// The answer, if the plugin consulted downstream.
     pub(crate) fn answer(&self) -> Option<DownstreamAnswer> {
-        self.0.get().copied()
+        self.0.answer().get().copied()
     }
 }
 
@@ -297,16 +314,16 @@ impl Downstream {
         cancel: CancellationToken,
         disposed: CancellationToken,
     ) -> (Self, AskedDownstream) {
-        Self::chain(Box::new(Given { rest: std::sync::Mutex::new(Some(rest)), cancel, disposed }))
+        let rest = std::sync::Mutex::new(Some(rest));
+        Self::chain(Arc::new(Given { rest, cancel, disposed, answer: OnceLock::new() }))
     }
 
     /// A handle on the runtime's chain after a plugin: nothing is walked until the plugin asks;
     /// `ask` walks it under a child of the turn's token, aborted when the asking plugin is
     /// disposed. Returns the handle and where the runtime reads the answer back.
-    pub(crate) fn chain(rest: Box<dyn DownstreamWalk>) -> (Self, AskedDownstream) {
-        let answer = Arc::new(OnceLock::new());
-        let asked = AskedDownstream(Arc::clone(&answer));
-        (Self { rest: Some(rest), answer }, asked)
+    pub(crate) fn chain(rest: Arc<dyn DownstreamWalk>) -> (Self, AskedDownstream) {
+        let asked = AskedDownstream(Arc::clone(&rest));
+        (Self { rest, walked: false }, asked)
     }
 
     /// A handle on a chain that answers `answer` when asked (for testing a plugin alone).
@@ -328,18 +345,20 @@ impl Downstream {
     /// plugins downstream see `payload.cancel` cancelled and give up their waits), `ask` waits
     /// until it settled and answers `Stop`.
     pub async fn ask(&mut self) -> DownstreamAnswer {
-        if let Some(answer) = self.answer.get() {
+        let cell = self.rest.answer();
+        if let Some(answer) = cell.get() {
             return *answer;
         }
-        let Some(rest) = self.rest.take() else {
-            return *self.answer.get_or_init(|| DownstreamAnswer::Stop);
-        };
-        let (cancel, disposed) = rest.tokens();
+        if std::mem::replace(&mut self.walked, true) {
+            // A walk started before and was dropped unfinished: fail closed.
+            return *cell.get_or_init(|| DownstreamAnswer::Stop);
+        }
+        let (cancel, disposed) = self.rest.tokens();
         let answer = if disposed.is_cancelled() {
             DownstreamAnswer::Stop
         } else {
             let scope = cancel.child_token();
-            let mut walk = rest.walk(scope.clone());
+            let mut walk = self.rest.walk(scope.clone());
             tokio::select! {
                 biased;
                 answer = &mut walk => answer,
@@ -350,12 +369,12 @@ impl Downstream {
                 }
             }
         };
-        *self.answer.get_or_init(|| answer)
+        *self.rest.answer().get_or_init(|| answer)
     }
 
     /// Whether [`Downstream::ask`] was called and answered.
     pub fn answered(&self) -> Option<DownstreamAnswer> {
-        self.answer.get().copied()
+        self.rest.answer().get().copied()
     }
 }
 

@@ -228,7 +228,7 @@ impl Slot {
             if !self.in_chain() {
                 return (Offered::Skipped, None);
             }
-            let (downstream, asked) = Downstream::chain(Box::new(rest()));
+            let (downstream, asked) = Downstream::chain(Arc::new(rest()));
             let (reply, answer) = oneshot::channel();
             let call =
                 PluginMsg::Recover(RecoverCall { payload: Arc::clone(payload), downstream, reply });

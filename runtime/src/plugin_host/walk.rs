@@ -15,7 +15,7 @@
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +66,7 @@ fn walk(
                 slots: Arc::clone(&slots),
                 from: index + 1,
                 payload: Arc::clone(&payload),
+                answer: OnceLock::new(),
             };
             let (offered, asked) = slot.offer(&payload, rest).await;
             let reply = match offered {
@@ -88,11 +89,13 @@ fn walk(
 }
 
 /// The walk of the chain after one plugin, as that plugin's downstream handle holds it: three
-/// shared pointers, no copy of the payload until the plugin actually asks.
+/// shared pointers, no copy of the payload until the plugin actually asks, and the answer once
+/// given.
 pub(crate) struct RestOfWalk {
     slots: Slots,
     from: usize,
     payload: Arc<RequestErrorPayload>,
+    answer: OnceLock<DownstreamAnswer>,
 }
 
 impl DownstreamWalk for RestOfWalk {
@@ -104,13 +107,17 @@ impl DownstreamWalk for RestOfWalk {
         (self.payload.cancel.clone(), disposed)
     }
 
-    fn walk(self: Box<Self>, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
+    fn walk(&self, scope: CancellationToken) -> BoxFuture<'static, DownstreamAnswer> {
         let payload = Arc::new(RequestErrorPayload { cancel: scope, ..(*self.payload).clone() });
-        let walk = walk(self.slots, self.from, payload);
+        let walk = walk(Arc::clone(&self.slots), self.from, payload);
         Box::pin(async move {
             // A walk that panics answers `Crashed`, as one that cannot reach the host.
             AssertUnwindSafe(walk).catch_unwind().await.unwrap_or(DownstreamAnswer::Crashed)
         })
+    }
+
+    fn answer(&self) -> &OnceLock<DownstreamAnswer> {
+        &self.answer
     }
 }
 
