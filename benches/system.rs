@@ -10,8 +10,8 @@
 //!
 //! Flags it does not know (cargo passes `--bench`) are ignored; other words filter metrics by
 //! name. `--child KIND AGENTS TURNS` is how the bench runs a stress side in a process of its own
-//! (see `child`). The exit status is 1 when a metric misses its budget or fails to run. Besides its JSON
-//! line, each metric prints on stderr where its time (or memory) goes.
+//! (see `child`). The exit status is 1 when a metric misses its budget or fails to run. Besides
+//! its JSON line, each metric prints on stderr where its time (or memory) goes.
 //!
 //! # The metrics
 //!
@@ -39,8 +39,9 @@
 //!   tree from bare ractor actors (`bare_agents`, the shape's floor) against the same loop.
 //!
 //! Shared: `bare_tree` (rein's actor tree from bare ractor actors: the floor of the turn
-//! metrics), `bare_log` (the bare trees' log actor), `plain_loop` (a turn with no actor at all), `round_trip` (ractor calls), `doubles`
-//! (adapters and plugins), `parked` (turns parked in a retry wait), `stamped` (a store that notes
+//! metrics), `bare_agents` (the same shape running the `agents` workload), `bare_log` (the bare
+//! trees' log actor), `plain_loop` (a turn with no actor at all), `round_trip` (ractor calls),
+//! `doubles` (adapters and plugins), `parked` (turns parked in a retry wait), `stamped` (a store that notes
 //! when each batch arrives), `sample` (medians), `cpu` (CPU time from `/proc`), `heap` (the
 //! counting allocator), `heap_support` (the runtime's own heap test construction).
 //!

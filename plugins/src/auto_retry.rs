@@ -1,4 +1,5 @@
-//! `auto-retry`: the downstream takeover, re-creating the `dsh-plugin-auto-retry` JavaScript plugin.
+//! `auto-retry`: the downstream takeover, re-creating the `dsh-plugin-auto-retry` JavaScript
+//! plugin.
 //!
 //! Registered after `llm-retry`, it takes over exactly the failures the official executor hands
 //! back — codes it does not retry, a budget it spent — and retries them a few more times,

@@ -10,8 +10,8 @@
 //! # Layout
 //!
 //! Pure core (no tokio, no ractor):
-//! - [`config`]: the plugin configuration with the original executor's keys, read strictly into the normal
-//!   policy it describes (the runtime's default route policy).
+//! - [`config`]: the plugin configuration with the original executor's keys, read strictly into
+//!   the normal policy it describes (the runtime's default route policy).
 //! - [`decision`]: the normal-mode (§5.3) and always-mode (§5.6) decisions.
 //!
 //! Shell:

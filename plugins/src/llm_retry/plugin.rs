@@ -1,5 +1,6 @@
-//! [`LlmRetry`]: the official executor's configuration, and the runtime [`Plugin`] it becomes — the wiring between the waterfall
-//! payload, the retry-chain projection, the pure decisions and the schedule-wait-start sequence.
+//! [`LlmRetry`]: the official executor's configuration, and the runtime [`Plugin`] it becomes —
+//! the wiring between the waterfall payload, the retry-chain projection, the pure decisions and
+//! the schedule-wait-start sequence.
 //!
 //! One recovery, in order:
 //!
@@ -95,10 +96,10 @@ impl LlmRetry {
         Self { policy }
     }
 
-    /// The plugin from its configuration file value (the original executor's keys), read strictly: an unknown
-    /// key or an invalid value is an error naming the field path relative to the value
-    /// (`maxTransientRetires: unknown key (…)`; prefix it with [`PolicyError::within`]). `null` is
-    /// the default configuration.
+    /// The plugin from its configuration file value (the original executor's keys), read
+    /// strictly: an unknown key or an invalid value is an error naming the field path relative to
+    /// the value (`maxTransientRetires: unknown key (…)`; prefix it with
+    /// [`PolicyError::within`]). `null` is the default configuration.
     pub fn from_config(config: &Value) -> Result<Self, PolicyError> {
         LlmRetryConfig::parse(config, "").map(Self::new)
     }
@@ -187,8 +188,8 @@ fn read_only() -> ConfigError {
     }
 }
 
-/// The configured policy with the configuration's keys (a normal policy, the original executor's keys);
-/// an always-mode policy given in code also names its `mode`.
+/// The configured policy with the configuration's keys (a normal policy, the original
+/// executor's keys); an always-mode policy given in code also names its `mode`.
 fn config_json(policy: &RetryPolicy) -> Value {
     let backoff = policy.backoff();
     let number = |ms: f64| Value::Number(json_number::number(ms));

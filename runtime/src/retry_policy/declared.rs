@@ -15,9 +15,9 @@
 //!
 //! # Why integral floats count as integers
 //!
-//! JSON does not distinguish `2` from `2.0` (JavaScript, where the original executor lives, cannot), so
-//! `maxRetries: 2.0` is accepted as 2; `1.5`, negative numbers and numbers beyond 2^53 − 1 (which
-//! a JavaScript reader could not hold exactly) are rejected.
+//! JSON does not distinguish `2` from `2.0` (JavaScript, where the original executor lives,
+//! cannot), so `maxRetries: 2.0` is accepted as 2; `1.5`, negative numbers and numbers beyond
+//! 2^53 − 1 (which a JavaScript reader could not hold exactly) are rejected.
 
 use serde_json::{Map, Value};
 
