@@ -491,6 +491,39 @@ async fn logs_written_by_the_sqlite_store_are_checked_even_while_it_is_open() {
 }
 
 #[tokio::test]
+async fn a_session_partly_indexed_and_partly_in_the_unindexed_tail_is_checked_whole() {
+    use rein_runtime::store::{Durability, SessionStore, sqlite::SqliteStore};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("logs.db");
+    // Closing the store indexes everything: "good" and "bad" are in the index.
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    store.append("good", &valid()).await.unwrap();
+    store.append("bad", &violating()).await.unwrap();
+    drop(store);
+    // Reopened, the next events stay in the tail: one more of "good", and all of "new".
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    let more = History::new().user().build();
+    let mut next = more[1].clone();
+    next.seq = valid().len() as u64;
+    store.append("good", &[next]).await.unwrap();
+    store.append("new", &valid()).await.unwrap();
+
+    let run = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
+    assert_eq!(
+        (run.code, run.stdout),
+        (0, format!("ok: 1 log(s), {} events\n", valid().len() + 1))
+    );
+    let run = rein(&["check", "--sqlite", arg(&db)]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    let violations = run.stdout.lines().filter(|l| l.contains('#'));
+    assert!(
+        violations.map(|l| l.split(':').next()).all(|n| n.is_some_and(|n| n.ends_with("#bad")))
+    );
+    assert!(run.stdout.ends_with("3 violation(s) in 3 log(s)\n"), "{}", run.stdout);
+    drop(store);
+}
+
+#[tokio::test]
 async fn logs_written_by_the_jsonl_store_are_checked_and_a_crash_tail_is_only_reported() {
     use rein_runtime::store::{Durability, SessionStore, jsonl::JsonlStore};
     use std::io::Write;

@@ -338,23 +338,79 @@ fn check_jsonl(path: &Path, name: &str, finished: bool) -> Checked {
 fn check_sqlite(db: &Path, wanted: &[String], finished: bool) -> Result<Vec<Checked>, String> {
     let fail = |e: rusqlite::Error| e.to_string();
     let conn = open_read_only(db).map_err(fail)?;
+    let layout = SqliteLayout::of(&conn).map_err(fail)?;
     let ids = if wanted.is_empty() {
-        let mut query =
-            conn.prepare("SELECT DISTINCT session FROM events ORDER BY session").map_err(fail)?;
+        let mut query = conn.prepare(layout.sessions()).map_err(fail)?;
         let ids = query.query_map([], |row| row.get::<_, String>(0)).map_err(fail)?;
         ids.collect::<Result<Vec<_>, _>>().map_err(fail)?
     } else {
         wanted.to_vec()
     };
-    let mut query = conn
-        .prepare("SELECT seq, line FROM events WHERE session = ?1 ORDER BY seq")
-        .map_err(fail)?;
+    let mut query = conn.prepare(layout.rows()).map_err(fail)?;
     let mut checked = Vec::with_capacity(ids.len());
     for id in ids {
         let name = format!("{}#{id}", db.display());
         checked.push(check_session(&mut query, &name, &id, finished));
     }
     Ok(checked)
+}
+
+/// How a store's database is laid out, and so how a session is read from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SqliteLayout {
+    /// One `events` table clustered by `(session, seq)` (the store's first layout).
+    Clustered,
+    /// `events` in commit order, with the `events_by_session` index up to
+    /// `events_indexed.upto` and an unindexed tail after it (the store's layout now).
+    Indexed,
+}
+
+impl SqliteLayout {
+    fn of(conn: &Connection) -> rusqlite::Result<Self> {
+        let indexed: bool = conn.query_row(
+            "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'events_by_session'",
+            [],
+            |row| row.get(0),
+        )?;
+        Ok(if indexed { Self::Indexed } else { Self::Clustered })
+    }
+
+    /// Every session, in order. Through the index and the tail: a scan of the whole table for
+    /// them would be a sort of every row.
+    fn sessions(self) -> &'static str {
+        match self {
+            Self::Clustered => "SELECT DISTINCT session FROM events ORDER BY session",
+            Self::Indexed => {
+                "WITH RECURSIVE s(id) AS (
+                     SELECT min(session) FROM events_by_session
+                     UNION ALL
+                     SELECT (SELECT min(session) FROM events_by_session WHERE session > s.id)
+                     FROM s WHERE s.id IS NOT NULL)
+                 SELECT id FROM s WHERE id IS NOT NULL
+                 UNION
+                 SELECT session FROM events WHERE rowid > (SELECT upto FROM events_indexed)
+                 ORDER BY 1"
+            }
+        }
+    }
+
+    /// One session's `(seq, line)` rows in `seq` order (`?1`: the session): its indexed rows,
+    /// then its tail. Per session, never a scan of the whole table.
+    fn rows(self) -> &'static str {
+        match self {
+            Self::Clustered => "SELECT seq, line FROM events WHERE session = ?1 ORDER BY seq",
+            Self::Indexed => {
+                "SELECT seq, line FROM (
+                     SELECT e.seq AS seq, e.line AS line
+                     FROM events_by_session b JOIN events e ON e.rowid = b.row
+                     WHERE b.session = ?1
+                     UNION ALL
+                     SELECT seq, line FROM events
+                     WHERE rowid > (SELECT upto FROM events_indexed) AND session = ?1)
+                 ORDER BY seq"
+            }
+        }
+    }
 }
 
 /// Opens `db` read-only without leaving a trace. With no `-wal` (or `-journal`) beside it, no

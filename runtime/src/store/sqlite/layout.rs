@@ -12,9 +12,11 @@
 //! PRAGMA user_version = 2;
 //! ```
 //!
-//! `events` holds every event at any time, so a tool that only wants the lines reads that table
-//! (`SELECT line FROM events WHERE session = ? ORDER BY seq`). The events after `upto` are the
-//! store's unindexed tail (see the [writer](super::writer) for why the index lags behind).
+//! `events` holds every event at any time, so a tool that only wants the lines can read that
+//! table alone (`SELECT line FROM events WHERE session = ? ORDER BY seq`), at the price of a scan
+//! of every row per session; `rein check` reads a session through `events_by_session` and the
+//! events after `upto`, which are the store's unindexed tail (see the [writer](super::writer) for
+//! why the index lags behind).
 //!
 //! # Opening a database of another layout
 //!
