@@ -236,30 +236,33 @@ fn durable_stores_leave_logs_that_check_clean() {
     assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
 }
 
+/// 20 agents whose every attempt fails, a tenth of them stalling for ten minutes (turns that
+/// never end on their own); the run is over 300 ms after the last turn ended.
+const HUNG: &[&str] = &[
+    "stress",
+    "--agents",
+    "20",
+    "--turns",
+    "1",
+    "--fault-rate",
+    "1",
+    "--cancel-rate",
+    "0",
+    "--dispose-rate",
+    "0",
+    "--config-rate",
+    "0",
+    "--stall-ms",
+    "600000",
+    "--hang-deadline-ms",
+    "300",
+];
+
 #[test]
 fn a_hung_turn_fails_the_run_and_shutdown_still_ends_it() {
     // Every attempt fails; a tenth of them stall, and a stall lasts ten minutes: turns that
     // stall never end on their own. The run is over 300 ms after the last turn ended.
-    let run = rein(&[
-        "stress",
-        "--agents",
-        "20",
-        "--turns",
-        "1",
-        "--fault-rate",
-        "1",
-        "--cancel-rate",
-        "0",
-        "--dispose-rate",
-        "0",
-        "--config-rate",
-        "0",
-        "--stall-ms",
-        "600000",
-        "--hang-deadline-ms",
-        "300",
-        "--json",
-    ]);
+    let run = rein(&[HUNG, &["--json"]].concat());
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     let summary = json_of(&run);
     assert_eq!(summary["ok"], false);
@@ -277,25 +280,7 @@ fn a_hung_turn_fails_the_run_and_shutdown_still_ends_it() {
         (Some(0), Some(0))
     );
 
-    let text = rein(&[
-        "stress",
-        "--agents",
-        "20",
-        "--turns",
-        "1",
-        "--fault-rate",
-        "1",
-        "--cancel-rate",
-        "0",
-        "--dispose-rate",
-        "0",
-        "--config-rate",
-        "0",
-        "--stall-ms",
-        "600000",
-        "--hang-deadline-ms",
-        "300",
-    ]);
+    let text = rein(HUNG);
     assert_eq!(text.code, 1);
     assert!(text.stdout.ends_with(&format!("FAILED: {hung} hung turn(s)\n")), "{}", text.stdout);
 }
