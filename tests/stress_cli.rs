@@ -260,8 +260,6 @@ const HUNG: &[&str] = &[
 
 #[test]
 fn a_hung_turn_fails_the_run_and_shutdown_still_ends_it() {
-    // Every attempt fails; a tenth of them stall, and a stall lasts ten minutes: turns that
-    // stall never end on their own. The run is over 300 ms after the last turn ended.
     let run = rein(&[HUNG, &["--json"]].concat());
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     let summary = json_of(&run);
