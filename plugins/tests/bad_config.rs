@@ -11,6 +11,11 @@ use proptest::prelude::*;
 use rein_plugins::llm_retry::LlmRetryConfig;
 use serde_json::Value;
 
+#[path = "support/mutation.rs"]
+mod mutation;
+
+use mutation::{Mutation, mutate};
+
 /// Cases per property: enough to find what a run of the full suite should, few enough for CI.
 const CASES: u32 = 128;
 
@@ -54,43 +59,9 @@ fn checked(bytes: &[u8]) -> Result<(), TestCaseError> {
     Ok(())
 }
 
-/// One change to a byte string; positions are taken modulo its length.
-#[derive(Debug, Clone)]
-enum Mutation {
-    Flip(usize, u8),
-    Truncate(usize),
-    Insert(usize, Vec<u8>),
-}
-
-fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for mutation in mutations {
-        let len = bytes.len();
-        match mutation {
-            Mutation::Flip(at, mask) if len > 0 => bytes[at % len] ^= mask,
-            Mutation::Flip(..) => {}
-            Mutation::Truncate(n) => bytes.truncate(n % (len + 1)),
-            Mutation::Insert(at, more) => {
-                let at = at % (len + 1);
-                bytes.splice(at..at, more.iter().copied());
-            }
-        }
-    }
-    bytes
-}
-
+/// Mutations of a configuration: numbers made huge, negative or fractional, structure broken.
 fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
-    // Digits, signs and exponents turn valid numbers into huge, negative or fractional ones.
-    let byte = prop_oneof![
-        2 => any::<u8>(),
-        3 => prop::sample::select(b"0123456789-.eE+\"{}[],:".to_vec()),
-    ];
-    let mutation = prop_oneof![
-        3 => (any::<usize>(), 1..=255u8).prop_map(|(at, mask)| Mutation::Flip(at, mask)),
-        1 => any::<usize>().prop_map(Mutation::Truncate),
-        3 => (any::<usize>(), prop::collection::vec(byte, 1..6))
-            .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-    ];
-    prop::collection::vec(mutation, 1..4)
+    mutation::mutations(b"0123456789-.eE+\"{}[],:")
 }
 
 /// Any JSON value, nested a little, with the configuration's keys likelier than others.

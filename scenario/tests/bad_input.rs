@@ -24,6 +24,11 @@ use rein_runtime::store::{Durability, SessionStore, StoreError};
 use rein_scenario::format::Scenario;
 use serde_json::Value;
 
+#[path = "../../plugins/tests/support/mutation.rs"]
+mod mutation;
+
+use mutation::{Mutation, mutate};
+
 /// Cases per property: enough to find what a run of the full suite should, few enough for CI.
 const CASES: u32 = 96;
 
@@ -31,57 +36,9 @@ const CASES: u32 = 96;
 // Mutations of valid inputs
 // ---------------------------------------------------------------------------------------------
 
-/// One change to a byte string; positions are taken modulo its length.
-#[derive(Debug, Clone)]
-enum Mutation {
-    /// XOR one byte with a non-zero mask.
-    Flip(usize, u8),
-    /// Keep only the first `n` bytes.
-    Truncate(usize),
-    /// Insert bytes at a position.
-    Insert(usize, Vec<u8>),
-    /// Remove up to `n` bytes at a position.
-    Remove(usize, usize),
-}
-
-fn mutation() -> impl Strategy<Value = Mutation> {
-    // Bytes that matter to JSON and to lines are likelier than others.
-    let byte = prop_oneof![
-        3 => any::<u8>(),
-        1 => prop::sample::select(b"\n{}[]\":,0-9eE.\\ \0".to_vec()),
-    ];
-    prop_oneof![
-        3 => (any::<usize>(), 1..=255u8).prop_map(|(at, mask)| Mutation::Flip(at, mask)),
-        1 => any::<usize>().prop_map(Mutation::Truncate),
-        2 => (any::<usize>(), prop::collection::vec(byte, 1..8))
-            .prop_map(|(at, bytes)| Mutation::Insert(at, bytes)),
-        1 => (any::<usize>(), 1..16usize).prop_map(|(at, n)| Mutation::Remove(at, n)),
-    ]
-}
-
-fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
-    for mutation in mutations {
-        let len = bytes.len();
-        match mutation {
-            Mutation::Flip(at, mask) if len > 0 => bytes[at % len] ^= mask,
-            Mutation::Flip(..) => {}
-            Mutation::Truncate(n) => bytes.truncate(n % (len + 1)),
-            Mutation::Insert(at, more) => {
-                let at = at % (len + 1);
-                bytes.splice(at..at, more.iter().copied());
-            }
-            Mutation::Remove(at, n) if len > 0 => {
-                let at = at % len;
-                bytes.drain(at..(at + n).min(len));
-            }
-            Mutation::Remove(..) => {}
-        }
-    }
-    bytes
-}
-
+/// Mutations of a log or a scenario file: its JSON and its lines broken.
 fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
-    prop::collection::vec(mutation(), 1..4)
+    mutation::mutations(b"\n{}[]\":,0-9eE.\\ \0")
 }
 
 // ---------------------------------------------------------------------------------------------
