@@ -444,6 +444,15 @@ impl BuiltPlugin {
     pub fn strict(plugin: Arc<dyn Plugin>) -> Self {
         Self { plugin, warnings: Vec::new(), default_route_policy: None }
     }
+
+    /// A plugin whose configuration was read leniently, with the fallbacks its reader took.
+    pub fn lenient<W: Into<ConfigWarning>>(
+        plugin: Arc<dyn Plugin>,
+        warnings: impl IntoIterator<Item = W>,
+    ) -> Self {
+        let warnings = warnings.into_iter().map(Into::into).collect();
+        Self { plugin, warnings, default_route_policy: None }
+    }
 }
 
 impl std::fmt::Debug for BuiltPlugin {

@@ -120,11 +120,7 @@ impl AutoRetry {
 /// and the fallbacks its reader took. It never refuses a configuration.
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     let (plugin, warnings) = AutoRetry::from_config(config);
-    Ok(BuiltPlugin {
-        plugin: Arc::new(plugin),
-        warnings: warnings.into_iter().map(Into::into).collect(),
-        default_route_policy: None,
-    })
+    Ok(BuiltPlugin::lenient(Arc::new(plugin), warnings))
 }
 
 impl Plugin for AutoRetry {

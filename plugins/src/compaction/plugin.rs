@@ -77,11 +77,7 @@ impl Compaction {
 /// it under [`NAME`]): the plugin and the fallbacks its reader took.
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
     let (plugin, warnings) = Compaction::from_config(config);
-    Ok(BuiltPlugin {
-        plugin: Arc::new(plugin),
-        warnings: warnings.into_iter().map(Into::into).collect(),
-        default_route_policy: None,
-    })
+    Ok(BuiltPlugin::lenient(Arc::new(plugin), warnings))
 }
 
 impl Plugin for Compaction {
