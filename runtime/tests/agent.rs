@@ -371,6 +371,77 @@ async fn a_tool_error_the_model_sees_lets_the_turn_go_on() {
     finish(runtime, &store, "s").await;
 }
 
+/// The `tool/result` of every call, in order: (id, output, isError).
+fn tool_results(events: &[Envelope]) -> Vec<(String, String, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolResult(r) => Some((r.id.clone(), r.output.clone(), r.is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_to_an_unknown_tool_is_answered_with_an_error_and_the_model_answers_next() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        call(&["let me grep"], &[("c1", "grep", json!({"pattern": "x"}))]),
+        reply(&["I cannot grep; here is the answer"]),
+    ]);
+    let trace = Trace::default();
+    let (runtime, session) =
+        runtime::start(builder(&store, adapter.clone()).plugin(TestPlugin::answering(
+            "retry",
+            &trace,
+            Verdict::Retry,
+        )))
+        .await;
+    let outcome = session.prompt("find x").unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed, "the turn goes on and completes");
+    assert!(trace.take().is_empty(), "nothing was offered to the waterfall");
+    let unknown = r#"no tool named "grep"; available: "echo""#;
+    assert_eq!(
+        adapter.seen()[1].messages.last(),
+        Some(&Message::Tool { id: "c1".into(), output: unknown.into(), is_error: true }),
+        "the model saw which tools it has in its next step"
+    );
+    let events = finish(runtime, &store, "s").await;
+    assert_eq!(tool_results(&events), [("c1".to_owned(), unknown.to_owned(), true)]);
+    assert_eq!(events.iter().filter(|e| e.kind() == "step/start").count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_no_tools_a_model_that_keeps_calling_one_stops_at_the_step_limit() {
+    // No tool at all, as `rein chat` offers none.
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        call(&[], &[("c1", "read_file", json!({}))]),
+        call(&[], &[("c2", "read_file", json!({}))]),
+        reply(&["never asked"]),
+    ]);
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route(Route::new("mock", adapter.clone()).model("mock-1"))
+        .max_steps(2)
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("read it").unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::MaxSteps, "bounded by the step limit");
+    assert_eq!(adapter.seen().len(), 2);
+    assert!(adapter.seen()[0].tools.is_empty(), "no tool offered");
+    let events = finish(runtime, &store, "s").await;
+    let none = r#"no tool named "read_file"; available: none"#.to_owned();
+    assert_eq!(
+        tool_results(&events),
+        [("c1".to_owned(), none.clone(), true), ("c2".to_owned(), none, true)]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn an_exhausted_script_is_not_offered_to_the_waterfall() {
     let store = MemoryStore::new();
