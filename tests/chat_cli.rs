@@ -508,3 +508,37 @@ fn bad_input_is_refused_with_exit_2_naming_the_path_and_nothing_is_written() {
         .collect();
     assert_eq!(listing, ["broken.jsonl"], "no log, no .torn file, nothing else");
 }
+
+#[test]
+fn spending_auto_retrys_budget_prints_its_status_lines_and_no_tracing_line_without_rust_log() {
+    let limited =
+        || status_reply(429, &[("retry-after-ms", "10")], r#"{"error":{"message":"slow down"}}"#);
+    // llm-retry's 2 retries, auto-retry's 3, then its budget is spent: six 429s.
+    let run_with = |rust_log: Option<&str>| {
+        let (_rt, server) = serve((0..6).map(|_| limited()).collect());
+        let dir = tempfile::tempdir().unwrap();
+        let owned = deepseek(&server);
+        let mut vars = env(&owned);
+        vars.extend(rust_log.map(|level| ("RUST_LOG", level)));
+        let run = rein(dir.path(), &["chat", "hello"], &vars, "");
+        assert_eq!(run.code, Some(1), "{run:?}");
+        assert_eq!(server.seen().len(), 6, "{run:?}");
+        let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+        assert!(matches!(turn_ends(&events)[..], [TurnEndReason::Error { .. }]));
+        run
+    };
+
+    let quiet = run_with(None);
+    assert_eq!(lines_starting(&quiet.stderr, "retry ").len(), 5, "{quiet:?}");
+    let spent = "auto-retry: the extra retries are spent";
+    assert!(!quiet.stderr.contains(spent), "{quiet:?}");
+    assert!(
+        !quiet.stderr.contains(" WARN ") && !quiet.stderr.contains("rein_plugins::"),
+        "no tracing line without RUST_LOG: {quiet:?}"
+    );
+    assert!(quiet.stderr.contains("· finally failed with RATE_LIMIT"), "the panel: {quiet:?}");
+
+    // Asked for, the warning is there (so the quiet run above proves something).
+    let traced = run_with(Some("warn"));
+    assert!(traced.stderr.lines().any(|l| l.contains(" WARN ") && l.contains(spent)), "{traced:?}");
+}

@@ -85,8 +85,9 @@ Output:
            RATE_LIMIT 429` for each retry scheduled, `switched to ROUTE · CODE` for each route
            switch; the turn-tail panel of a turn that retried or failed (expanded when
            it failed, or with --expand); how to continue the session at the end; `error: ...`.
-           With RUST_LOG (e.g. RUST_LOG=info), tracing spans per session, turn, step and
-           attempt with OpenTelemetry GenAI fields.
+           With RUST_LOG (e.g. RUST_LOG=info, which means warn,rein=info), tracing spans per
+           session, turn, step and attempt with OpenTelemetry GenAI fields; without it, no
+           tracing at all.
 
 Exit status:
   0  the last turn completed (or no turn ran)
