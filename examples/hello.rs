@@ -26,6 +26,7 @@ use anyhow::ensure;
 use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
+use rein::runtime::plural::count;
 use rein::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
 
 /// One turn on the scripted provider.
@@ -79,7 +80,7 @@ async fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     }
     match violations.len() {
         0 => writeln!(out, "invariants: every rule holds")?,
-        n => writeln!(out, "invariants: {n} violation(s)")?,
+        n => writeln!(out, "invariants: {}", count(n, "violation", "violations"))?,
     }
 
     runtime.shutdown().await;

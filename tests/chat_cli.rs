@@ -146,7 +146,7 @@ fn with_no_key_a_seeded_prompt_meets_a_rate_limit_recovers_and_replays_exactly()
     // Seed 1: the first attempt is rate limited (the simulated server asks for 519 ms), the
     // second answers.
     assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 519 ms · RATE_LIMIT 429"]);
-    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time this turn · recovered"), "{run:?}");
     let id = session_id(run);
     assert!(run.stderr.contains(&format!("continue it: rein chat --session {id}")), "{run:?}");
 
@@ -177,7 +177,7 @@ fn interactive_mode_reads_prompts_from_piped_stdin_until_exit() {
     assert_eq!(lines_starting(&run.stderr, "> "), ["> first prompt", "> second prompt"]);
     // Seed 9: turn 2's first attempt gets a 500; the retry answers.
     assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 461 ms · SERVER 500"]);
-    assert!(run.stderr.contains("▸ turn 2 · Retried 1 time(s) this turn · recovered"));
+    assert!(run.stderr.contains("▸ turn 2 · Retried 1 time this turn · recovered"));
 
     let events = checked_log(&log_path(dir.path(), &session_id(&run)));
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed, TurnEndReason::Completed]);
@@ -265,7 +265,7 @@ fn a_429_then_success_shows_the_retry_line_the_panel_and_the_spans() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(run.stdout, "recovered answer\n");
     assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 50 ms · RATE_LIMIT 429"]);
-    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time this turn · recovered"), "{run:?}");
 
     // The spans of the session, the turn and its step, with GenAI fields, beside the runtime's
     // attempt spans and the adapter's chat spans.
@@ -346,7 +346,7 @@ fn with_fallback_a_turn_whose_primary_is_out_of_quota_finishes_on_the_fallback_s
         ["switched to openai:local-model · QUOTA"],
         "{run:?}"
     );
-    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time this turn · recovered"), "{run:?}");
     assert!(lines_starting(&run.stderr, "retry ").is_empty(), "a quota is not retried: {run:?}");
     assert!(!run.stderr.contains(KEY) && !run.stderr.contains("sk-fallback-secret"));
 
@@ -384,7 +384,7 @@ fn resuming_a_session_sends_its_earlier_history() {
     assert!(first.stderr.contains("session trip-1 (new)"), "{first:?}");
     let second = rein(dir.path(), &args("and its population?"), &env(&vars), "");
     assert_eq!(second.code, Some(0), "{second:?}");
-    assert!(second.stderr.contains("session trip-1 (resumed, 1 turn(s))"), "{second:?}");
+    assert!(second.stderr.contains("session trip-1 (resumed, 1 turn)"), "{second:?}");
     assert_eq!(second.stdout, "About 2 million.\n");
 
     let seen = server.seen();
@@ -541,4 +541,50 @@ fn spending_auto_retrys_budget_prints_its_status_lines_and_no_tracing_line_witho
     // Asked for, the warning is there (so the quiet run above proves something).
     let traced = run_with(Some("warn"));
     assert!(traced.stderr.lines().any(|l| l.contains(" WARN ") && l.contains(spent)), "{traced:?}");
+}
+
+#[test]
+fn ctrl_c_during_a_retry_wait_says_the_turn_retried_and_was_cancelled_during_the_wait() {
+    let limited =
+        status_reply(429, &[("retry-after-ms", "9000")], r#"{"error":{"message":"wait"}}"#);
+    let (_rt, server) = serve(vec![limited]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child =
+        command(dir.path(), &["chat", "--session", "w1", "hello"], &env(&deepseek(&server)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    // Wait for the retry's status line, then press Ctrl-C during its 9 s wait.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("retry 1/2 in 9.0 s · RATE_LIMIT 429\n") {
+        let n = std::io::BufRead::read_line(&mut stderr, &mut seen).unwrap();
+        assert!(n > 0, "stderr closed before the retry line: {seen}");
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    stderr.read_to_string(&mut seen).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{seen}");
+    assert!(
+        seen.contains("▸ turn 1 · Retried 1 time this turn · cancelled during the wait\n"),
+        "{seen}"
+    );
+    assert_eq!(server.seen().len(), 1, "the retry never started");
+    let events = checked_log(&log_path(dir.path(), "w1"));
+    assert_eq!(turn_ends(&events), [TurnEndReason::Aborted { cause: CancelCause::User }]);
+}
+
+#[test]
+fn the_first_line_of_chat_help_names_every_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = rein(dir.path(), &["chat", "--help"], &[], "");
+    let first = help.stdout.lines().next().unwrap();
+    for provider in
+        ["DeepSeek", "DEEPSEEK_API_KEY", "OpenAI-compatible", "OPENAI_API_KEY", "simulated"]
+    {
+        assert!(first.contains(provider), "{provider} in {first:?}");
+    }
 }

@@ -133,7 +133,7 @@ async fn the_session_view_follows_turns_live_and_prompt_and_cancel_work() {
         // The turn retried: its panel, collapsed, opens on a click with the provider's text.
         let panel = find(&client, "#conversation-turn-1 details.rein-panel").await;
         let summary = panel.find(Locator::Css("summary")).await.unwrap();
-        assert_eq!(summary.text().await.unwrap(), "Retried 1 time(s) this turn · recovered");
+        assert_eq!(summary.text().await.unwrap(), "Retried 1 time this turn · recovered");
         summary.click().await.unwrap();
         let raw = panel.find(Locator::Css("pre.rein-raw")).await.unwrap();
         assert_eq!(text_content(&client, &raw).await, HOSTILE);

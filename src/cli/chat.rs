@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use anstream::ColorChoice;
 use rein_runtime::event::TurnEndReason;
+use rein_runtime::plural::count;
 use rein_runtime::session::Session;
 use tokio::sync::mpsc;
 
@@ -223,7 +224,7 @@ fn banner(console: &mut Console, routes: &agent::Routes, place: &sessions::Place
     }
     let state = match &place.resumed {
         None => "new".to_owned(),
-        Some(resumed) => format!("resumed, {} turn(s)", resumed.turns),
+        Some(resumed) => format!("resumed, {}", count(resumed.turns, "turn", "turns")),
     };
     console.note(&format!("session {} ({state}) · log {}", place.id, place.path.display()));
     if let Some(torn) = place.resumed.as_ref().and_then(|r| r.torn.as_ref()) {

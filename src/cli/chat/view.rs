@@ -15,6 +15,7 @@
 
 use rein_runtime::event::{CancelCause, Event, LlmRetry, TurnEndReason};
 use rein_runtime::failure::Failure;
+use rein_runtime::plural::count;
 
 use rein::show::escape;
 
@@ -99,8 +100,8 @@ impl View {
             }
             Event::ContextCompacted(compacted) => {
                 let note = format!(
-                    "context compacted: {} event(s) removed, {} kept",
-                    compacted.removed.len(),
+                    "context compacted: {} removed, {} kept",
+                    count(compacted.removed.len(), "event", "events"),
                     compacted.kept
                 );
                 self.note(&mut out, Tone::Status, note);
