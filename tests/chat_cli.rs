@@ -404,35 +404,37 @@ fn resuming_a_session_sends_its_earlier_history() {
 fn ctrl_c_cancels_the_turn_and_the_log_says_the_user_cancelled_it() {
     let (_rt, server) = serve(vec![Reply::Sse(vec![delta("partial "), Part::Stall])]);
     let dir = tempfile::tempdir().unwrap();
-    let mut child =
+    let child =
         command(dir.path(), &["chat", "--session", "c1", "hello"], &env(&deepseek(&server)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-    // Wait for the streamed text, then press Ctrl-C.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 64];
-    while !String::from_utf8_lossy(&seen).contains("partial") {
-        let n = stdout.read(&mut buf).unwrap();
-        assert!(n > 0, "stdout closed before the answer streamed");
-        seen.extend_from_slice(&buf[..n]);
-    }
+    // Wait for the streamed text to be in the log, then press Ctrl-C.
+    wait_for_line(&log_path(dir.path(), "c1"), "assistant/chunk");
     let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
-    stdout.read_to_end(&mut seen).unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(String::from_utf8(seen).unwrap(), "partial \n");
+    assert_eq!(out.stdout, b"", "piped stdout holds only answers, and nothing answered");
     assert!(stderr.contains("cancelling the turn"), "{stderr}");
     assert!(stderr.contains("turn 1 cancelled"), "{stderr}");
 
     let events = checked_log(&log_path(dir.path(), "c1"));
     assert_eq!(turn_ends(&events), [TurnEndReason::Aborted { cause: CancelCause::User }]);
     assert_eq!(events.last().unwrap().kind(), "agent/idle", "the session closed the turn itself");
+}
+
+/// Waits until a line of the file at `path` contains `needle` (the file may not exist yet).
+fn wait_for_line(path: &Path, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(path).is_ok_and(|text| text.lines().any(|l| l.contains(needle)))
+    {
+        assert!(std::time::Instant::now() < deadline, "no {needle} in {}", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Arguments, environment, and the error wanted.
@@ -587,4 +589,22 @@ fn the_first_line_of_chat_help_names_every_provider() {
     {
         assert!(first.contains(provider), "{provider} in {first:?}");
     }
+}
+
+#[test]
+fn piped_stdout_holds_only_the_answer_when_an_attempt_fails_after_streaming() {
+    let (_rt, server) = serve(vec![
+        Reply::Sse(vec![delta("a half "), delta("answer"), Part::Drop]),
+        answer(&["the real ", "answer"]),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = rein(dir.path(), &["chat", "hello"], &env(&deepseek(&server)), "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "the real answer\n", "no text of the failed attempt");
+    assert_eq!(lines_starting(&run.stderr, "retry ").len(), 1, "{run:?}");
+    assert!(!run.stderr.contains("cut off"), "nothing on stdout to take back: {run:?}");
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    let chunks = events.iter().filter(|e| e.kind() == "assistant/chunk").count();
+    assert_eq!(chunks, 4, "the log keeps every attempt's chunks");
+    assert_eq!(answers(&events), ["the real answer"]);
 }

@@ -162,7 +162,9 @@ pub mod prelude {
     };
     pub use crate::retry_policy::RetryPolicy;
     pub use crate::runtime::{Route, Runtime, RuntimeBuilder};
-    pub use crate::session::{Prompt, Session, SessionError, TurnHandle, TurnOutcome};
+    pub use crate::session::{
+        AnswerDelta, AnswerStream, Prompt, Session, SessionError, TurnHandle, TurnOutcome,
+    };
     #[cfg(feature = "sqlite")]
     pub use crate::store::sqlite::SqliteStore;
     pub use crate::store::{Durability, SessionStore, jsonl::JsonlStore, memory::MemoryStore};

@@ -4,9 +4,9 @@
 //! With `DEEPSEEK_API_KEY` set it talks to DeepSeek (or, with `OPENAI_API_KEY`, to any
 //! OpenAI-compatible server); with no key it uses the embedded simulated provider, whose seeded
 //! faults (rate limits with `Retry-After`, server errors, dropped connections, stalls) show the
-//! retry machinery at work with no key and no server. The answer streams to stdout; a status
-//! line per scheduled retry, and the turn-tail panel of a turn that retried or failed, go to
-//! stderr. The session is kept in a JSONL store (`--store`, default `.rein/sessions`) under
+//! retry machinery at work with no key and no server. The answer goes to stdout (streamed on a
+//! terminal; piped, only what succeeded); a status line per scheduled retry, and the turn-tail
+//! panel of a turn that retried or failed, go to stderr. The session is kept in a JSONL store (`--store`, default `.rein/sessions`) under
 //! `--session` (a new id by default, printed), and a later `--session ID` resumes it: the
 //! requests then carry the earlier history. Ctrl-C cancels the running turn rather than killing
 //! the process mid-write. Output and exit status: [`CHAT_HELP`]; the decisions behind them are
@@ -79,9 +79,10 @@ Files:
   existing id resumes that session, its history sent with every request.
 
 Output:
-  stdout   the answer, streamed as it arrives (an attempt that fails after streaming text is
-           marked on stderr: that text is not part of the answer). Control characters are
-           escaped when stdout is a terminal.
+  stdout   the answer. On a terminal, streamed as it arrives (an attempt that fails after
+           streaming text is marked on stderr: that text is not part of the answer), control
+           characters escaped. Piped, only what succeeded: each answered step's text, written
+           when its attempt answered.
   stderr   the provider, its fallbacks and the session at the start; `retry 1/2 in 1.5 s ·
            RATE_LIMIT 429` for each retry scheduled, `switched to ROUTE · CODE` for each route
            switch; the turn-tail panel of a turn that retried or failed (expanded when
