@@ -608,3 +608,24 @@ fn piped_stdout_holds_only_the_answer_when_an_attempt_fails_after_streaming() {
     assert_eq!(chunks, 4, "the log keeps every attempt's chunks");
     assert_eq!(answers(&events), ["the real answer"]);
 }
+
+#[test]
+fn piped_stderr_gets_no_waiting_line_while_an_attempt_is_quiet() {
+    // 3.5 s of silence before the first word: a terminal would show `waiting: nothing for 3 s`.
+    let quiet = std::time::Duration::from_millis(3_500);
+    let (_rt, server) = serve(vec![Reply::Sse(vec![
+        Part::Sleep(quiet),
+        delta("late "),
+        delta("answer"),
+        Part::Raw("data: [DONE]\n\n".into()),
+    ])]);
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let run = rein(dir.path(), &["chat", "hello"], &env(&deepseek(&server)), "");
+    assert!(started.elapsed() >= quiet, "the attempt was quiet for 3.5 s");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "late answer\n");
+    assert!(!run.stderr.contains("waiting"), "{run:?}");
+    assert!(!run.stderr.contains('\r') && !run.stderr.contains('\u{1b}'), "{run:?}");
+    checked_log(&log_path(dir.path(), &session_id(&run)));
+}

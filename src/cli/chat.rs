@@ -34,6 +34,7 @@ use super::show::ColorWhen;
 mod console;
 mod input;
 pub(crate) mod signals;
+mod stall;
 pub(crate) mod telemetry;
 mod turn;
 mod view;
@@ -85,8 +86,10 @@ Output:
            when its attempt answered.
   stderr   the provider, its fallbacks and the session at the start; `retry 1/2 in 1.5 s ·
            RATE_LIMIT 429` for each retry scheduled, `switched to ROUTE · CODE` for each route
-           switch; the turn-tail panel of a turn that retried or failed (expanded when
-           it failed, or with --expand); how to continue the session at the end; `error: ...`.
+           switch; on a terminal, `waiting: nothing for 12 s (the watchdog gives up at 5 min)`
+           while an attempt is quiet for 3 s or more; the turn-tail panel of a turn that
+           retried or failed (expanded when it failed, or with --expand); how to continue the
+           session at the end; `error: ...`.
            With RUST_LOG (e.g. RUST_LOG=info, which means warn,rein=info), tracing spans per
            session, turn, step and attempt with OpenTelemetry GenAI fields; without it, no
            tracing at all.
@@ -178,11 +181,12 @@ async fn chat(args: &ChatArgs) -> u8 {
 
     banner(&mut console, &routes, &place, args.prompt.is_none());
     let mut spans = Spans::new(&place.id, &routes.primary.name, &routes.primary.model);
+    let shown = turn::Shown { expand: args.expand, watchdogs: routes.watchdogs() };
     let last = match &args.prompt {
         Some(prompt) => {
-            one_shot(&session, prompt, &mut signals, &mut spans, &mut console, args).await
+            one_shot(&session, prompt, &mut signals, &mut spans, &mut console, &shown).await
         }
-        None => interactive(&session, &mut signals, &mut spans, &mut console, args).await,
+        None => interactive(&session, &mut signals, &mut spans, &mut console, &shown).await,
     };
     drop(spans);
     runtime.shutdown().await;
@@ -252,9 +256,9 @@ async fn one_shot(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    args: &ChatArgs,
+    shown: &turn::Shown,
 ) -> Result<Option<TurnEndReason>, u8> {
-    match turn::run(session, prompt.to_owned(), signals, spans, console, args.expand).await {
+    match turn::run(session, prompt.to_owned(), signals, spans, console, shown).await {
         Ok(ran) => Ok(Some(ran.reason)),
         Err(e) => {
             console.error(&format!("the turn could not run: {e}"));
@@ -269,7 +273,7 @@ async fn interactive(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    args: &ChatArgs,
+    shown: &turn::Shown,
 ) -> Result<Option<TurnEndReason>, u8> {
     let mut lines = input::read_stdin();
     let terminal = console.input_is_terminal();
@@ -307,7 +311,7 @@ async fn interactive(
         if !terminal {
             console.note(&format!("> {}", rein::show::escape(&prompt)));
         }
-        match turn::run(session, prompt, signals, spans, console, args.expand).await {
+        match turn::run(session, prompt, signals, spans, console, shown).await {
             Ok(ran) => {
                 last = Some(ran.reason);
                 if ran.quit {

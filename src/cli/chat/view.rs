@@ -130,6 +130,12 @@ impl View {
         out.push(Out::Answer(text));
     }
 
+    /// Ends an open answer line on a terminal, before a status line is drawn on it (piped,
+    /// stdout is elsewhere).
+    pub(crate) fn before_status(&mut self) -> Option<Out> {
+        if self.terminal { self.close() } else { None }
+    }
+
     /// Ends an open answer line (before anything else is printed, and at a turn's end).
     pub(crate) fn close(&mut self) -> Option<Out> {
         std::mem::take(&mut self.open_line).then(|| Out::Answer("\n".to_owned()))
