@@ -58,6 +58,7 @@ use rein::plugins::settings::{FieldError, Patched, Revisioned, Settings, patch};
 use rein::prelude::*;
 use rein::runtime::plural::count;
 use rein::runtime::projection::Projection;
+use rein::runtime::session::Answer;
 use rein::runtime::session_log::{LogError, SessionLog};
 use rein::scenario::scripted::{Scripted, ScriptedProvider};
 use serde_json::{Value, json};
@@ -310,11 +311,10 @@ async fn run(clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow::Result<()> 
 /// Prints a turn's failures and retries as they happen, a line per failed attempt; returns the
 /// turn's outcome and its answer.
 async fn play(mut turn: TurnHandle, out: &mut impl Write) -> anyhow::Result<(TurnOutcome, String)> {
-    let (mut answer, mut line) = (String::new(), String::new());
+    let (mut answer, mut line) = (Answer::new(), String::new());
     while let Some(event) = turn.next_event().await {
+        answer.on(&event.event);
         match &event.event {
-            Event::RequestStart(_) => answer.clear(),
-            Event::AssistantChunk(chunk) => answer.push_str(&chunk.text),
             Event::RequestError(error) => {
                 line = format!("  attempt {} failed with {}", error.attempt, error.failure.code());
             }
@@ -333,7 +333,7 @@ async fn play(mut turn: TurnHandle, out: &mut impl Write) -> anyhow::Result<(Tur
             line.clear();
         }
     }
-    Ok((turn.await?, answer))
+    Ok((turn.await?, answer.text().to_owned()))
 }
 
 /// The retries the session has spent, as `session-budget` counts them (from its log).

@@ -47,6 +47,7 @@ use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
 use rein::runtime::plural::count;
+use rein::runtime::session::Answer;
 use serde_json::json;
 
 /// A provider that fails first, then answers.
@@ -126,14 +127,12 @@ async fn run(
     let prompt = "What is the capital of France?";
     writeln!(out, "> {prompt}")?;
     let mut turn = session.prompt(prompt)?;
-    let (mut failed, mut attempts, mut answer) = (None, 0, String::new());
+    // The answer without the failed attempts' text (the fold behind `TurnHandle::answer`).
+    let (mut failed, mut attempts, mut answer) = (None, 0, Answer::new());
     while let Some(event) = turn.next_event().await {
+        answer.on(&event.event);
         match &event.event {
-            Event::RequestStart(_) => {
-                attempts += 1;
-                answer.clear();
-            }
-            Event::AssistantChunk(chunk) => answer.push_str(&chunk.text),
+            Event::RequestStart(_) => attempts += 1,
             Event::RequestError(error) => failed = Some((error.attempt, error.failure.clone())),
             Event::LlmRetry(retry) => {
                 let (attempt, failure) = failed.take().unwrap_or((0, retry.failure.clone()));
@@ -153,7 +152,7 @@ async fn run(
     let outcome = turn.await?;
     match &outcome.reason {
         TurnEndReason::Completed => {
-            writeln!(out, "{answer}")?;
+            writeln!(out, "{}", answer.text())?;
             let attempts = count(attempts, "attempt", "attempts");
             writeln!(out, "turn {} ended: completed after {attempts}", outcome.turn)?;
         }

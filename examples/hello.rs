@@ -57,14 +57,15 @@ async fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let session = runtime.session("hello").await?;
 
     writeln!(out, "> {}", args.prompt)?;
-    let mut turn = session.prompt(args.prompt.as_str())?;
-    while let Some(event) = turn.next_event().await {
-        if let Event::AssistantChunk(chunk) = &event.event {
-            write!(out, "{}", chunk.text)?;
+    // The answer as it streams (a failed attempt's text would come with a reset to erase it).
+    let mut answer = session.prompt(args.prompt.as_str())?.answer();
+    while let Some(delta) = answer.next_delta().await {
+        if let AnswerDelta::Text(text) = delta {
+            write!(out, "{text}")?;
             out.flush()?;
         }
     }
-    let outcome = turn.await?;
+    let outcome = answer.await?;
     writeln!(out)?;
     let ended = match &outcome.reason {
         TurnEndReason::Completed => "completed".to_owned(),
