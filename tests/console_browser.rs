@@ -489,7 +489,11 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
     );
     let panel = find(&a, "#conversation-turn-1 details.rein-panel").await;
     let summary = panel.find(Locator::Css("summary")).await.unwrap();
-    assert_eq!(summary.text().await.unwrap(), "Not retried · failed with RATE_LIMIT");
+    // The retry was scheduled; switching auto-retry off ended its wait.
+    assert_eq!(
+        summary.text().await.unwrap(),
+        "Retried 1 time this turn · finally failed with RATE_LIMIT"
+    );
     assert!(browser::is_open(&a, &panel).await, "opened while waiting, still open");
     let lines = panel.find_all(Locator::Css("li.rein-line .rein-fields")).await.unwrap();
     let mut shown = Vec::new();
