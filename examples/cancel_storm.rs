@@ -38,6 +38,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
+use rein::runtime::plural::count;
 use serde_json::json;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -185,8 +186,8 @@ async fn run(args: &Args, clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow
     if report.unexplained > 0 {
         writeln!(
             out,
-            "  {} turn(s) ended in a way the cancel does not explain",
-            report.unexplained
+            "  {} ended in a way the cancel does not explain",
+            count(report.unexplained, "turn", "turns")
         )?;
     }
     if let (Some(p50), Some(p99), Some(max)) = (

@@ -40,10 +40,10 @@
 //!   attempt 1 failed with SERVER → llm-retry retries (1/2) in 102 ms
 //! turn 3 completed: Yes, still here. (the session spent 4 of 5 retries)
 //!
-//! custom-plugin: session custom-plugin · 3 turn(s), 3 retried or failed
-//! ▸ turn 1 · Retried 2 time(s) this turn · recovered
-//! ▸ turn 2 · Retried 1 time(s) this turn · finally failed with SERVER
-//! ▸ turn 3 · Retried 1 time(s) this turn · recovered
+//! custom-plugin: session custom-plugin · 3 turns, 3 retried or failed
+//! ▸ turn 1 · Retried 2 times this turn · recovered
+//! ▸ turn 2 · Retried 1 time this turn · finally failed with SERVER
+//! ▸ turn 3 · Retried 1 time this turn · recovered
 //! invariants: every rule holds
 //! after shutdown: 0 actors, 0 tasks
 //! ```
@@ -56,7 +56,9 @@ use anyhow::{bail, ensure};
 use rein::invariant::check_finished_log;
 use rein::plugins::settings::{FieldError, Patched, Revisioned, Settings, patch};
 use rein::prelude::*;
+use rein::runtime::plural::count;
 use rein::runtime::projection::Projection;
+use rein::runtime::session::Answer;
 use rein::runtime::session_log::{LogError, SessionLog};
 use rein::scenario::scripted::{Scripted, ScriptedProvider};
 use serde_json::{Value, json};
@@ -296,7 +298,7 @@ async fn run(clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow::Result<()> 
     }
     match violations.len() {
         0 => writeln!(out, "invariants: every rule holds")?,
-        n => writeln!(out, "invariants: {n} violation(s)")?,
+        n => writeln!(out, "invariants: {}", count(n, "violation", "violations"))?,
     }
     runtime.shutdown().await;
     let (actors, tasks) = (runtime.census().actors(), runtime.census().tasks());
@@ -309,11 +311,10 @@ async fn run(clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow::Result<()> 
 /// Prints a turn's failures and retries as they happen, a line per failed attempt; returns the
 /// turn's outcome and its answer.
 async fn play(mut turn: TurnHandle, out: &mut impl Write) -> anyhow::Result<(TurnOutcome, String)> {
-    let (mut answer, mut line) = (String::new(), String::new());
+    let (mut answer, mut line) = (Answer::new(), String::new());
     while let Some(event) = turn.next_event().await {
+        answer.on(&event.event);
         match &event.event {
-            Event::RequestStart(_) => answer.clear(),
-            Event::AssistantChunk(chunk) => answer.push_str(&chunk.text),
             Event::RequestError(error) => {
                 line = format!("  attempt {} failed with {}", error.attempt, error.failure.code());
             }
@@ -332,7 +333,7 @@ async fn play(mut turn: TurnHandle, out: &mut impl Write) -> anyhow::Result<(Tur
             line.clear();
         }
     }
-    Ok((turn.await?, answer))
+    Ok((turn.await?, answer.text().to_owned()))
 }
 
 /// The retries the session has spent, as `session-budget` counts them (from its log).
@@ -405,7 +406,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            out.contains("▸ turn 2 · Retried 1 time(s) this turn · finally failed with SERVER"),
+            out.contains("▸ turn 2 · Retried 1 time this turn · finally failed with SERVER"),
             "{out}"
         );
         assert!(

@@ -23,10 +23,10 @@
 //!   attempt 3 failed with SERVER: auto-retry retries (1/3) in 769 ms
 //!   attempt 4 failed with SERVER: auto-retry retries (2/3) in 1000 ms
 //! Paris is the capital of France.
-//! turn 1 ended: completed after 5 attempt(s)
+//! turn 1 ended: completed after 5 attempts
 //!
-//! flaky: session flaky · 1 turn(s), 1 retried or failed
-//! ▾ turn 1 · Retried 4 time(s) this turn · recovered
+//! flaky: session flaky · 1 turn, 1 retried or failed
+//! ▾ turn 1 · Retried 4 times this turn · recovered
 //!     harness · turn 1·step 1 · flaky · failed SERVER · HTTP 503 · request req-1
 //!       upstream overloaded, try again (attempt 1)
 //!       streamed before it ended:
@@ -46,6 +46,8 @@ use anyhow::ensure;
 use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
+use rein::runtime::plural::count;
+use rein::runtime::session::Answer;
 use serde_json::json;
 
 /// A provider that fails first, then answers.
@@ -125,14 +127,12 @@ async fn run(
     let prompt = "What is the capital of France?";
     writeln!(out, "> {prompt}")?;
     let mut turn = session.prompt(prompt)?;
-    let (mut failed, mut attempts, mut answer) = (None, 0, String::new());
+    // The answer without the failed attempts' text (the fold behind `TurnHandle::answer`).
+    let (mut failed, mut attempts, mut answer) = (None, 0, Answer::new());
     while let Some(event) = turn.next_event().await {
+        answer.on(&event.event);
         match &event.event {
-            Event::RequestStart(_) => {
-                attempts += 1;
-                answer.clear();
-            }
-            Event::AssistantChunk(chunk) => answer.push_str(&chunk.text),
+            Event::RequestStart(_) => attempts += 1,
             Event::RequestError(error) => failed = Some((error.attempt, error.failure.clone())),
             Event::LlmRetry(retry) => {
                 let (attempt, failure) = failed.take().unwrap_or((0, retry.failure.clone()));
@@ -152,14 +152,16 @@ async fn run(
     let outcome = turn.await?;
     match &outcome.reason {
         TurnEndReason::Completed => {
-            writeln!(out, "{answer}")?;
-            writeln!(out, "turn {} ended: completed after {attempts} attempt(s)", outcome.turn)?;
+            writeln!(out, "{}", answer.text())?;
+            let attempts = count(attempts, "attempt", "attempts");
+            writeln!(out, "turn {} ended: completed after {attempts}", outcome.turn)?;
         }
         TurnEndReason::Error { failure } => writeln!(
             out,
-            "turn {} ended: failed with {} after {attempts} attempt(s): nobody retries it any more",
+            "turn {} ended: failed with {} after {}: nobody retries it any more",
             outcome.turn,
-            failure.code()
+            failure.code(),
+            count(attempts, "attempt", "attempts")
         )?,
         other => writeln!(out, "turn {} ended: {other:?}", outcome.turn)?,
     }
@@ -174,7 +176,7 @@ async fn run(
     }
     match violations.len() {
         0 => writeln!(out, "invariants: every rule holds")?,
-        n => writeln!(out, "invariants: {n} violation(s)")?,
+        n => writeln!(out, "invariants: {}", count(n, "violation", "violations"))?,
     }
 
     runtime.shutdown().await;
@@ -229,8 +231,8 @@ mod tests {
         assert!((180.0..=220.0).contains(&waits[0]), "{out}");
         assert!((360.0..=440.0).contains(&waits[1]), "{out}");
         assert!(out.contains("\nParis is the capital of France.\n"), "{out}");
-        assert!(out.contains("turn 1 ended: completed after 5 attempt(s)"), "{out}");
-        assert!(out.contains("▾ turn 1 · Retried 4 time(s) this turn · recovered"), "{out}");
+        assert!(out.contains("turn 1 ended: completed after 5 attempts"), "{out}");
+        assert!(out.contains("▾ turn 1 · Retried 4 times this turn · recovered"), "{out}");
         assert_eq!(attempts(&out, "harness").len(), 1, "{out}");
         assert_eq!(attempts(&out, "llm-retry").len(), 2, "{out}");
         let auto = attempts(&out, "auto-retry");
@@ -244,8 +246,8 @@ mod tests {
     async fn a_provider_failing_past_both_budgets_ends_the_turn_with_its_failure() {
         let (reason, out) = output(6).await;
         assert!(matches!(&reason, TurnEndReason::Error { failure } if failure.code() == "SERVER"));
-        assert!(out.contains("turn 1 ended: failed with SERVER after 6 attempt(s)"), "{out}");
-        assert!(out.contains("Retried 5 time(s) this turn · finally failed with SERVER"), "{out}");
+        assert!(out.contains("turn 1 ended: failed with SERVER after 6 attempts"), "{out}");
+        assert!(out.contains("Retried 5 times this turn · finally failed with SERVER"), "{out}");
         assert!(!out.contains("Paris is"), "{out}");
         assert!(out.ends_with("after shutdown: 0 actors, 0 tasks\n"), "{out}");
     }

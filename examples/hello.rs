@@ -26,6 +26,7 @@ use anyhow::ensure;
 use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
+use rein::runtime::plural::count;
 use rein::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
 
 /// One turn on the scripted provider.
@@ -56,14 +57,15 @@ async fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     let session = runtime.session("hello").await?;
 
     writeln!(out, "> {}", args.prompt)?;
-    let mut turn = session.prompt(args.prompt.as_str())?;
-    while let Some(event) = turn.next_event().await {
-        if let Event::AssistantChunk(chunk) = &event.event {
-            write!(out, "{}", chunk.text)?;
+    // The answer as it streams (a failed attempt's text would come with a reset to erase it).
+    let mut answer = session.prompt(args.prompt.as_str())?.answer();
+    while let Some(delta) = answer.next_delta().await {
+        if let AnswerDelta::Text(text) = delta {
+            write!(out, "{text}")?;
             out.flush()?;
         }
     }
-    let outcome = turn.await?;
+    let outcome = answer.await?;
     writeln!(out)?;
     let ended = match &outcome.reason {
         TurnEndReason::Completed => "completed".to_owned(),
@@ -79,7 +81,7 @@ async fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     }
     match violations.len() {
         0 => writeln!(out, "invariants: every rule holds")?,
-        n => writeln!(out, "invariants: {n} violation(s)")?,
+        n => writeln!(out, "invariants: {}", count(n, "violation", "violations"))?,
     }
 
     runtime.shutdown().await;

@@ -27,7 +27,7 @@
 //!   ← {"chars":44,"lines":1,"words":9}
 //!   → echo {"text":"The quick brown fox jumps over the lazy dog."}
 //!   ← The quick brown fox jumps over the lazy dog.
-//! [step 3] "The quick brown fox jumps over the lazy dog." has 9 words (1 line(s), 44 characters).
+//! [step 3] "The quick brown fox jumps over the lazy dog." has 9 words (1 line, 44 characters).
 //! turn 1 ended: completed in 3 steps, 3 tool calls
 //! invariants: every rule holds
 //! after shutdown: 0 actors, 0 tasks
@@ -40,6 +40,7 @@ use anyhow::ensure;
 use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
+use rein::runtime::plural::count;
 use serde_json::{Value, json};
 
 /// Tool calls across steps.
@@ -131,8 +132,10 @@ impl Model {
                     results.iter().find_map(|(error, out)| (!error).then(|| out.parse().ok())?);
                 let answer = match counts {
                     Some(c) => format!(
-                        "\"{text}\" has {} words ({} line(s), {} characters).",
-                        c["words"], c["lines"], c["chars"]
+                        "\"{text}\" has {} ({}, {}).",
+                        count(c["words"].as_u64().unwrap_or(0), "word", "words"),
+                        count(c["lines"].as_u64().unwrap_or(0), "line", "lines"),
+                        count(c["chars"].as_u64().unwrap_or(0), "character", "characters")
                     ),
                     None => "I could not count them.".into(),
                 };
@@ -215,7 +218,7 @@ async fn run(args: &Args, out: &mut impl Write) -> anyhow::Result<()> {
     }
     match violations.len() {
         0 => writeln!(out, "invariants: every rule holds")?,
-        n => writeln!(out, "invariants: {n} violation(s)")?,
+        n => writeln!(out, "invariants: {}", count(n, "violation", "violations"))?,
     }
 
     runtime.shutdown().await;
@@ -248,7 +251,7 @@ mod tests {
                 r#"  ← {"chars":18,"lines":1,"words":6}"#,
                 r#"  → echo {"text":"to be or not to be"}"#,
                 "  ← to be or not to be",
-                r#"[step 3] "to be or not to be" has 6 words (1 line(s), 18 characters)."#,
+                r#"[step 3] "to be or not to be" has 6 words (1 line, 18 characters)."#,
                 "turn 1 ended: completed in 3 steps, 3 tool calls",
                 "invariants: every rule holds",
                 "after shutdown: 0 actors, 0 tasks",

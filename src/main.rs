@@ -18,11 +18,12 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Chat with a model: DeepSeek with DEEPSEEK_API_KEY, else the embedded simulated provider.
+    /// Chat with a model: DeepSeek with DEEPSEEK_API_KEY, an OpenAI-compatible server with
+    /// OPENAI_API_KEY, else the embedded simulated provider.
     ///
-    /// One turn for a PROMPT, else one per line of stdin. The answer streams to stdout; retries
-    /// and the turn-tail panel of a turn that retried or failed go to stderr; the session is
-    /// kept in a JSONL store and resumed with --session ID.
+    /// One turn for a PROMPT, else one per line of stdin. The answer goes to stdout (streamed on
+    /// a terminal); retries and the turn-tail panel of a turn that retried or failed go to
+    /// stderr; the session is kept in a JSONL store and resumed with --session ID.
     #[command(after_help = cli::chat::CHAT_HELP)]
     Chat(cli::chat::ChatArgs),
     /// Serve the console: sessions, a live session view with prompt and cancel, the Plugins

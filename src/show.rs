@@ -5,8 +5,8 @@
 //! Format (one log):
 //!
 //! ```text
-//! run.jsonl: session s1 · 3 turn(s), 1 retried or failed
-//! ▾ turn 2 · Retried 1 time(s) this turn · recovered
+//! run.jsonl: session s1 · 3 turns, 1 retried or failed
+//! ▾ turn 2 · Retried 1 time this turn · recovered
 //!     harness · turn 2·step 1 · mock · failed RATE_LIMIT · HTTP 429 · request r-1
 //!       slow down
 //!     llm-retry · attempt 1/2 · waited 500 ms · turn 2·step 1 · mock · answered
@@ -24,6 +24,7 @@ use rein_runtime::failure::Failure;
 use rein_runtime::panel::{
     Attempt, AttemptEnd, Ending, Line, Origin, TurnPanel, format_ms, panels,
 };
+use rein_runtime::plural::count;
 
 const BOLD: Style = Style::new().bold();
 const DIM: Style = Style::new().dimmed();
@@ -46,8 +47,8 @@ pub fn render(name: &str, log: &[Envelope], expand: bool) -> String {
         let _ = write!(out, "session {session} · ");
     }
     let _ = match panels.len() {
-        0 => writeln!(out, "{turns} turn(s), none retried or failed"),
-        n => writeln!(out, "{turns} turn(s), {n} retried or failed"),
+        0 => writeln!(out, "{}, none retried or failed", count(turns, "turn", "turns")),
+        n => writeln!(out, "{}, {n} retried or failed", count(turns, "turn", "turns")),
     };
     for panel in &panels {
         out.push_str(&self::panel(panel, expand));
@@ -124,11 +125,11 @@ fn line(out: &mut String, line: &Line) {
         Line::Compacted(c) => {
             let _ = writeln!(
                 out,
-                "    {CYAN}context compacted{CYAN:#} · {DIM}turn {}·step {}{DIM:#} · removed {} \
-                 event(s), kept {}",
+                "    {CYAN}context compacted{CYAN:#} · {DIM}turn {}·step {}{DIM:#} · removed {}, \
+                 kept {}",
                 c.turn,
                 c.step,
-                c.removed.len(),
+                count(c.removed.len(), "event", "events"),
                 c.kept
             );
         }

@@ -146,7 +146,7 @@ fn with_no_key_a_seeded_prompt_meets_a_rate_limit_recovers_and_replays_exactly()
     // Seed 1: the first attempt is rate limited (the simulated server asks for 519 ms), the
     // second answers.
     assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 519 ms · RATE_LIMIT 429"]);
-    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time this turn · recovered"), "{run:?}");
     let id = session_id(run);
     assert!(run.stderr.contains(&format!("continue it: rein chat --session {id}")), "{run:?}");
 
@@ -177,7 +177,7 @@ fn interactive_mode_reads_prompts_from_piped_stdin_until_exit() {
     assert_eq!(lines_starting(&run.stderr, "> "), ["> first prompt", "> second prompt"]);
     // Seed 9: turn 2's first attempt gets a 500; the retry answers.
     assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 461 ms · SERVER 500"]);
-    assert!(run.stderr.contains("▸ turn 2 · Retried 1 time(s) this turn · recovered"));
+    assert!(run.stderr.contains("▸ turn 2 · Retried 1 time this turn · recovered"));
 
     let events = checked_log(&log_path(dir.path(), &session_id(&run)));
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed, TurnEndReason::Completed]);
@@ -265,7 +265,7 @@ fn a_429_then_success_shows_the_retry_line_the_panel_and_the_spans() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(run.stdout, "recovered answer\n");
     assert_eq!(lines_starting(&run.stderr, "retry "), ["retry 1/2 in 50 ms · RATE_LIMIT 429"]);
-    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time this turn · recovered"), "{run:?}");
 
     // The spans of the session, the turn and its step, with GenAI fields, beside the runtime's
     // attempt spans and the adapter's chat spans.
@@ -346,7 +346,7 @@ fn with_fallback_a_turn_whose_primary_is_out_of_quota_finishes_on_the_fallback_s
         ["switched to openai:local-model · QUOTA"],
         "{run:?}"
     );
-    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time(s) this turn · recovered"), "{run:?}");
+    assert!(run.stderr.contains("▸ turn 1 · Retried 1 time this turn · recovered"), "{run:?}");
     assert!(lines_starting(&run.stderr, "retry ").is_empty(), "a quota is not retried: {run:?}");
     assert!(!run.stderr.contains(KEY) && !run.stderr.contains("sk-fallback-secret"));
 
@@ -384,7 +384,7 @@ fn resuming_a_session_sends_its_earlier_history() {
     assert!(first.stderr.contains("session trip-1 (new)"), "{first:?}");
     let second = rein(dir.path(), &args("and its population?"), &env(&vars), "");
     assert_eq!(second.code, Some(0), "{second:?}");
-    assert!(second.stderr.contains("session trip-1 (resumed, 1 turn(s))"), "{second:?}");
+    assert!(second.stderr.contains("session trip-1 (resumed, 1 turn)"), "{second:?}");
     assert_eq!(second.stdout, "About 2 million.\n");
 
     let seen = server.seen();
@@ -404,35 +404,37 @@ fn resuming_a_session_sends_its_earlier_history() {
 fn ctrl_c_cancels_the_turn_and_the_log_says_the_user_cancelled_it() {
     let (_rt, server) = serve(vec![Reply::Sse(vec![delta("partial "), Part::Stall])]);
     let dir = tempfile::tempdir().unwrap();
-    let mut child =
+    let child =
         command(dir.path(), &["chat", "--session", "c1", "hello"], &env(&deepseek(&server)))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-    // Wait for the streamed text, then press Ctrl-C.
-    let mut stdout = child.stdout.take().unwrap();
-    let mut seen = Vec::new();
-    let mut buf = [0u8; 64];
-    while !String::from_utf8_lossy(&seen).contains("partial") {
-        let n = stdout.read(&mut buf).unwrap();
-        assert!(n > 0, "stdout closed before the answer streamed");
-        seen.extend_from_slice(&buf[..n]);
-    }
+    // Wait for the streamed text to be in the log, then press Ctrl-C.
+    wait_for_line(&log_path(dir.path(), "c1"), "assistant/chunk");
     let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
-    stdout.read_to_end(&mut seen).unwrap();
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert_eq!(String::from_utf8(seen).unwrap(), "partial \n");
+    assert_eq!(out.stdout, b"", "piped stdout holds only answers, and nothing answered");
     assert!(stderr.contains("cancelling the turn"), "{stderr}");
     assert!(stderr.contains("turn 1 cancelled"), "{stderr}");
 
     let events = checked_log(&log_path(dir.path(), "c1"));
     assert_eq!(turn_ends(&events), [TurnEndReason::Aborted { cause: CancelCause::User }]);
     assert_eq!(events.last().unwrap().kind(), "agent/idle", "the session closed the turn itself");
+}
+
+/// Waits until a line of the file at `path` contains `needle` (the file may not exist yet).
+fn wait_for_line(path: &Path, needle: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !std::fs::read_to_string(path).is_ok_and(|text| text.lines().any(|l| l.contains(needle)))
+    {
+        assert!(std::time::Instant::now() < deadline, "no {needle} in {}", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// Arguments, environment, and the error wanted.
@@ -507,4 +509,123 @@ fn bad_input_is_refused_with_exit_2_naming_the_path_and_nothing_is_written() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(listing, ["broken.jsonl"], "no log, no .torn file, nothing else");
+}
+
+#[test]
+fn spending_auto_retrys_budget_prints_its_status_lines_and_no_tracing_line_without_rust_log() {
+    let limited =
+        || status_reply(429, &[("retry-after-ms", "10")], r#"{"error":{"message":"slow down"}}"#);
+    // llm-retry's 2 retries, auto-retry's 3, then its budget is spent: six 429s.
+    let run_with = |rust_log: Option<&str>| {
+        let (_rt, server) = serve((0..6).map(|_| limited()).collect());
+        let dir = tempfile::tempdir().unwrap();
+        let owned = deepseek(&server);
+        let mut vars = env(&owned);
+        vars.extend(rust_log.map(|level| ("RUST_LOG", level)));
+        let run = rein(dir.path(), &["chat", "hello"], &vars, "");
+        assert_eq!(run.code, Some(1), "{run:?}");
+        assert_eq!(server.seen().len(), 6, "{run:?}");
+        let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+        assert!(matches!(turn_ends(&events)[..], [TurnEndReason::Error { .. }]));
+        run
+    };
+
+    let quiet = run_with(None);
+    assert_eq!(lines_starting(&quiet.stderr, "retry ").len(), 5, "{quiet:?}");
+    let spent = "auto-retry: the extra retries are spent";
+    assert!(!quiet.stderr.contains(spent), "{quiet:?}");
+    assert!(
+        !quiet.stderr.contains(" WARN ") && !quiet.stderr.contains("rein_plugins::"),
+        "no tracing line without RUST_LOG: {quiet:?}"
+    );
+    assert!(quiet.stderr.contains("· finally failed with RATE_LIMIT"), "the panel: {quiet:?}");
+
+    // Asked for, the warning is there (so the quiet run above proves something).
+    let traced = run_with(Some("warn"));
+    assert!(traced.stderr.lines().any(|l| l.contains(" WARN ") && l.contains(spent)), "{traced:?}");
+}
+
+#[test]
+fn ctrl_c_during_a_retry_wait_says_the_turn_retried_and_was_cancelled_during_the_wait() {
+    let limited =
+        status_reply(429, &[("retry-after-ms", "9000")], r#"{"error":{"message":"wait"}}"#);
+    let (_rt, server) = serve(vec![limited]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut child =
+        command(dir.path(), &["chat", "--session", "w1", "hello"], &env(&deepseek(&server)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+    // Wait for the retry's status line, then press Ctrl-C during its 9 s wait.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("retry 1/2 in 9.0 s · RATE_LIMIT 429\n") {
+        let n = std::io::BufRead::read_line(&mut stderr, &mut seen).unwrap();
+        assert!(n > 0, "stderr closed before the retry line: {seen}");
+    }
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    stderr.read_to_string(&mut seen).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{seen}");
+    assert!(
+        seen.contains("▸ turn 1 · Retried 1 time this turn · cancelled during the wait\n"),
+        "{seen}"
+    );
+    assert_eq!(server.seen().len(), 1, "the retry never started");
+    let events = checked_log(&log_path(dir.path(), "w1"));
+    assert_eq!(turn_ends(&events), [TurnEndReason::Aborted { cause: CancelCause::User }]);
+}
+
+#[test]
+fn the_first_line_of_chat_help_names_every_provider() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = rein(dir.path(), &["chat", "--help"], &[], "");
+    let first = help.stdout.lines().next().unwrap();
+    for provider in
+        ["DeepSeek", "DEEPSEEK_API_KEY", "OpenAI-compatible", "OPENAI_API_KEY", "simulated"]
+    {
+        assert!(first.contains(provider), "{provider} in {first:?}");
+    }
+}
+
+#[test]
+fn piped_stdout_holds_only_the_answer_when_an_attempt_fails_after_streaming() {
+    let (_rt, server) = serve(vec![
+        Reply::Sse(vec![delta("a half "), delta("answer"), Part::Drop]),
+        answer(&["the real ", "answer"]),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = rein(dir.path(), &["chat", "hello"], &env(&deepseek(&server)), "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "the real answer\n", "no text of the failed attempt");
+    assert_eq!(lines_starting(&run.stderr, "retry ").len(), 1, "{run:?}");
+    assert!(!run.stderr.contains("cut off"), "nothing on stdout to take back: {run:?}");
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    let chunks = events.iter().filter(|e| e.kind() == "assistant/chunk").count();
+    assert_eq!(chunks, 4, "the log keeps every attempt's chunks");
+    assert_eq!(answers(&events), ["the real answer"]);
+}
+
+#[test]
+fn piped_stderr_gets_no_waiting_line_while_an_attempt_is_quiet() {
+    // 3.5 s of silence before the first word: a terminal would show `waiting: nothing for 3 s`.
+    let quiet = std::time::Duration::from_millis(3_500);
+    let (_rt, server) = serve(vec![Reply::Sse(vec![
+        Part::Sleep(quiet),
+        delta("late "),
+        delta("answer"),
+        Part::Raw("data: [DONE]\n\n".into()),
+    ])]);
+    let dir = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let run = rein(dir.path(), &["chat", "hello"], &env(&deepseek(&server)), "");
+    assert!(started.elapsed() >= quiet, "the attempt was quiet for 3.5 s");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "late answer\n");
+    assert!(!run.stderr.contains("waiting"), "{run:?}");
+    assert!(!run.stderr.contains('\r') && !run.stderr.contains('\u{1b}'), "{run:?}");
+    checked_log(&log_path(dir.path(), &session_id(&run)));
 }

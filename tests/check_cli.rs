@@ -70,7 +70,7 @@ fn a_valid_log_exits_0_with_a_summary() {
     let log = write(dir.path(), "ok.jsonl", &jsonl(&valid()));
     let run = rein(&["check", arg(&log)]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert_eq!(run.stdout, format!("ok: 1 log(s), {} events\n", valid().len()));
+    assert_eq!(run.stdout, format!("ok: 1 log, {} events\n", valid().len()));
     assert_eq!(run.stderr, "");
 }
 
@@ -101,7 +101,7 @@ fn a_violation_exits_1_naming_file_line_seq_and_rule() {
     );
     assert!(run.stdout.contains("[retry-within-max-retries]"), "{}", run.stdout);
     assert!(run.stdout.contains("[retry-started-pairs-retry]"), "{}", run.stdout);
-    assert!(run.stdout.ends_with("3 violation(s) in 1 log(s)\n"), "{}", run.stdout);
+    assert!(run.stdout.ends_with("3 violations in 1 log\n"), "{}", run.stdout);
 }
 
 #[test]
@@ -113,7 +113,7 @@ fn an_unreadable_log_exits_2_and_the_others_are_still_checked() {
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
     assert!(run.stderr.contains(&format!("error: {}: cannot be read", missing.display())));
     assert!(run.stderr.contains(&format!("error: {}: cannot be read", dir.path().display())));
-    assert_eq!(run.stdout, "0 violation(s) in 1 log(s); 2 log(s) could not be checked\n");
+    assert_eq!(run.stdout, "0 violations in 1 log; 2 logs could not be checked\n");
     assert!(!missing.exists(), "checking never creates a log");
 }
 
@@ -135,7 +135,7 @@ fn a_torn_last_line_is_a_warning_and_the_file_is_untouched() {
             events.len() + 1
         )
     );
-    assert_eq!(run.stdout, format!("ok: 1 log(s), {} events\n", events.len()));
+    assert_eq!(run.stdout, format!("ok: 1 log, {} events\n", events.len()));
     assert_eq!(std::fs::read_to_string(&log).unwrap(), torn, "nothing is cut or rewritten");
 
     // Complete JSON without its newline is torn too: that append was never acknowledged.
@@ -165,7 +165,7 @@ fn a_corrupt_middle_line_is_a_violation_with_its_line_number() {
     assert!(first.ends_with("[corrupt-line]"), "{first}");
     // The lost line was request/error of attempt 1: the llm/retry after it has no error to retry.
     assert!(out.next().unwrap().ends_with("[retry-after-request-error]"), "{}", run.stdout);
-    assert_eq!(out.next().unwrap(), "2 violation(s) in 1 log(s)");
+    assert_eq!(out.next().unwrap(), "2 violations in 1 log");
     assert_eq!(std::fs::read_to_string(&log).unwrap(), text, "the file is left as it was");
 }
 
@@ -233,7 +233,7 @@ fn every_violation_line_starts_with_file_and_line() {
         let number: usize = number.parse().unwrap();
         assert!((1..=lines.len()).contains(&number), "{violation}");
     }
-    assert!(summary.ends_with("violation(s) in 1 log(s)"), "{summary}");
+    assert!(summary.ends_with(" in 1 log"), "{summary}");
 }
 
 #[test]
@@ -241,7 +241,7 @@ fn an_empty_log_is_a_warning_unless_the_log_is_finished() {
     let dir = tempfile::tempdir().unwrap();
     let empty = write(dir.path(), "empty.jsonl", "");
     let run = rein(&["check", arg(&empty)]);
-    assert_eq!((run.code, run.stdout.as_str()), (0, "ok: 1 log(s), 0 events\n"));
+    assert_eq!((run.code, run.stdout.as_str()), (0, "ok: 1 log, 0 events\n"));
     assert!(run.stderr.contains(&format!("warning: {}:0: no events", empty.display())));
 
     let run = rein(&["check", "--finished", arg(&empty)]);
@@ -250,7 +250,7 @@ fn an_empty_log_is_a_warning_unless_the_log_is_finished() {
         run.stdout,
         format!(
             "{}:0: session/start seq 0: missing: the log is empty, and a finished log starts with \
-             session/start [session-start-first]\n1 violation(s) in 1 log(s)\n",
+             session/start [session-start-first]\n1 violation in 1 log\n",
             empty.display()
         )
     );
@@ -289,7 +289,7 @@ fn a_file_that_is_not_a_session_log_exits_2_naming_it() {
             ),
         ]
     );
-    assert_eq!(run.stdout, "0 violation(s) in 1 log(s); 3 log(s) could not be checked\n");
+    assert_eq!(run.stdout, "0 violations in 1 log; 3 logs could not be checked\n");
 
     // A log whose first line is damaged is still a log: its other events are checked.
     let mut lines: Vec<String> = jsonl(&valid()).lines().map(str::to_owned).collect();
@@ -330,7 +330,7 @@ fn a_line_over_the_limit_is_an_error_naming_file_and_line() {
             limit + 1
         )
     );
-    assert_eq!(run.stdout, "0 violation(s) in 0 log(s); 1 log(s) could not be checked\n");
+    assert_eq!(run.stdout, "0 violations in 0 logs; 1 log could not be checked\n");
 }
 
 #[test]
@@ -340,7 +340,7 @@ fn several_logs_are_summed_up() {
     let b = write(dir.path(), "b.jsonl", &jsonl(&History::new().user().build()));
     let run = rein(&["check", arg(&a), arg(&b)]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert_eq!(run.stdout, format!("ok: 2 log(s), {} events\n", valid().len() + 2));
+    assert_eq!(run.stdout, format!("ok: 2 logs, {} events\n", valid().len() + 2));
 }
 
 #[test]
@@ -380,7 +380,7 @@ fn a_sqlite_store_is_checked_per_session() {
 
     let run = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
-    assert_eq!(run.stdout, format!("ok: 1 log(s), {} events\n", valid().len()));
+    assert_eq!(run.stdout, format!("ok: 1 log, {} events\n", valid().len()));
 
     let run = rein(&["check", "--sqlite", arg(&db), "--session", "bad"]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
@@ -392,7 +392,7 @@ fn a_sqlite_store_is_checked_per_session() {
 
     let run = rein(&["check", "--sqlite", arg(&db)]);
     assert_eq!(run.code, 1, "every session: {}{}", run.stdout, run.stderr);
-    assert!(run.stdout.ends_with("in 2 log(s)\n"), "{}", run.stdout);
+    assert!(run.stdout.ends_with("in 2 logs\n"), "{}", run.stdout);
 
     let run = rein(&["check", "--sqlite", arg(&db), "--session", "nope"]);
     assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
@@ -429,7 +429,7 @@ fn a_sqlite_row_that_is_not_an_event_is_named_by_its_position() {
         "{}",
         run.stdout
     );
-    assert!(run.stdout.ends_with("3 violation(s) in 1 log(s)\n"), "{}", run.stdout);
+    assert!(run.stdout.ends_with("3 violations in 1 log\n"), "{}", run.stdout);
 }
 
 #[test]
@@ -477,10 +477,10 @@ async fn logs_written_by_the_sqlite_store_are_checked_even_while_it_is_open() {
         "{}",
         run.stdout
     );
-    assert!(run.stdout.ends_with("3 violation(s) in 2 log(s)\n"), "{}", run.stdout);
+    assert!(run.stdout.ends_with("3 violations in 2 logs\n"), "{}", run.stdout);
 
     let run = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
-    assert_eq!((run.code, run.stdout), (0, format!("ok: 1 log(s), {} events\n", valid().len())));
+    assert_eq!((run.code, run.stdout), (0, format!("ok: 1 log, {} events\n", valid().len())));
 
     // The checker's reads do not disturb the store: it still appends and loads.
     let more = History::new().user().build();
@@ -509,17 +509,14 @@ async fn a_session_partly_indexed_and_partly_in_the_unindexed_tail_is_checked_wh
     store.append("new", &valid()).await.unwrap();
 
     let run = rein(&["check", "--sqlite", arg(&db), "--session", "good"]);
-    assert_eq!(
-        (run.code, run.stdout),
-        (0, format!("ok: 1 log(s), {} events\n", valid().len() + 1))
-    );
+    assert_eq!((run.code, run.stdout), (0, format!("ok: 1 log, {} events\n", valid().len() + 1)));
     let run = rein(&["check", "--sqlite", arg(&db)]);
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
     let violations = run.stdout.lines().filter(|l| l.contains('#'));
     assert!(
         violations.map(|l| l.split(':').next()).all(|n| n.is_some_and(|n| n.ends_with("#bad")))
     );
-    assert!(run.stdout.ends_with("3 violation(s) in 3 log(s)\n"), "{}", run.stdout);
+    assert!(run.stdout.ends_with("3 violations in 3 logs\n"), "{}", run.stdout);
     drop(store);
 }
 
@@ -595,8 +592,8 @@ async fn a_sqlite_store_in_a_read_only_directory_is_checked_and_nothing_is_writt
     set_mode(&copy, 0o755);
 
     assert_eq!(every.code, 1, "{}{}", every.stdout, every.stderr);
-    assert!(every.stdout.ends_with("3 violation(s) in 2 log(s)\n"), "{}", every.stdout);
-    assert_eq!((good.code, good.stdout), (0, format!("ok: 1 log(s), {} events\n", valid().len())));
+    assert!(every.stdout.ends_with("3 violations in 2 logs\n"), "{}", every.stdout);
+    assert_eq!((good.code, good.stdout), (0, format!("ok: 1 log, {} events\n", valid().len())));
     let names = |l: &[(String, Vec<u8>)]| l.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
     assert_eq!(names(&after), ["logs.db"], "no -wal, no -shm, nothing new");
     assert!(after == before, "the database is byte for byte as it was");

@@ -133,7 +133,7 @@ async fn the_session_view_follows_turns_live_and_prompt_and_cancel_work() {
         // The turn retried: its panel, collapsed, opens on a click with the provider's text.
         let panel = find(&client, "#conversation-turn-1 details.rein-panel").await;
         let summary = panel.find(Locator::Css("summary")).await.unwrap();
-        assert_eq!(summary.text().await.unwrap(), "Retried 1 time(s) this turn · recovered");
+        assert_eq!(summary.text().await.unwrap(), "Retried 1 time this turn · recovered");
         summary.click().await.unwrap();
         let raw = panel.find(Locator::Css("pre.rein-raw")).await.unwrap();
         assert_eq!(text_content(&client, &raw).await, HOSTILE);
@@ -489,7 +489,11 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
     );
     let panel = find(&a, "#conversation-turn-1 details.rein-panel").await;
     let summary = panel.find(Locator::Css("summary")).await.unwrap();
-    assert_eq!(summary.text().await.unwrap(), "Not retried · failed with RATE_LIMIT");
+    // The retry was scheduled; switching auto-retry off ended its wait.
+    assert_eq!(
+        summary.text().await.unwrap(),
+        "Retried 1 time this turn · finally failed with RATE_LIMIT"
+    );
     assert!(browser::is_open(&a, &panel).await, "opened while waiting, still open");
     let lines = panel.find_all(Locator::Css("li.rein-line .rein-fields")).await.unwrap();
     let mut shown = Vec::new();

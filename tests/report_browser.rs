@@ -105,7 +105,7 @@ async fn the_report_opens_its_panels_on_click_and_shows_provider_text_as_text() 
         };
         assert_eq!(turns, ["1", "3", "1"]);
         let summary = panels[0].find(Locator::Css("summary")).await.unwrap();
-        assert_eq!(summary.text().await.unwrap(), "Retried 1 time(s) this turn · recovered");
+        assert_eq!(summary.text().await.unwrap(), "Retried 1 time this turn · recovered");
         screenshot(&client, &shots.join("report.png")).await;
 
         // A click opens the panel: the raw message appears, verbatim.

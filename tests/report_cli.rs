@@ -53,7 +53,7 @@ fn the_page_is_self_contained_with_a_collapsed_panel_per_failing_turn() {
     assert_eq!(text(&out.stderr), "");
     assert_eq!(
         text(&out.stdout),
-        format!("wrote {}: 2 log(s), 4 turn(s), 3 retried or failed\n", arg(&page))
+        format!("wrote {}: 2 logs, 4 turns, 3 retried or failed\n", arg(&page))
     );
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.starts_with("<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"));
@@ -128,7 +128,7 @@ fn an_unreadable_log_exits_2_and_writes_nothing() {
         first.starts_with(&format!("error: {}:5: corrupt log line: ", arg(&corrupt))),
         "{stderr}"
     );
-    assert_eq!(errors.next(), Some("error: no report written: 1 log(s) could not be read"));
+    assert_eq!(errors.next(), Some("error: no report written: 1 log could not be read"));
     assert_eq!(std::fs::read_to_string(&page).unwrap(), "old report", "left as it was");
     assert_eq!(text(&out.stdout), "");
 }

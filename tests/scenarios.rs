@@ -1,7 +1,8 @@
-//! The scenario files of `tests/scenarios/`, one per retry behaviour, run through `rein scenario
-//! run FILE --json` as a process. Each test asserts the whole report (retry ids masked as `#1`,
-//! `#2`… in order of appearance: they are UUID v4s drawn from the scenario's seed, equal on every
-//! run but unreadable in an expectation) and its invariant verdict. The files of `auto-retry`,
+//! The scenario files of `tests/scenarios/`, one per retry or agent-loop behaviour, run through
+//! `rein scenario run FILE --json` as a process. Each test asserts the whole report (retry ids
+//! masked as `#1`, `#2`… in order of appearance: they are UUID v4s drawn from the scenario's seed,
+//! equal on every run but unreadable in an expectation) and its invariant verdict. The files of
+//! `llm-retry` and the agent loop are run here, those of `auto-retry`,
 //! `compaction` and the whole chain are run by `tests/recovery_scenarios.rs`, those of `fallback`
 //! by `tests/fallback_scenarios.rs`.
 
@@ -13,7 +14,7 @@ mod scenario_cli;
 
 use std::collections::BTreeSet;
 
-use scenario_cli::{FALLBACK, LLM_RETRY, RECOVERY, dir, requests, run, run_with_log};
+use scenario_cli::{AGENT_LOOP, FALLBACK, LLM_RETRY, RECOVERY, dir, requests, run, run_with_log};
 use serde_json::{Value, json};
 
 const DEFAULT_FLAT: &str =
@@ -26,8 +27,13 @@ fn every_scenario_file_is_run_by_a_test() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.ends_with(".json"))
         .collect();
-    let listed: BTreeSet<String> =
-        LLM_RETRY.iter().chain(RECOVERY).chain(FALLBACK).map(|f| (*f).to_owned()).collect();
+    let listed: BTreeSet<String> = LLM_RETRY
+        .iter()
+        .chain(AGENT_LOOP)
+        .chain(RECOVERY)
+        .chain(FALLBACK)
+        .map(|f| (*f).to_owned())
+        .collect();
     assert_eq!(on_disk, listed);
 }
 
@@ -336,4 +342,30 @@ fn a_rejected_append_abandons_the_retry() {
             "endMs": 0
         })
     );
+}
+
+#[test]
+fn a_call_to_an_unknown_tool_gets_an_error_result_and_the_turn_goes_on() {
+    let (report, events) = run_with_log("agent-loop-unknown-tool.json");
+    assert_eq!(report["turns"], json!([{"turn": 1, "reason": {"kind": "completed"}}]));
+    assert_eq!(requests(&report), [(0, 1), (0, 1), (0, 1)], "three steps, no retry");
+    assert_eq!(
+        report["messages"],
+        json!([
+            {"role": "user", "text": "find retry"},
+            {"role": "assistant", "text": "let me grep",
+             "toolCalls": [{"id": "c1", "name": "grep", "arguments": {"pattern": "retry"}}]},
+            {"role": "tool", "id": "c1", "output": "no tool named \"grep\"; available: \"echo\"",
+             "isError": true},
+            {"role": "assistant", "text": "I have no grep; echo it is",
+             "toolCalls": [{"id": "c2", "name": "echo", "arguments": {"text": "retry"}}]},
+            {"role": "tool", "id": "c2", "output": "retry", "isError": false},
+            {"role": "assistant", "text": "found: retry"}
+        ]),
+        "the model saw the error, then used the tool it has"
+    );
+    // The log, read back, passes the invariant crate's checker for a finished log.
+    let log: Vec<rein_runtime::event::Envelope> =
+        events.into_iter().map(|e| serde_json::from_value(e).unwrap()).collect();
+    assert_eq!(rein_invariant::check_finished_log(&log), []);
 }

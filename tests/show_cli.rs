@@ -58,11 +58,11 @@ fn the_four_kinds_of_turns_collapsed() {
     assert_eq!(
         show(dir.path(), &[arg(&log)]),
         "\
-DIR/turn-kinds.json.jsonl: session scenario · 5 turn(s), 4 retried or failed
-▸ turn 1 · Retried 1 time(s) this turn · recovered
-▸ turn 3 · Retried 3 time(s) this turn · recovered
-▸ turn 4 · Retried 2 time(s) this turn · finally failed with SERVER
-▸ turn 5 · Retried 1 time(s) this turn · cancelled
+DIR/turn-kinds.json.jsonl: session scenario · 5 turns, 4 retried or failed
+▸ turn 1 · Retried 1 time this turn · recovered
+▸ turn 3 · Retried 3 times this turn · recovered
+▸ turn 4 · Retried 2 times this turn · finally failed with SERVER
+▸ turn 5 · Retried 1 time this turn · cancelled
 "
     );
 }
@@ -75,14 +75,14 @@ fn the_four_kinds_of_turns_expanded() {
     // which retries without writing a record; in turn 4 the scripted plugin crashes. The escape
     // sequence the provider sent in turn 4 is shown, not sent to the terminal.
     let expected = "\
-DIR/turn-kinds.json.jsonl: session scenario · 5 turn(s), 4 retried or failed
-▾ turn 1 · Retried 1 time(s) this turn · recovered
+DIR/turn-kinds.json.jsonl: session scenario · 5 turns, 4 retried or failed
+▾ turn 1 · Retried 1 time this turn · recovered
     harness · turn 1·step 1 · mock · failed RATE_LIMIT · HTTP 429 · retry-after 1500 ms · request req-1
       429: slow down
       streamed before it ended:
         I will ech
     llm-retry · attempt 1/2 · waited 1500 ms · turn 1·step 1 · mock · answered
-▾ turn 3 · Retried 3 time(s) this turn · recovered
+▾ turn 3 · Retried 3 times this turn · recovered
     harness · turn 3·step 1 · mock · failed SERVER · HTTP 503
       503: one
     llm-retry · attempt 1/2 · waited 500 ms · turn 3·step 1 · mock · failed SERVER · HTTP 503
@@ -90,7 +90,7 @@ DIR/turn-kinds.json.jsonl: session scenario · 5 turn(s), 4 retried or failed
     llm-retry · attempt 2/2 · waited 1000 ms · turn 3·step 1 · mock · failed SERVER · HTTP 503 · request req-3
       503: three
     unrecorded · turn 3·step 1 · mock · answered
-▾ turn 4 · Retried 2 time(s) this turn · finally failed with SERVER
+▾ turn 4 · Retried 2 times this turn · finally failed with SERVER
     harness · turn 4·step 1 · mock · failed TIMEOUT
       timed out after 30 s
     llm-retry · attempt 1/2 · waited 500 ms · turn 4·step 1 · mock · failed SERVER · HTTP 502
@@ -101,7 +101,7 @@ DIR/turn-kinds.json.jsonl: session scenario · 5 turn(s), 4 retried or failed
       still down
     plugin crashed · scripted · restart 1
       scripted crash (failure 2)
-▾ turn 5 · Retried 1 time(s) this turn · cancelled
+▾ turn 5 · Retried 1 time this turn · cancelled
     harness · turn 5·step 1 · mock · failed SERVER · HTTP 500
       down
     llm-retry · attempt 1/2 · waited 500 ms · turn 5·step 1 · mock · cancelled
@@ -152,8 +152,8 @@ fn a_turn_recovered_by_several_recording_plugins_names_each() {
     assert_eq!(
         show(dir.path(), &["--expand", arg(&log)]),
         "\
-DIR/mixed.jsonl: session s1 · 1 turn(s), 1 retried or failed
-▾ turn 1 · Retried 5 time(s) this turn · recovered
+DIR/mixed.jsonl: session s1 · 1 turn, 1 retried or failed
+▾ turn 1 · Retried 5 times this turn · recovered
     harness · turn 1·step 1 · mock · failed RATE_LIMIT
       slow
     llm-retry · attempt 1/2 · waited 500 ms · turn 1·step 1 · mock · failed RATE_LIMIT
@@ -239,7 +239,7 @@ fn a_log_where_nothing_failed_says_so() {
     std::fs::write(&log, lines).unwrap();
     assert_eq!(
         show(dir.path(), &["--expand", arg(&log)]),
-        "DIR/clean.jsonl: session s1 · 1 turn(s), none retried or failed\n"
+        "DIR/clean.jsonl: session s1 · 1 turn, none retried or failed\n"
     );
 }
 

@@ -21,7 +21,8 @@
 //! [`projection`] (pure folds), [`validator`] (checks run before an append commits),
 //! [`session_log`] (the log actor's projections: retry chains, the open turn), [`census`] (live
 //! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
-//! [`cancel`] (cancellation causes), [`json_number`].
+//! [`cancel`] (cancellation causes), [`json_number`], [`plural`] (counts in words: `1 time`,
+//! `2 times`).
 //!
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
@@ -130,6 +131,7 @@ pub mod json_number;
 pub mod panel;
 pub mod plugin;
 pub(crate) mod plugin_host;
+pub mod plural;
 pub mod projection;
 pub mod provider;
 pub mod random;
@@ -160,7 +162,9 @@ pub mod prelude {
     };
     pub use crate::retry_policy::RetryPolicy;
     pub use crate::runtime::{Route, Runtime, RuntimeBuilder};
-    pub use crate::session::{Prompt, Session, SessionError, TurnHandle, TurnOutcome};
+    pub use crate::session::{
+        AnswerDelta, AnswerStream, Prompt, Session, SessionError, TurnHandle, TurnOutcome,
+    };
     #[cfg(feature = "sqlite")]
     pub use crate::store::sqlite::SqliteStore;
     pub use crate::store::{Durability, SessionStore, jsonl::JsonlStore, memory::MemoryStore};

@@ -3,7 +3,7 @@
 //! provider said, verbatim.
 //!
 //! [`panels`] folds a log into one [`TurnPanel`] per such turn: a one-line
-//! [`TurnPanel::summary`] (`Retried 3 time(s) this turn · finally failed with RATE_LIMIT`) and
+//! [`TurnPanel::summary`] (`Retried 3 times this turn · finally failed with RATE_LIMIT`) and
 //! its [`Line`]s in log order. Renderers (the terminal text of `rein show`, the HTML of
 //! `rein report`) only format what a panel holds; the rules live here.
 //!
@@ -15,7 +15,11 @@
 //!   of a step (nothing retried it); the plugin of the `llm/retry` whose `llm/retry-started`
 //!   came before it; `fallback` after a `route/switched`; `compaction` after a
 //!   `context/compacted`; `unrecorded` when a plugin retried without writing anything.
-//! - "Retried N time(s)" counts the attempts that are not the first of their step.
+//! - "Retried N times" counts the retries the turn's plugins made or scheduled: the attempts
+//!   that are not the first of their step, and the retries scheduled after the turn's last
+//!   attempt that never started (a wait cut short, or still waiting) — a turn cancelled during a
+//!   retry's wait did retry, it was cut short: `Retried 1 time this turn · cancelled during the
+//!   wait`.
 //! - A retry scheduled but never started (its wait was cut short) is a line of its own — a
 //!   waiting one when the log ends during its wait (the turn still runs) — as are
 //!   route switches, compactions, plugin crashes and settings changes during the turn, and the
@@ -32,7 +36,7 @@ use crate::event::{
     RequestError, RequestStart, RouteSwitched, TurnEndReason,
 };
 use crate::failure::Failure;
-use crate::json_number;
+use crate::{json_number, plural};
 
 /// The panels of every turn of `log` that retried or failed, in turn order.
 pub fn panels(log: &[Envelope]) -> Vec<TurnPanel> {
@@ -57,23 +61,47 @@ pub struct TurnPanel {
 }
 
 impl TurnPanel {
-    /// The one-line summary: `Retried 3 time(s) this turn · finally failed with RATE_LIMIT`,
-    /// `Retried 1 time(s) this turn · recovered`, `Not retried · failed with AUTH`…
+    /// The one-line summary: `Retried 3 times this turn · finally failed with RATE_LIMIT`,
+    /// `Retried 1 time this turn · recovered`, `Retried 1 time this turn · cancelled during the
+    /// wait`, `Not retried · failed with AUTH`…
     pub fn summary(&self) -> String {
         format!("{} · {}", self.head(), self.tail())
     }
 
-    /// The summary's first half: `Retried 3 time(s) this turn`, or `Not retried`.
+    /// The retries the turn's plugins made or scheduled: [`TurnPanel::retries`] (the attempts
+    /// that are not the first of their step) and the retries scheduled after the turn's last
+    /// attempt that never started ([`Line::NotStarted`], [`Line::Waiting`]: a wait cut short, a
+    /// start refused, a wait still running). A retry that did not start but was followed by
+    /// another attempt (another plugin took over) is not counted again.
+    pub fn retried(&self) -> u32 {
+        let unstarted = self
+            .lines
+            .iter()
+            .rev()
+            .take_while(|line| !matches!(line, Line::Attempt(_)))
+            .filter(|line| matches!(line, Line::NotStarted(_) | Line::Waiting(_)))
+            .count();
+        self.retries.saturating_add(u32::try_from(unstarted).unwrap_or(u32::MAX))
+    }
+
+    /// The summary's first half: `Retried 3 times this turn`, `Retried 1 time this turn`, or
+    /// `Not retried` ([`TurnPanel::retried`]).
     pub fn head(&self) -> String {
-        match self.retries {
+        match self.retried() {
             0 => "Not retried".to_owned(),
-            n => format!("Retried {n} time(s) this turn"),
+            n => format!("Retried {} this turn", plural::count(n, "time", "times")),
         }
     }
 
-    /// The summary's second half: how the turn ended (`finally failed with RATE_LIMIT`).
+    /// The summary's second half: how the turn ended (`finally failed with RATE_LIMIT`; for a
+    /// turn cancelled while a retry waited — its last line a retry that never started —
+    /// `cancelled during the wait`).
     pub fn tail(&self) -> String {
-        self.ending.describe(self.retries > 0)
+        let in_wait = matches!(
+            (&self.ending, self.lines.last()),
+            (Ending::Cancelled(_), Some(Line::NotStarted(_)))
+        );
+        self.ending.phrase(self.retried() > 0, in_wait)
     }
 
     /// The attempts, in order.
@@ -106,15 +134,22 @@ pub enum Ending {
 impl Ending {
     /// The ending as the summary's tail says it (`finally failed with X` after retries).
     pub fn describe(&self, retried: bool) -> String {
+        self.phrase(retried, false)
+    }
+
+    /// [`Ending::describe`]; a cancellation `in_wait` cut a retry's wait short (`cancelled
+    /// during the wait`, `cancelled during the wait: disposed`).
+    fn phrase(&self, retried: bool, in_wait: bool) -> String {
+        let wait = if in_wait { " during the wait" } else { "" };
         match self {
             Ending::Recovered => "recovered".to_owned(),
             Ending::Failed(failure) if retried => format!("finally failed with {}", failure.code()),
             Ending::Failed(failure) => format!("failed with {}", failure.code()),
-            Ending::Cancelled(CancelCause::User) => "cancelled".to_owned(),
-            Ending::Cancelled(CancelCause::Parent) => "cancelled with its session".to_owned(),
-            Ending::Cancelled(CancelCause::Disposed) => "cancelled: disposed".to_owned(),
+            Ending::Cancelled(CancelCause::User) => format!("cancelled{wait}"),
+            Ending::Cancelled(CancelCause::Parent) => format!("cancelled with its session{wait}"),
+            Ending::Cancelled(CancelCause::Disposed) => format!("cancelled{wait}: disposed"),
             Ending::Cancelled(CancelCause::Hook { reason }) => {
-                format!("cancelled by a hook: {reason}")
+                format!("cancelled by a hook{wait}: {reason}")
             }
             Ending::MaxSteps => "stopped at the step limit".to_owned(),
             Ending::Interrupted => "interrupted: the process stopped during the turn".to_owned(),
@@ -587,6 +622,122 @@ impl TurnSoFar {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scheduled(retry: u64) -> ScheduledRetry {
+        ScheduledRetry {
+            plugin: "llm-retry".into(),
+            mode: "normal".into(),
+            retry_id: "r".into(),
+            retry,
+            max_retries: Some(2),
+            delay_ms: 500.0,
+            turn: 1,
+            step: 1,
+            provider: "mock".into(),
+            code: "SERVER".into(),
+            time: 0,
+        }
+    }
+
+    fn attempt(attempt: u32, outcome: AttemptEnd) -> Line {
+        Line::Attempt(Attempt {
+            turn: 1,
+            step: 1,
+            attempt,
+            provider: "mock".into(),
+            model: "m".into(),
+            time: 0,
+            origin: if attempt == 1 { Origin::Harness } else { Origin::Retry(scheduled(1)) },
+            outcome,
+            streamed: String::new(),
+        })
+    }
+
+    #[test]
+    fn a_summary_counts_in_words_and_says_when_a_cancel_cut_a_wait_short() {
+        let server = Failure::new("SERVER", "down").unwrap();
+        let failed = || attempt(1, AttemptEnd::Failed(server.clone()));
+        let cancel = |cause: CancelCause| Ending::Cancelled(cause);
+        let hook = CancelCause::Hook { reason: "budget".into() };
+        let cases: Vec<(u32, Vec<Line>, Ending, &str)> = vec![
+            (0, vec![failed()], Ending::Failed(server.clone()), "Not retried · failed with SERVER"),
+            (
+                1,
+                vec![failed(), attempt(2, AttemptEnd::Answered)],
+                Ending::Recovered,
+                "Retried 1 time this turn · recovered",
+            ),
+            (
+                2,
+                vec![failed()],
+                Ending::Failed(server.clone()),
+                "Retried 2 times this turn · finally failed with SERVER",
+            ),
+            // Cancelled while the retry waited: retried once, cut short.
+            (
+                0,
+                vec![failed(), Line::NotStarted(scheduled(1))],
+                cancel(CancelCause::User),
+                "Retried 1 time this turn · cancelled during the wait",
+            ),
+            (
+                0,
+                vec![failed(), Line::NotStarted(scheduled(1))],
+                cancel(CancelCause::Parent),
+                "Retried 1 time this turn · cancelled with its session during the wait",
+            ),
+            (
+                0,
+                vec![failed(), Line::NotStarted(scheduled(1))],
+                cancel(CancelCause::Disposed),
+                "Retried 1 time this turn · cancelled during the wait: disposed",
+            ),
+            (
+                1,
+                vec![failed(), Line::NotStarted(scheduled(2))],
+                cancel(hook.clone()),
+                "Retried 2 times this turn · cancelled by a hook during the wait: budget",
+            ),
+            // Cancelled while an attempt ran: no wait was cut.
+            (
+                1,
+                vec![failed(), attempt(2, AttemptEnd::Cancelled)],
+                cancel(CancelCause::User),
+                "Retried 1 time this turn · cancelled",
+            ),
+            (
+                0,
+                vec![attempt(1, AttemptEnd::Cancelled)],
+                cancel(hook),
+                "Not retried · cancelled by a hook: budget",
+            ),
+            // A retry whose start was refused, then the turn failed: it was scheduled.
+            (
+                0,
+                vec![failed(), Line::NotStarted(scheduled(1))],
+                Ending::Failed(server.clone()),
+                "Retried 1 time this turn · finally failed with SERVER",
+            ),
+            // A retry cut short, then another plugin's attempt: counted once, as the attempt.
+            (
+                1,
+                vec![failed(), Line::NotStarted(scheduled(1)), attempt(2, AttemptEnd::Answered)],
+                Ending::Recovered,
+                "Retried 1 time this turn · recovered",
+            ),
+            // The log ends while a retry waits.
+            (
+                0,
+                vec![failed(), Line::Waiting(scheduled(1))],
+                Ending::Running,
+                "Retried 1 time this turn · still running",
+            ),
+        ];
+        for (retries, lines, ending, want) in cases {
+            let panel = TurnPanel { turn: 1, retries, ending, lines };
+            assert_eq!(panel.summary(), want);
+        }
+    }
 
     #[test]
     fn milliseconds_are_shown_whole_from_ten_up_and_with_one_decimal_below() {

@@ -4,6 +4,8 @@
 //! - `directory`: which sessions are awake (have an actor), and the hand-off that lets one
 //!   hibernate without losing a message.
 //! - `turn_handle`: what a prompt returns — the turn's events and its outcome.
+//! - `answer`: the turn's answer as it streams ([`TurnHandle::answer`]): text, a reset when an
+//!   attempt that streamed fails, the text of each step that answered.
 //! - `actor`: [`SessionActor`](self) — owns the session's log actor while awake, queues
 //!   prompts, runs one turn actor at a time, closes each turn, hibernates after its idle grace.
 //!
@@ -25,11 +27,13 @@ use crate::event::{CancelCause, Envelope};
 use crate::session_log::LogError;
 
 pub(crate) mod actor;
+mod answer;
 pub(crate) mod directory;
 mod idle;
 mod last_route;
 pub(crate) mod turn_handle;
 
+pub use answer::{Answer, AnswerDelta, AnswerStream, Answered};
 pub use turn_handle::{TurnHandle, TurnOutcome};
 
 use actor::ClientMsg;

@@ -379,16 +379,18 @@ impl StepActor {
         Ok(())
     }
 
-    /// Runs tool call `index` as a task that reports back.
+    /// Runs tool call `index` as a task that reports back; a name no tool has gets
+    /// `Toolbox::unknown`, an error the model sees.
     fn run_tool(&self, myself: &ActorRef<StepMsg>, state: &mut StepState, index: usize) {
         let Some(call) = state.calls.get(index).cloned() else { return };
-        let tool = state.ctx.shared.tools.get(&call.name).cloned();
+        let tools = &state.ctx.shared.tools;
+        let tool = tools.get(&call.name).cloned().ok_or_else(|| tools.unknown(&call.name));
         let token = state.scope.token().clone();
         let step = myself.clone();
         state.work = Some(state.ctx.shared.census.spawn(async move {
             let result = match tool {
-                Some(tool) => call_tool(tool.as_ref(), &call, token).await,
-                None => ToolOutcome::Failure(format!("no tool named {:?}", call.name)),
+                Ok(tool) => call_tool(tool.as_ref(), &call, token).await,
+                Err(unknown) => unknown,
             };
             let _ = step.send_message(StepMsg::ToolDone { index, result });
         }));

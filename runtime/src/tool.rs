@@ -7,11 +7,16 @@
 //!
 //! A call ends in a [`ToolOutcome`]: its output; an error the model should see and react to (bad
 //! arguments, a file that does not exist) — written as `tool/result {isError: true}`, and the turn
-//! goes on to its next step; or a failure — the tool cannot work (or it panicked, or no tool has
-//! that name). A failure is never offered to the waterfall (that is for provider failures): the
-//! call still gets its `tool/result {isError: true}`, so the model-visible history stays well
-//! formed (every call answered) and a later `Session::retry()` shows the model what went wrong,
-//! and then the step and the turn end with `{kind:"error"}` (code [`TOOL_ERROR`]).
+//! goes on to its next step; or a failure — the tool cannot work (or it panicked). A failure is
+//! never offered to the waterfall (that is for provider failures): the call still gets its
+//! `tool/result {isError: true}`, so the model-visible history stays well formed (every call
+//! answered) and a later `Session::retry()` shows the model what went wrong, and then the step
+//! and the turn end with `{kind:"error"}` (code [`TOOL_ERROR`]).
+//!
+//! A call to a tool the agent does not have is the model's mistake, not a broken tool: it is an
+//! error the model sees ([`Toolbox::unknown`]: `no tool named "grep"; available: "echo"`), so the
+//! model can answer without it or call a tool it has — bounded, like any tool use, by the turn's
+//! step limit.
 //!
 //! # Why the future is `'static`
 //!
@@ -140,6 +145,21 @@ impl Toolbox {
     pub fn is_empty(&self) -> bool {
         self.order.is_empty()
     }
+
+    /// The outcome of a call to `name` when no tool has that name: an error the model sees,
+    /// naming the tools it may call (`no tool named "grep"; available: "echo", "add"`, or
+    /// `available: none`), in registration order.
+    pub fn unknown(&self, name: &str) -> ToolOutcome {
+        let available = match self.order.is_empty() {
+            true => "none".to_owned(),
+            false => {
+                let names: Vec<String> =
+                    self.order.iter().map(|s| format!("{:?}", s.name)).collect();
+                names.join(", ")
+            }
+        };
+        ToolOutcome::Error(format!("no tool named {name:?}; available: {available}"))
+    }
 }
 
 #[cfg(test)]
@@ -170,5 +190,20 @@ mod tests {
         assert_eq!(out, ToolOutcome::Output("second b".to_owned()));
         assert!(tools.get("c").is_none());
         assert_eq!(tools.len(), 2);
+    }
+
+    #[test]
+    fn a_call_to_an_unknown_tool_is_an_error_the_model_sees_naming_the_tools_it_has() {
+        let mut two = Toolbox::new();
+        two.add(Arc::new(Named("echo", "e")));
+        two.add(Arc::new(Named("add", "a")));
+        let cases = [
+            (Toolbox::new(), "grep", r#"no tool named "grep"; available: none"#),
+            (two.clone(), "grep", r#"no tool named "grep"; available: "echo", "add""#),
+            (two, "say \"hi\"\n", r#"no tool named "say \"hi\"\n"; available: "echo", "add""#),
+        ];
+        for (tools, name, message) in cases {
+            assert_eq!(tools.unknown(name), ToolOutcome::Error(message.to_owned()), "{name:?}");
+        }
     }
 }

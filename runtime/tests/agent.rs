@@ -16,17 +16,18 @@ mod runtime;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use adapters::{Scripted, call, fail, reply};
+use adapters::{Scripted, call, fail, reply, stall};
 use log::{assert_valid, kinds};
 use plugins::{TestPlugin, Trace};
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{Envelope, Event, PluginCrashed, TurnEndReason};
+use rein_runtime::event::{CancelCause, Envelope, Event, PluginCrashed, TurnEndReason};
+use rein_runtime::failure::Failure;
 use rein_runtime::plugin::Verdict;
 use rein_runtime::provider::{Adapter, Message, ToolSpec};
 use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::runtime::{DEFAULT_IDLE_GRACE, Route, Runtime, RuntimeBuilder};
-use rein_runtime::session::Prompt;
+use rein_runtime::session::{AnswerDelta, Prompt};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::{Tool, ToolOutcome};
 use serde_json::json;
@@ -369,6 +370,144 @@ async fn a_tool_error_the_model_sees_lets_the_turn_go_on() {
         "the model saw the error in its next step"
     );
     finish(runtime, &store, "s").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_answer_stream_resets_a_failed_attempts_text_and_settles_the_answer() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        fail("SERVER", &["par", "tial"]),
+        reply(&["do", "ne"]),
+        // Turn 2: a step that calls a tool, a failed attempt that streamed, the final answer.
+        call(&["let me echo"], &[("c1", "echo", json!({"text": "hi"}))]),
+        fail("SERVER", &["cut"]),
+        reply(&["the echo said hi"]),
+    ]);
+    let trace = Trace::default();
+    let (runtime, session) = runtime::start(
+        builder(&store, adapter).plugin(TestPlugin::answering("retry", &trace, Verdict::Retry)),
+    )
+    .await;
+
+    let mut answer = session.prompt("hello").unwrap().answer();
+    let mut deltas = Vec::new();
+    while let Some(delta) = answer.next_delta().await {
+        deltas.push(delta);
+    }
+    let server = Failure::new("SERVER", "SERVER happened").unwrap();
+    assert_eq!(
+        deltas,
+        [
+            AnswerDelta::Text("par".into()),
+            AnswerDelta::Text("tial".into()),
+            AnswerDelta::Reset {
+                attempt: 1,
+                discarded: "partial".into(),
+                failure: Some(server.clone())
+            },
+            AnswerDelta::Text("do".into()),
+            AnswerDelta::Text("ne".into()),
+            AnswerDelta::Settled("done".into()),
+        ]
+    );
+    assert_eq!(answer.text(), "done");
+    assert_eq!(answer.await.unwrap().reason, TurnEndReason::Completed);
+
+    // Only what succeeded: the final step's answer, none of the failed attempt's text.
+    let answered = session.prompt("echo hi").unwrap().answer().finish().await.unwrap();
+    assert_eq!(answered.text, "the echo said hi");
+    assert_eq!((answered.outcome.turn, answered.outcome.reason), (2, TurnEndReason::Completed));
+    finish(runtime, &store, "s").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_cancelled_mid_stream_resets_what_its_attempt_streamed() {
+    let store = MemoryStore::new();
+    let (runtime, session) =
+        runtime::start(builder(&store, Scripted::new(vec![stall(&["half an ans"])]))).await;
+    let mut answer = session.prompt("hello").unwrap().answer();
+    assert_eq!(answer.next_delta().await, Some(AnswerDelta::Text("half an ans".into())));
+    assert!(session.cancel(CancelCause::User).await.unwrap());
+    assert_eq!(
+        answer.next_delta().await,
+        Some(AnswerDelta::Reset { attempt: 1, discarded: "half an ans".into(), failure: None })
+    );
+    assert_eq!(answer.next_delta().await, None);
+    assert_eq!(answer.text(), "", "nothing answered");
+    let outcome = answer.outcome().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Aborted { cause: CancelCause::User });
+    finish(runtime, &store, "s").await;
+}
+
+/// The `tool/result` of every call, in order: (id, output, isError).
+fn tool_results(events: &[Envelope]) -> Vec<(String, String, bool)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::ToolResult(r) => Some((r.id.clone(), r.output.clone(), r.is_error)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_to_an_unknown_tool_is_answered_with_an_error_and_the_model_answers_next() {
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        call(&["let me grep"], &[("c1", "grep", json!({"pattern": "x"}))]),
+        reply(&["I cannot grep; here is the answer"]),
+    ]);
+    let trace = Trace::default();
+    let (runtime, session) =
+        runtime::start(builder(&store, adapter.clone()).plugin(TestPlugin::answering(
+            "retry",
+            &trace,
+            Verdict::Retry,
+        )))
+        .await;
+    let outcome = session.prompt("find x").unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed, "the turn goes on and completes");
+    assert!(trace.take().is_empty(), "nothing was offered to the waterfall");
+    let unknown = r#"no tool named "grep"; available: "echo""#;
+    assert_eq!(
+        adapter.seen()[1].messages.last(),
+        Some(&Message::Tool { id: "c1".into(), output: unknown.into(), is_error: true }),
+        "the model saw which tools it has in its next step"
+    );
+    let events = finish(runtime, &store, "s").await;
+    assert_eq!(tool_results(&events), [("c1".to_owned(), unknown.to_owned(), true)]);
+    assert_eq!(events.iter().filter(|e| e.kind() == "step/start").count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_no_tools_a_model_that_keeps_calling_one_stops_at_the_step_limit() {
+    // No tool at all, as `rein chat` offers none.
+    let store = MemoryStore::new();
+    let adapter = Scripted::new(vec![
+        call(&[], &[("c1", "read_file", json!({}))]),
+        call(&[], &[("c2", "read_file", json!({}))]),
+        reply(&["never asked"]),
+    ]);
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route(Route::new("mock", adapter.clone()).model("mock-1"))
+        .max_steps(2)
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let outcome = session.prompt("read it").unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::MaxSteps, "bounded by the step limit");
+    assert_eq!(adapter.seen().len(), 2);
+    assert!(adapter.seen()[0].tools.is_empty(), "no tool offered");
+    let events = finish(runtime, &store, "s").await;
+    let none = r#"no tool named "read_file"; available: none"#.to_owned();
+    assert_eq!(
+        tool_results(&events),
+        [("c1".to_owned(), none.clone(), true), ("c2".to_owned(), none, true)]
+    );
 }
 
 #[tokio::test(start_paused = true)]

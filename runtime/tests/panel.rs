@@ -104,7 +104,7 @@ fn a_recovered_turn_shows_each_attempt_with_who_started_it() {
         .step_end()
         .completed();
     let panel = only(&h.build());
-    assert_eq!(panel.summary(), "Retried 1 time(s) this turn · recovered");
+    assert_eq!(panel.summary(), "Retried 1 time this turn · recovered");
     assert_eq!(panel.ending, Ending::Recovered);
     assert_eq!(
         lines(&panel),
@@ -127,7 +127,7 @@ fn an_exhausted_turn_ends_with_the_last_failure_verbatim() {
     let last = full("SERVER", "  busy\nthree <b>&</b>  ", 503, "r-3");
     fail(&mut h, last.clone()).step_end().turn_end(TurnEndReason::Error { failure: last });
     let panel = only(&h.build());
-    assert_eq!(panel.summary(), "Retried 2 time(s) this turn · finally failed with SERVER");
+    assert_eq!(panel.summary(), "Retried 2 times this turn · finally failed with SERVER");
     assert_eq!(
         lines(&panel),
         [
@@ -141,7 +141,7 @@ fn an_exhausted_turn_ends_with_the_last_failure_verbatim() {
 
 #[test]
 fn cancelled_turns_keep_the_retry_whose_wait_was_cut_short() {
-    // Cancelled during the first retry's wait: nothing was retried.
+    // Cancelled during the first retry's wait: the retry was scheduled, its wait cut short.
     let mut h = History::new();
     h.user().turn().step().request("mock");
     fail(&mut h, Failure::new("SERVER", "down").unwrap())
@@ -150,7 +150,8 @@ fn cancelled_turns_keep_the_retry_whose_wait_was_cut_short() {
         .step_end()
         .turn_end(TurnEndReason::Aborted { cause: CancelCause::User });
     let panel = only(&h.build());
-    assert_eq!(panel.summary(), "Not retried · cancelled");
+    assert_eq!(panel.summary(), "Retried 1 time this turn · cancelled during the wait");
+    assert_eq!((panel.retries, panel.retried()), (0, 1), "no attempt after the first");
     assert_eq!(
         lines(&panel),
         [
@@ -169,7 +170,7 @@ fn cancelled_turns_keep_the_retry_whose_wait_was_cut_short() {
         .step_end()
         .turn_end(TurnEndReason::Aborted { cause: CancelCause::Disposed });
     let panel = only(&h.build());
-    assert_eq!(panel.summary(), "Retried 1 time(s) this turn · cancelled: disposed");
+    assert_eq!(panel.summary(), "Retried 1 time this turn · cancelled: disposed");
     assert_eq!(
         lines(&panel)[1],
         "llm-retry attempt 1/2 wait 500 ms 1·1#2 mock cancelled [par]",
@@ -213,7 +214,7 @@ fn a_mixed_turn_names_every_plugin_and_trace() {
     h.request("backup").message(&[]).step_end().completed();
 
     let panel = only(&h.build());
-    assert_eq!(panel.summary(), "Retried 7 time(s) this turn · recovered");
+    assert_eq!(panel.summary(), "Retried 7 times this turn · recovered");
     assert_eq!(
         lines(&panel),
         [
@@ -274,7 +275,7 @@ fn only_turns_that_retried_or_failed_get_a_panel() {
         summaries,
         [
             (3, "Not retried · failed with AUTH".to_owned()),
-            (4, "Retried 1 time(s) this turn · recovered".to_owned()),
+            (4, "Retried 1 time this turn · recovered".to_owned()),
         ]
     );
     assert_eq!(
@@ -310,9 +311,9 @@ fn endings_without_a_provider_failure_are_still_told() {
     assert_eq!(
         summaries,
         [
-            "Retried 1 time(s) this turn · finally failed with TOOL_ERROR",
-            "Retried 1 time(s) this turn · interrupted: the process stopped during the turn",
-            "Not retried · still running",
+            "Retried 1 time this turn · finally failed with TOOL_ERROR",
+            "Retried 1 time this turn · interrupted: the process stopped during the turn",
+            "Retried 1 time this turn · still running",
         ]
     );
     assert_eq!(lines(&all[0]).last().unwrap(), r#"turn failed TOOL_ERROR "echo: boom""#);

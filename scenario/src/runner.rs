@@ -61,6 +61,7 @@ use crate::scripted::ScriptedProvider;
 use rein_runtime::clock::{Clock, VirtualClock};
 use rein_runtime::event::{CancelCause, Envelope};
 use rein_runtime::plugin::{BuiltPlugin, ConfigError};
+use rein_runtime::plural::count;
 use rein_runtime::random::Samples;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::{Prompt, Session, SessionError};
@@ -429,7 +430,10 @@ impl Drive<'_> {
                                 self.clock.now_ms(),
                                 match agenda.unrun_turns() {
                                     0 => String::new(),
-                                    n => format!("; {n} planned turn(s) did not run"),
+                                    n => format!(
+                                        "; {} did not run",
+                                        count(n, "planned turn", "planned turns")
+                                    ),
                                 }
                             ));
                             return Ok(());

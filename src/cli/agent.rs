@@ -60,6 +60,14 @@ pub(crate) struct Routes {
 }
 
 impl Routes {
+    /// Each route's dead-air watchdog, by route name (what the chat's waiting line names).
+    pub(crate) fn watchdogs(&self) -> Vec<(String, std::time::Duration)> {
+        std::iter::once(&self.primary)
+            .chain(&self.fallbacks)
+            .filter_map(|r| r.watchdog.map(|limit| (r.name.clone(), limit)))
+            .collect()
+    }
+
     /// `openai:gpt-4o-mini (OpenAI at https://…), …` — what a banner says of the fallbacks.
     pub(crate) fn fallback_labels(&self) -> Option<String> {
         let labels: Vec<String> =

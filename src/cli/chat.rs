@@ -4,9 +4,9 @@
 //! With `DEEPSEEK_API_KEY` set it talks to DeepSeek (or, with `OPENAI_API_KEY`, to any
 //! OpenAI-compatible server); with no key it uses the embedded simulated provider, whose seeded
 //! faults (rate limits with `Retry-After`, server errors, dropped connections, stalls) show the
-//! retry machinery at work with no key and no server. The answer streams to stdout; a status
-//! line per scheduled retry, and the turn-tail panel of a turn that retried or failed, go to
-//! stderr. The session is kept in a JSONL store (`--store`, default `.rein/sessions`) under
+//! retry machinery at work with no key and no server. The answer goes to stdout (streamed on a
+//! terminal; piped, only what succeeded); a status line per scheduled retry, and the turn-tail
+//! panel of a turn that retried or failed, go to stderr. The session is kept in a JSONL store (`--store`, default `.rein/sessions`) under
 //! `--session` (a new id by default, printed), and a later `--session ID` resumes it: the
 //! requests then carry the earlier history. Ctrl-C cancels the running turn rather than killing
 //! the process mid-write. Output and exit status: [`CHAT_HELP`]; the decisions behind them are
@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use anstream::ColorChoice;
 use rein_runtime::event::TurnEndReason;
+use rein_runtime::plural::count;
 use rein_runtime::session::Session;
 use tokio::sync::mpsc;
 
@@ -33,6 +34,7 @@ use super::show::ColorWhen;
 mod console;
 mod input;
 pub(crate) mod signals;
+mod stall;
 pub(crate) mod telemetry;
 mod turn;
 mod view;
@@ -78,15 +80,19 @@ Files:
   existing id resumes that session, its history sent with every request.
 
 Output:
-  stdout   the answer, streamed as it arrives (an attempt that fails after streaming text is
-           marked on stderr: that text is not part of the answer). Control characters are
-           escaped when stdout is a terminal.
+  stdout   the answer. On a terminal, streamed as it arrives (an attempt that fails after
+           streaming text is marked on stderr: that text is not part of the answer), control
+           characters escaped. Piped, only what succeeded: each answered step's text, written
+           when its attempt answered.
   stderr   the provider, its fallbacks and the session at the start; `retry 1/2 in 1.5 s ·
            RATE_LIMIT 429` for each retry scheduled, `switched to ROUTE · CODE` for each route
-           switch; the turn-tail panel of a turn that retried or failed (expanded when
-           it failed, or with --expand); how to continue the session at the end; `error: ...`.
-           With RUST_LOG (e.g. RUST_LOG=info), tracing spans per session, turn, step and
-           attempt with OpenTelemetry GenAI fields.
+           switch; on a terminal, `waiting: nothing for 12 s (the watchdog gives up at 5 min)`
+           while an attempt is quiet for 3 s or more; the turn-tail panel of a turn that
+           retried or failed (expanded when it failed, or with --expand); how to continue the
+           session at the end; `error: ...`.
+           With RUST_LOG (e.g. RUST_LOG=info, which means warn,rein=info), tracing spans per
+           session, turn, step and attempt with OpenTelemetry GenAI fields; without it, no
+           tracing at all.
 
 Exit status:
   0  the last turn completed (or no turn ran)
@@ -175,11 +181,12 @@ async fn chat(args: &ChatArgs) -> u8 {
 
     banner(&mut console, &routes, &place, args.prompt.is_none());
     let mut spans = Spans::new(&place.id, &routes.primary.name, &routes.primary.model);
+    let shown = turn::Shown { expand: args.expand, watchdogs: routes.watchdogs() };
     let last = match &args.prompt {
         Some(prompt) => {
-            one_shot(&session, prompt, &mut signals, &mut spans, &mut console, args).await
+            one_shot(&session, prompt, &mut signals, &mut spans, &mut console, &shown).await
         }
-        None => interactive(&session, &mut signals, &mut spans, &mut console, args).await,
+        None => interactive(&session, &mut signals, &mut spans, &mut console, &shown).await,
     };
     drop(spans);
     runtime.shutdown().await;
@@ -222,7 +229,7 @@ fn banner(console: &mut Console, routes: &agent::Routes, place: &sessions::Place
     }
     let state = match &place.resumed {
         None => "new".to_owned(),
-        Some(resumed) => format!("resumed, {} turn(s)", resumed.turns),
+        Some(resumed) => format!("resumed, {}", count(resumed.turns, "turn", "turns")),
     };
     console.note(&format!("session {} ({state}) · log {}", place.id, place.path.display()));
     if let Some(torn) = place.resumed.as_ref().and_then(|r| r.torn.as_ref()) {
@@ -249,9 +256,9 @@ async fn one_shot(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    args: &ChatArgs,
+    shown: &turn::Shown,
 ) -> Result<Option<TurnEndReason>, u8> {
-    match turn::run(session, prompt.to_owned(), signals, spans, console, args.expand).await {
+    match turn::run(session, prompt.to_owned(), signals, spans, console, shown).await {
         Ok(ran) => Ok(Some(ran.reason)),
         Err(e) => {
             console.error(&format!("the turn could not run: {e}"));
@@ -266,7 +273,7 @@ async fn interactive(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    args: &ChatArgs,
+    shown: &turn::Shown,
 ) -> Result<Option<TurnEndReason>, u8> {
     let mut lines = input::read_stdin();
     let terminal = console.input_is_terminal();
@@ -304,7 +311,7 @@ async fn interactive(
         if !terminal {
             console.note(&format!("> {}", rein::show::escape(&prompt)));
         }
-        match turn::run(session, prompt, signals, spans, console, args.expand).await {
+        match turn::run(session, prompt, signals, spans, console, shown).await {
             Ok(ran) => {
                 last = Some(ran.reason);
                 if ran.quit {

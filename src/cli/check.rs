@@ -33,6 +33,7 @@ use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use rein::runtime::plural::count;
 use rein::runtime::store::line::{self, LineRead, MAX_LINE_BYTES};
 use rein::runtime::store::sqlite::{is_too_big, reader_length_limit};
 use rein_invariant::{Checker, Rule, Violation, parse_line};
@@ -42,8 +43,8 @@ use rusqlite::{Connection, OpenFlags};
 pub(crate) const CHECK_HELP: &str = "\
 Output:
   stdout   one line per violation, `FILE:LINE: <type> seq <n>: <message> [<rule>]`, then one
-           summary line: `ok: M log(s), N events` when every rule holds, else
-           `V violation(s) in M log(s)`, followed by `; U log(s) could not be checked` when
+           summary line: `ok: M logs, N events` when every rule holds, else
+           `V violations in M logs`, followed by `; U logs could not be checked` when
            some could not be (the summary never starts with `ok` then).
            LINE is the 1-based line of the event (for --sqlite, FILE is `DB#SESSION` and LINE
            the row's position in seq order). Rules about the end of a log (turn-left-open, and
@@ -527,14 +528,15 @@ impl Totals {
 
     /// `ok: …` only when every log was checked and every rule holds.
     fn summary(&self) -> String {
+        let logs = count(self.logs, "log", "logs");
         let checked = if self.violations == 0 && self.unreadable == 0 {
-            format!("ok: {} log(s), {} events", self.logs, self.events)
+            format!("ok: {logs}, {}", count(self.events, "event", "events"))
         } else {
-            format!("{} violation(s) in {} log(s)", self.violations, self.logs)
+            format!("{} in {logs}", count(self.violations, "violation", "violations"))
         };
         match self.unreadable {
             0 => checked,
-            n => format!("{checked}; {n} log(s) could not be checked"),
+            n => format!("{checked}; {} could not be checked", count(n, "log", "logs")),
         }
     }
 
@@ -566,10 +568,11 @@ mod tests {
     #[test]
     fn the_summary_says_ok_only_when_the_exit_status_is_0() {
         let cases = [
-            ((0, 0), "ok: 2 log(s), 9 events"),
-            ((3, 0), "3 violation(s) in 2 log(s)"),
-            ((0, 1), "0 violation(s) in 2 log(s); 1 log(s) could not be checked"),
-            ((3, 1), "3 violation(s) in 2 log(s); 1 log(s) could not be checked"),
+            ((0, 0), "ok: 2 logs, 9 events"),
+            ((3, 0), "3 violations in 2 logs"),
+            ((1, 0), "1 violation in 2 logs"),
+            ((0, 1), "0 violations in 2 logs; 1 log could not be checked"),
+            ((3, 2), "3 violations in 2 logs; 2 logs could not be checked"),
         ];
         for ((violations, unreadable), summary) in cases {
             let totals = Totals { logs: 2, events: 9, violations, unreadable };

@@ -11,13 +11,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rein::html::report::{Source, report};
+use rein_runtime::plural::count;
 
 use super::logs::{self, Log};
 
 /// Output and exit status, for `--help`.
 const AFTER_HELP: &str = "\
 Output: FILE, one HTML page, replaced whole (a temporary file renamed over it). On stdout,
-`wrote FILE: N log(s), T turn(s), M retried or failed`; on stderr, `warning: ...` for a torn last
+`wrote FILE: N logs, T turns, M retried or failed`; on stderr, `warning: ...` for a torn last
 line (left out) and `error: ...` for a log that cannot be read or a page that cannot be written.
 
 The page has each log's conversation (user and assistant messages, tool calls and results) and,
@@ -59,7 +60,8 @@ pub(crate) fn run(args: &ReportArgs) -> ExitCode {
         writeln!(err, "warning: {warning}").ok();
     }
     if unreadable > 0 {
-        writeln!(err, "error: no report written: {unreadable} log(s) could not be read").ok();
+        let logs = count(unreadable, "log", "logs");
+        writeln!(err, "error: no report written: {logs} could not be read").ok();
         return ExitCode::from(2);
     }
     let sources: Vec<Source<'_>> =
@@ -70,15 +72,16 @@ pub(crate) fn run(args: &ReportArgs) -> ExitCode {
         return ExitCode::from(1);
     }
     let panels: usize = read.iter().map(|log| rein_runtime::panel::panels(&log.events).len()).sum();
-    println!("wrote {}: {} log(s), {}", args.output.display(), read.len(), summary(&read, panels));
+    let logs = count(read.len(), "log", "logs");
+    println!("wrote {}: {logs}, {}", args.output.display(), summary(&read, panels));
     ExitCode::SUCCESS
 }
 
-/// `N turn(s), M retried or failed`.
+/// `N turns, M retried or failed`.
 fn summary(logs: &[Log], panels: usize) -> String {
     let turns: usize =
         logs.iter().map(|l| l.events.iter().filter(|e| e.kind() == "turn/start").count()).sum();
-    format!("{turns} turn(s), {panels} retried or failed")
+    format!("{}, {panels} retried or failed", count(turns, "turn", "turns"))
 }
 
 /// Writes `bytes` to `path` through a synced temporary file in the same directory, renamed over

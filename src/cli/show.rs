@@ -15,9 +15,9 @@ use super::logs;
 
 /// Output and exit status, for `--help`.
 const AFTER_HELP: &str = "\
-Output: on stdout, for each log, a header line `LOG: session ID · N turn(s), M retried or
-failed`, then one panel per turn that retried or failed: `▸ turn N · Retried 3 time(s) this
-turn · finally failed with RATE_LIMIT` (or `· recovered`, `· cancelled`…). With --expand, every
+Output: on stdout, for each log, a header line `LOG: session ID · N turns, M retried or
+failed`, then one panel per turn that retried or failed: `▸ turn N · Retried 3 times this
+turn · finally failed with RATE_LIMIT` (or `· recovered`, `· cancelled during the wait`…). With --expand, every
 attempt follows on its own line (origin, attempt N/M of its retry chain, wait, turn·step,
 provider, code, HTTP status, request id) with the provider's message verbatim below it; control
 characters in provider text are shown as escapes (\\u{1b}).

@@ -14,6 +14,7 @@
 use maud::{Markup, html};
 use rein_runtime::event::{CancelCause, TurnEndReason};
 use rein_runtime::panel::TurnPanel;
+use rein_runtime::plural::count;
 use rein_runtime::transcript::{Entry, Transcript, TurnTranscript};
 
 use super::{Verbatim, panel};
@@ -139,7 +140,9 @@ fn entry(entry: &Entry) -> Markup {
             }
         },
         Entry::Compacted { removed, kept, .. } => html! {
-            p.entry.note { "Context compacted: " (removed) " event(s) removed, " (kept) " kept." }
+            p.entry.note {
+                "Context compacted: " (count(*removed, "event", "events")) " removed, " (kept) " kept."
+            }
         },
         other => html! { p.entry.note { (format!("{other:?}")) } },
     }

@@ -3,7 +3,7 @@
 //!
 //! ```html
 //! <details class="rein-panel" data-turn="1" data-ending="failed">
-//!   <summary><span class="rein-panel-head">Retried 2 time(s) this turn</span> · <span
+//!   <summary><span class="rein-panel-head">Retried 2 times this turn</span> · <span
 //!     class="rein-panel-tail">finally failed with SERVER</span></summary>
 //!   <ol class="rein-panel-lines">
 //!     <li class="rein-line rein-attempt" data-outcome="failed">
@@ -22,6 +22,7 @@
 use maud::{Markup, html};
 use rein_runtime::failure::Failure;
 use rein_runtime::panel::{Attempt, AttemptEnd, Line, TurnPanel, format_ms};
+use rein_runtime::plural::count;
 
 use super::Verbatim;
 
@@ -101,7 +102,7 @@ fn line(line: &Line) -> Markup {
                 div.rein-fields {
                     span.rein-origin { "context compacted" } (sep())
                     span.rein-where { "turn " (c.turn) "·step " (c.step) } (sep())
-                    span { "removed " (c.removed.len()) " event(s), kept " (c.kept) }
+                    span { "removed " (count(c.removed.len(), "event", "events")) ", kept " (c.kept) }
                 }
             }
         },
@@ -245,7 +246,7 @@ mod tests {
         let html = panel(&sample()).into_string();
         assert!(
             html.starts_with(
-                r#"<details class="rein-panel" data-turn="1" data-ending="failed"><summary><span class="rein-panel-head">Retried 1 time(s) this turn</span> · <span class="rein-panel-tail">finally failed with SERVER</span></summary>"#
+                r#"<details class="rein-panel" data-turn="1" data-ending="failed"><summary><span class="rein-panel-head">Retried 1 time this turn</span> · <span class="rein-panel-tail">finally failed with SERVER</span></summary>"#
             ),
             "{html}"
         );

@@ -13,6 +13,7 @@
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use rein_runtime::event::Envelope;
 use rein_runtime::panel::panels;
+use rein_runtime::plural::count;
 use rein_runtime::transcript::transcript;
 
 use super::conversation::conversation;
@@ -53,7 +54,7 @@ pub fn report(sources: &[Source<'_>]) -> String {
                 header {
                     h1 { "rein report" }
                     p.meta {
-                        (sources.len()) " log(s). Each turn that retried or failed ends with a \
+                        (count(sources.len(), "log", "logs")) ". Each turn that retried or failed ends with a \
                         panel: open it for every attempt and the provider's messages verbatim."
                     }
                     @if sources.len() > 1 {
@@ -87,7 +88,7 @@ fn log(index: usize, source: &Source<'_>) -> Markup {
                 @if let Some(session) = &transcript.session {
                     "session " (session) " · "
                 }
-                (transcript.turns.len()) " turn(s), "
+                (count(transcript.turns.len(), "turn", "turns")) ", "
                 @if panels.is_empty() { "none" } @else { (panels.len()) }
                 " retried or failed"
             }
@@ -145,7 +146,7 @@ mod tests {
         for needle in [
             "<title>rein report · 2 logs</title>",
             r##"<a href="#log-1">a&amp;b.jsonl</a>"##,
-            "session s&lt;1&gt; · 1 turn(s), none retried or failed",
+            "session s&lt;1&gt; · 1 turn, none retried or failed",
             r#"<span class="badge" data-ending="max-steps">stopped at the step limit</span>"#,
             "No new user message: a manual retry over the same history.",
             r#"<div class="entry tool result error">"#,

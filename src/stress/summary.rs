@@ -16,6 +16,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
+use crate::runtime::plural::count;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -275,22 +276,24 @@ impl Summary {
     pub fn failures(&self) -> Vec<String> {
         let mut failures = Vec::new();
         if self.tally.violations > 0 {
-            failures.push(format!("{} invariant violation(s)", self.tally.violations));
+            let n = self.tally.violations;
+            failures.push(count(n, "invariant violation", "invariant violations"));
         }
         if self.hung > 0 {
-            failures.push(format!("{} hung turn(s)", self.hung));
+            failures.push(count(self.hung, "hung turn", "hung turns"));
         }
         if !self.leaks.shutdown_finished {
             failures.push("shutdown did not finish".to_owned());
         }
         if self.leaks.actors > 0 || self.leaks.tasks > 0 {
             failures.push(format!(
-                "{} actor(s) and {} task(s) alive after shutdown",
-                self.leaks.actors, self.leaks.tasks
+                "{} and {} alive after shutdown",
+                count(self.leaks.actors, "actor", "actors"),
+                count(self.leaks.tasks, "task", "tasks")
             ));
         }
         if self.agent_errors > 0 {
-            failures.push(format!("{} agent error(s)", self.agent_errors));
+            failures.push(count(self.agent_errors, "agent error", "agent errors"));
         }
         failures
     }
@@ -307,9 +310,9 @@ impl Summary {
         let t = &self.tally;
         let _ = writeln!(
             out,
-            "rein stress: {} agent(s) × {} turn(s), seed {}, {} store, {}",
-            self.agents,
-            self.turns_per_agent,
+            "rein stress: {} × {}, seed {}, {} store, {}",
+            count(self.agents, "agent", "agents"),
+            count(self.turns_per_agent, "turn", "turns"),
             self.seed,
             self.store,
             seconds(self.elapsed_ms)
@@ -346,37 +349,40 @@ impl Summary {
         let p = &self.plugins;
         let _ = writeln!(
             out,
-            "plugins     {} disposal(s) asked, {} disposed, {} registered again, {} removed by supervision, {} restart(s) ({}), {} crash(es) injected",
-            p.dispose_requests,
+            "plugins     {} asked, {} disposed, {} registered again, {} removed by supervision, {} ({}), {} injected",
+            count(p.dispose_requests, "disposal", "disposals"),
             p.disposed,
             p.registered,
             p.removed,
-            t.crashes_by_plugin.values().sum::<u64>(),
+            count(t.crashes_by_plugin.values().sum::<u64>(), "restart", "restarts"),
             or_none(counts(&t.crashes_by_plugin)),
-            p.crashes_injected
+            count(p.crashes_injected, "crash", "crashes")
         );
         let _ = writeln!(
             out,
-            "settings    {} change(s) asked: {}; {} config/changed event(s) in the logs",
-            p.config_requests,
+            "settings    {} asked: {}; {} in the logs",
+            count(p.config_requests, "change", "changes"),
             or_none(counts(&p.config)),
-            t.config_changed
+            count(t.config_changed, "config/changed event", "config/changed events")
         );
         let _ = writeln!(
             out,
-            "invariants  {} log(s), {} event(s): {} violation(s)",
-            t.logs, t.events, t.violations
+            "invariants  {}, {}: {}",
+            count(t.logs, "log", "logs"),
+            count(t.events, "event", "events"),
+            count(t.violations, "violation", "violations")
         );
         for example in &t.violation_examples {
             let _ = writeln!(out, "  {example}");
         }
         if self.agent_errors > 0 {
-            let _ = writeln!(out, "errors      {} agent error(s)", self.agent_errors);
+            let errors = count(self.agent_errors, "agent error", "agent errors");
+            let _ = writeln!(out, "errors      {errors}");
             for example in &self.agent_error_examples {
                 let _ = writeln!(out, "  {example}");
             }
         }
-        let _ = writeln!(out, "hung        {} turn(s)", self.hung);
+        let _ = writeln!(out, "hung        {}", count(self.hung, "turn", "turns"));
         for hung in &self.hung_turns {
             let _ = writeln!(out, "  {} turn {}", hung.session, hung.turn);
         }
@@ -384,10 +390,10 @@ impl Summary {
         let tree: Vec<String> = l.tree.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let _ = writeln!(
             out,
-            "shutdown    {}{} actor(s), {} task(s) alive{}",
+            "shutdown    {}{}, {} alive{}",
             if l.shutdown_finished { "" } else { "did not finish; " },
-            l.actors,
-            l.tasks,
+            count(l.actors, "actor", "actors"),
+            count(l.tasks, "task", "tasks"),
             if tree.is_empty() { String::new() } else { format!(" ({})", tree.join(", ")) }
         );
         if let Some(kib) = self.peak_rss_kib {
@@ -593,25 +599,25 @@ mod tests {
             (clean.clone(), vec![]),
             (
                 Summary { tally: Tally { violations: 2, ..Tally::default() }, ..clean.clone() },
-                vec!["2 invariant violation(s)"],
+                vec!["2 invariant violations"],
             ),
-            (Summary { hung: 1, ..clean.clone() }, vec!["1 hung turn(s)"]),
+            (Summary { hung: 1, ..clean.clone() }, vec!["1 hung turn"]),
             (
                 Summary {
                     leaks: Leaks { actors: 1, tasks: 3, ..clean.leaks.clone() },
                     ..clean.clone()
                 },
-                vec!["1 actor(s) and 3 task(s) alive after shutdown"],
+                vec!["1 actor and 3 tasks alive after shutdown"],
             ),
             (
                 Summary { leaks: Leaks { tasks: 1, ..clean.leaks.clone() }, ..clean.clone() },
-                vec!["0 actor(s) and 1 task(s) alive after shutdown"],
+                vec!["0 actors and 1 task alive after shutdown"],
             ),
             (Summary { leaks: Leaks::default(), ..clean.clone() }, vec!["shutdown did not finish"]),
-            (Summary { agent_errors: 4, ..clean.clone() }, vec!["4 agent error(s)"]),
+            (Summary { agent_errors: 4, ..clean.clone() }, vec!["4 agent errors"]),
             (
                 Summary { hung: 2, agent_errors: 1, ..clean.clone() },
-                vec!["2 hung turn(s)", "1 agent error(s)"],
+                vec!["2 hung turns", "1 agent error"],
             ),
         ];
         for (summary, want) in cases {
@@ -656,13 +662,13 @@ mod tests {
         .settle();
         let text = summary.text();
         for want in [
-            "rein stress: 2 agent(s) × 5 turn(s), seed 9, memory store, 1.2 s",
+            "rein stress: 2 agents × 5 turns, seed 9, memory store, 1.2 s",
             "turns       10 ended: aborted 1 (user 1), completed 7, error 2 (SERVER 2)",
             "retries     llm-retry 5",
             "cancels     3 requested, 1 landed; latency to a durable turn/end: p50 1.5 ms, p99 1.5 ms, max 1.5 ms (1 measured)",
-            "invariants  0 log(s), 0 event(s): 0 violation(s)",
-            "hung        0 turn(s)",
-            "shutdown    0 actor(s), 0 task(s) alive",
+            "invariants  0 logs, 0 events: 0 violations",
+            "hung        0 turns",
+            "shutdown    0 actors, 0 tasks alive",
             "memory      peak RSS 2.0 MiB",
         ] {
             assert!(text.lines().any(|l| l == want), "missing {want:?} in\n{text}");

@@ -27,6 +27,9 @@ pub const LLM_RETRY: &[&str] = &[
     "llm-retry-route-policy-wins.json",
 ];
 
+/// The agent-loop scenario files: tools, steps (`tests/scenarios.rs` runs each).
+pub const AGENT_LOOP: &[&str] = &["agent-loop-unknown-tool.json"];
+
 /// The `auto-retry`, `compaction` and whole-chain scenario files (`tests/recovery_scenarios.rs`
 /// runs each).
 pub const RECOVERY: &[&str] = &[

@@ -5,6 +5,7 @@
 //! can always tell which turn, step and attempt an event belongs to from the last open ones.
 
 use rein_runtime::event::{Envelope, Event, LOG_FORMAT, StepRef};
+use rein_runtime::plural::count;
 
 use crate::rules::Rule;
 use crate::state::State;
@@ -64,8 +65,8 @@ fn session_start(state: &State, event: &Envelope, out: &mut Vec<Violation>) {
                     event,
                     Rule::SessionStartFirst,
                     format!(
-                        "session/start may only be the first event; this log already has {} event(s)",
-                        state.events
+                        "session/start may only be the first event; this log already has {}",
+                        count(state.events, "event", "events")
                     ),
                 ));
             }

@@ -299,7 +299,7 @@ fn a_stall_nothing_cancels_ends_the_run_by_shutdown_with_a_note() {
     assert_eq!(outcome.report.end_ms, STALL_MS);
     assert_eq!(outcome.notes.len(), 1, "{:?}", outcome.notes);
     assert!(outcome.notes[0].contains("stall"), "{:?}", outcome.notes);
-    assert!(outcome.notes[0].contains("1 planned turn(s) did not run"), "{:?}", outcome.notes);
+    assert!(outcome.notes[0].contains("1 planned turn did not run"), "{:?}", outcome.notes);
 }
 
 #[test]

@@ -262,6 +262,8 @@ pub(crate) struct Route {
     pub(crate) seed: Option<u64>,
     /// How the banner names it (`DeepSeek at https://api.deepseek.com`).
     pub(crate) label: String,
+    /// Its dead-air watchdog: the silence after which an attempt fails `TIMEOUT`.
+    pub(crate) watchdog: Option<Duration>,
 }
 
 /// Builds the adapter of `plan`.
@@ -271,11 +273,12 @@ pub(crate) fn build(plan: Plan) -> Result<Route, String> {
             let name = config.name().to_owned();
             let model = config.model().to_owned();
             let label = format!("{} at {}", config.label(), config.base_url());
+            let watchdog = Some(config.idle_timeout());
             let adapter = OpenAiCompatible::new(config).map_err(|e| e.to_string())?;
-            Ok(Route { name, adapter: Arc::new(adapter), model, seed: None, label })
+            Ok(Route { name, adapter: Arc::new(adapter), model, seed: None, label, watchdog })
         }
         Plan::Simulated(config) => {
-            let seed = config.seed;
+            let (seed, watchdog) = (config.seed, config.idle_timeout);
             let simulated = Simulated::new(config).map_err(|e| e.to_string())?;
             Ok(Route {
                 name: rein_providers::simulated::NAME.to_owned(),
@@ -283,6 +286,7 @@ pub(crate) fn build(plan: Plan) -> Result<Route, String> {
                 adapter: Arc::new(simulated),
                 seed: Some(seed),
                 label: "the simulated provider".to_owned(),
+                watchdog,
             })
         }
     }

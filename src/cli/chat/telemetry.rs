@@ -15,31 +15,57 @@
 //!   switch in an earlier step, the route switched to); at its close, `attempts`,
 //!   the usage of its answer, and `error.type` (its last attempt's code) when it got no answer.
 //!
-//! With `RUST_LOG=info`, every span is printed when it closes, with its fields (the runtime's
-//! and the adapters' included); without `RUST_LOG`, only warnings are. No field holds a message
-//! text or a credential.
+//! # What `RUST_LOG` asks for ([`directives`])
+//!
+//! Without `RUST_LOG` (or with a blank one) no subscriber is installed: the chat's own status
+//! lines say what happens, and no tracing line lands between them and the panel. A bare level
+//! (`RUST_LOG=info`, `debug`, `trace`) means rein's own spans and events at that level and every
+//! other crate's warnings — `warn,rein=info` (a target is a prefix: `rein` covers `rein_runtime`,
+//! `rein_plugins`, `rein_providers`…), since `info` everywhere is mostly the actor library's
+//! spans; `warn`, `error` and `off` apply to every crate. Anything else is a filter as
+//! `tracing_subscriber::EnvFilter` reads it, taken as written (`RUST_LOG=info,ractor=info` for
+//! everything). With a filter, every span is printed when it closes, with its fields (the
+//! runtime's and the adapters' included). No field holds a message text or a credential.
 
 use std::io::IsTerminal;
+use std::str::FromStr;
 
 use rein_runtime::event::{Event, TurnEndReason};
 use tracing::Span;
 use tracing::field::Empty;
+use tracing::level_filters::LevelFilter;
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::FmtSpan;
 
-/// The filter when `RUST_LOG` is unset.
-const DEFAULT_FILTER: &str = "warn";
+/// The target prefix of rein's own crates (the `rein` binary and library, `rein_runtime`,
+/// `rein_plugins`, `rein_providers`, …).
+const OWN: &str = "rein";
 
-/// Installs the subscriber: `RUST_LOG` (default [`DEFAULT_FILTER`]) to stderr, every span
+/// The filter `RUST_LOG`'s value asks for (see the module docs): `None` — unset or blank — is no
+/// tracing at all; a bare level more verbose than `warn` is rein's crates at that level and the
+/// others' warnings; anything else is taken as written.
+pub(crate) fn directives(rust_log: Option<&str>) -> Option<String> {
+    let value = rust_log.map(str::trim).filter(|v| !v.is_empty())?;
+    match LevelFilter::from_str(value) {
+        Ok(level) if level > LevelFilter::WARN => {
+            let level = level.to_string().to_lowercase();
+            Some(format!("warn,{OWN}={level}"))
+        }
+        _ => Some(value.to_owned()),
+    }
+}
+
+/// Installs the subscriber when `RUST_LOG` asks for one ([`directives`]): to stderr, every span
 /// printed at its close; colour only on a terminal without `NO_COLOR`. An invalid `RUST_LOG` is
-/// reported and the default used.
+/// reported, and nothing is traced.
 pub(crate) fn init() {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(value) if !value.trim().is_empty() => EnvFilter::try_new(&value).unwrap_or_else(|e| {
-            eprintln!("warning: RUST_LOG: {e}; using {DEFAULT_FILTER:?}");
-            EnvFilter::new(DEFAULT_FILTER)
-        }),
-        _ => EnvFilter::new(DEFAULT_FILTER),
+    let Some(directives) = directives(std::env::var("RUST_LOG").ok().as_deref()) else { return };
+    let filter = match EnvFilter::builder().parse(&directives) {
+        Ok(filter) => filter,
+        Err(e) => {
+            eprintln!("warning: RUST_LOG: {e}; no tracing");
+            return;
+        }
     };
     let ansi = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let _ = tracing_subscriber::fmt()
@@ -217,5 +243,51 @@ impl Drop for Spans {
     fn drop(&mut self) {
         self.close_turn(None);
         self.session.record("turns", self.turns);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rust_log_maps_to_a_filter_of_reins_own_spans_or_none() {
+        let cases = [
+            (None, None),
+            (Some(""), None),
+            (Some("  "), None),
+            (Some("info"), Some("warn,rein=info")),
+            (Some(" INFO "), Some("warn,rein=info")),
+            (Some("debug"), Some("warn,rein=debug")),
+            (Some("trace"), Some("warn,rein=trace")),
+            (Some("warn"), Some("warn")),
+            (Some("error"), Some("error")),
+            (Some("off"), Some("off")),
+            (Some("info,ractor=info"), Some("info,ractor=info")),
+            (Some("rein_plugins=debug"), Some("rein_plugins=debug")),
+            (Some("nonsense=[{"), Some("nonsense=[{")),
+        ];
+        for (rust_log, want) in cases {
+            assert_eq!(directives(rust_log).as_deref(), want, "{rust_log:?}");
+        }
+    }
+
+    #[test]
+    fn the_bare_level_filter_lets_reins_crates_through_and_holds_the_actor_library_at_warn() {
+        use tracing_subscriber::layer::SubscriberExt;
+
+        let filter = EnvFilter::builder().parse(directives(Some("info")).unwrap()).unwrap();
+        let subscriber = tracing_subscriber::registry().with(filter);
+        tracing::subscriber::with_default(subscriber, || {
+            use tracing::Level;
+            let enabled = [
+                tracing::enabled!(target: "rein_runtime::step", Level::INFO),
+                tracing::enabled!(target: "rein_providers::openai", Level::INFO),
+                tracing::enabled!(target: "rein::cli::chat::telemetry", Level::INFO),
+                tracing::enabled!(target: "ractor::actor", Level::INFO),
+                tracing::enabled!(target: "ractor::actor", Level::WARN),
+            ];
+            assert_eq!(enabled, [true, true, true, false, true]);
+        });
     }
 }

@@ -6,14 +6,21 @@
 //! half-read event. A Ctrl-C (or SIGTERM) cancels the turn with cause `user`; the turn still ends
 //! the normal way — the session writes its `turn/end {aborted}` — and the events keep coming
 //! until then. A second Ctrl-C while the cancellation settles, or a SIGTERM, also ends the chat.
+//!
+//! On a terminal, the loop also wakes when the waiting line ([`Stall`]) changes: an attempt that
+//! produced nothing for a while is shown waiting, the seconds counting.
 
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
 use rein_runtime::panel::panels;
 use rein_runtime::session::{Session, SessionError};
+use std::time::Duration;
+
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::console::Console;
 use super::signals::Signal;
+use super::stall::Stall;
 use super::telemetry::Spans;
 use super::view::{self, View};
 
@@ -26,6 +33,14 @@ pub(crate) struct Ran {
     pub(crate) quit: bool,
 }
 
+/// How a turn is shown: the panel expanded, each route's watchdog (for the waiting line).
+pub(crate) struct Shown {
+    /// Expand every panel.
+    pub(crate) expand: bool,
+    /// Each route's dead-air watchdog, by route name.
+    pub(crate) watchdogs: Vec<(String, Duration)>,
+}
+
 /// Runs the turn of `prompt` to its end.
 pub(crate) async fn run(
     session: &Session,
@@ -33,7 +48,7 @@ pub(crate) async fn run(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    expand: bool,
+    shown: &Shown,
 ) -> Result<Ran, SessionError> {
     let mut handle = session.prompt(prompt)?;
     let (tx, mut events) = mpsc::unbounded_channel::<Envelope>();
@@ -47,15 +62,26 @@ pub(crate) async fn run(
     });
 
     let mut view = View::new(console.answer_is_terminal());
+    let mut stall = console.status_is_terminal().then(|| Stall::new(shown.watchdogs.clone()));
     let (mut cancelled, mut quit) = (false, false);
     loop {
+        let wake = stall.as_ref().and_then(|s| s.next_change(Instant::now()));
         tokio::select! {
             event = events.recv() => match event {
                 Some(event) => {
                     spans.observe(&event.event);
                     console.show(view.on(&event.event));
+                    if let Some(stall) = &mut stall {
+                        stall.on(&event.event, Instant::now());
+                        draw(stall, &mut view, console);
+                    }
                 }
                 None => break,
+            },
+            () = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {
+                if let Some(stall) = &stall {
+                    draw(stall, &mut view, console);
+                }
             },
             Some(signal) = signals.recv() => {
                 quit |= signal == Signal::Terminate || cancelled;
@@ -68,10 +94,20 @@ pub(crate) async fn run(
             }
         }
     }
+    console.waiting(None);
     console.show(view.close());
     let outcome = forward.await.map_err(|_| SessionError::Stopped)??;
-    tail(session, outcome.turn, &outcome.reason, console, expand).await;
+    tail(session, outcome.turn, &outcome.reason, console, shown.expand).await;
     Ok(Ran { reason: outcome.reason, quit })
+}
+
+/// Draws the waiting line as it stands now (an open answer line ended first), or erases it.
+fn draw(stall: &Stall, view: &mut View, console: &mut Console) {
+    let line = stall.line(Instant::now());
+    if line.is_some() {
+        console.show(view.before_status());
+    }
+    console.waiting(line.as_deref());
 }
 
 /// The turn's panel when it has one (it retried or failed; expanded when it failed or

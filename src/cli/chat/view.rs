@@ -1,13 +1,16 @@
 //! What a person sees of a turn while it runs: a pure function of the turn's events.
 //!
-//! - The answer streams to stdout as its chunks arrive ([`Out::Answer`]), every attempt's chunks
-//!   as they come: a person watches the model type.
+//! - The answer goes to stdout ([`Out::Answer`]), as the runtime's answer stream
+//!   ([`rein_runtime::session::Answer`]) says. On a terminal it streams as the chunks arrive, every
+//!   attempt's as they come — a person watches the model type — and an attempt that fails after
+//!   streaming text gets a note (that text is not part of the answer: the log keeps only the
+//!   successful attempt's chunks). Piped, stdout gets only what succeeded: each answered step's
+//!   text, written when its attempt answered, so a file or a program reading it never holds a
+//!   failed attempt's text.
 //! - Everything else is a line for stderr ([`Out::Note`]): one status line per scheduled retry
-//!   (`retry 1/2 in 1.5 s · RATE_LIMIT 429`), a note when an attempt that streamed text fails
-//!   (that text is not part of the answer: the log keeps only the successful attempt's chunks),
-//!   tool calls and results, route switches (`switched to openai:gpt-4o-mini · QUOTA`),
-//!   compactions, plugin crashes.
-//! - A note never lands on the same line as streamed text: an open answer line is ended first.
+//!   (`retry 1/2 in 1.5 s · RATE_LIMIT 429`), tool calls and results, route switches (`switched
+//!   to openai:gpt-4o-mini · QUOTA`), compactions, plugin crashes.
+//! - A note never lands on the same line as answer text: an open answer line is ended first.
 //!
 //! When stdout is a terminal, control characters in the answer (other than newline and tab) are
 //! written as escapes (`\u{1b}`), as `rein show` does with provider text: a model's output must
@@ -15,6 +18,8 @@
 
 use rein_runtime::event::{CancelCause, Event, LlmRetry, TurnEndReason};
 use rein_runtime::failure::Failure;
+use rein_runtime::plural::count;
+use rein_runtime::session::{Answer, AnswerDelta};
 
 use rein::show::escape;
 
@@ -42,44 +47,28 @@ pub(crate) enum Out {
 /// The state of the output while a turn runs.
 #[derive(Debug)]
 pub(crate) struct View {
-    /// Escape control characters in the answer (stdout is a terminal).
-    escape_answer: bool,
+    /// Stdout is a terminal: the answer streams (its control characters escaped); else only
+    /// what succeeded is written.
+    terminal: bool,
     /// Stdout's last character is not a newline.
     open_line: bool,
-    /// The running attempt streamed text.
-    streamed: bool,
+    /// The answer so far.
+    answer: Answer,
 }
 
 impl View {
-    /// A view; `escape_answer` when stdout is a terminal.
-    pub(crate) fn new(escape_answer: bool) -> Self {
-        Self { escape_answer, open_line: false, streamed: false }
+    /// A view; `terminal` when stdout is a terminal.
+    pub(crate) fn new(terminal: bool) -> Self {
+        Self { terminal, open_line: false, answer: Answer::new() }
     }
 
     /// What `event` shows.
     pub(crate) fn on(&mut self, event: &Event) -> Vec<Out> {
         let mut out = Vec::new();
+        if let Some(delta) = self.answer.on(event) {
+            self.answer_delta(&mut out, delta);
+        }
         match event {
-            Event::RequestStart(_) => self.streamed = false,
-            Event::AssistantChunk(chunk) if !chunk.text.is_empty() => {
-                let text = if self.escape_answer {
-                    escape_answer(&chunk.text)
-                } else {
-                    chunk.text.clone()
-                };
-                self.open_line = !text.ends_with('\n');
-                self.streamed = true;
-                out.push(Out::Answer(text));
-            }
-            Event::RequestError(error) if self.streamed => {
-                self.streamed = false;
-                let note = format!(
-                    "cut off: attempt {} failed with {}; the text above is not part of the answer",
-                    error.attempt,
-                    error.failure.code()
-                );
-                self.note(&mut out, Tone::Warning, note);
-            }
             Event::LlmRetry(retry) => self.note(&mut out, Tone::Status, retry_line(retry)),
             Event::ToolCall(call) => {
                 let arguments = shorten(&call.arguments.to_string());
@@ -99,8 +88,8 @@ impl View {
             }
             Event::ContextCompacted(compacted) => {
                 let note = format!(
-                    "context compacted: {} event(s) removed, {} kept",
-                    compacted.removed.len(),
+                    "context compacted: {} removed, {} kept",
+                    count(compacted.removed.len(), "event", "events"),
                     compacted.kept
                 );
                 self.note(&mut out, Tone::Status, note);
@@ -118,6 +107,33 @@ impl View {
             _ => {}
         }
         out
+    }
+
+    /// What a piece of the answer shows: on a terminal, the text as it streams and a note when
+    /// an attempt's streamed text is dropped; piped, only each answered step's text.
+    fn answer_delta(&mut self, out: &mut Vec<Out>, delta: AnswerDelta) {
+        let text = match delta {
+            AnswerDelta::Text(text) if self.terminal => escape_answer(&text),
+            AnswerDelta::Settled(text) if !self.terminal && !text.is_empty() => text,
+            AnswerDelta::Reset { attempt, failure: Some(failure), .. } if self.terminal => {
+                let note = format!(
+                    "cut off: attempt {attempt} failed with {}; the text above is not part of the \
+                     answer",
+                    failure.code()
+                );
+                return self.note(out, Tone::Warning, note);
+            }
+            // A turn that ended mid-stream: its ending line says how.
+            _ => return,
+        };
+        self.open_line = !text.ends_with('\n');
+        out.push(Out::Answer(text));
+    }
+
+    /// Ends an open answer line on a terminal, before a status line is drawn on it (piped,
+    /// stdout is elsewhere).
+    pub(crate) fn before_status(&mut self) -> Option<Out> {
+        if self.terminal { self.close() } else { None }
     }
 
     /// Ends an open answer line (before anything else is printed, and at a turn's end).
@@ -215,7 +231,8 @@ fn shorten(text: &str) -> String {
 mod tests {
     use super::*;
     use rein_runtime::event::{
-        AssistantChunk, LlmRetry, RequestError, RequestStart, StepRef, ToolResult, TurnEnd,
+        AssistantChunk, AssistantMessage, LlmRetry, RequestError, RequestStart, StepRef,
+        ToolResult, TurnEnd,
     };
 
     fn failure(code: &str, status: Option<u16>) -> Failure {
@@ -309,7 +326,7 @@ mod tests {
 
     #[test]
     fn the_answer_streams_and_a_cut_off_attempt_is_marked_before_the_retry_line() {
-        let mut view = View::new(false);
+        let mut view = View::new(true);
         let out = run(
             &mut view,
             &[
@@ -343,7 +360,7 @@ mod tests {
 
     #[test]
     fn a_failure_before_any_text_adds_nothing_and_a_closed_line_stays_closed() {
-        let mut view = View::new(false);
+        let mut view = View::new(true);
         let out = run(&mut view, &[start(1), error(1, "SERVER")]);
         assert_eq!(out, []);
         let out = run(
@@ -373,7 +390,7 @@ mod tests {
 
     #[test]
     fn a_route_switch_is_one_status_line_after_the_cut_off_note() {
-        let mut view = View::new(false);
+        let mut view = View::new(true);
         let switched = Event::RouteSwitched(rein_runtime::event::RouteSwitched {
             turn: 1,
             step: 1,
@@ -406,9 +423,56 @@ mod tests {
             (true, "line\r\n", "line\\u{d}\n"),
         ];
         for (terminal, text, want) in cases {
-            let out = View::new(terminal).on(&chunk(1, text));
+            let out = run(&mut View::new(terminal), &[start(1), chunk(1, text), message(text)]);
             assert_eq!(out, [answer(want)], "{text:?}");
         }
+    }
+
+    fn message(text: &str) -> Event {
+        Event::AssistantMessage(AssistantMessage {
+            turn: 1,
+            step: 1,
+            text: text.into(),
+            tool_calls: None,
+            usage: None,
+        })
+    }
+
+    #[test]
+    fn piped_stdout_gets_only_what_succeeded_each_answered_step_once() {
+        let call = Event::ToolCall(rein_runtime::event::ToolCallEvent {
+            turn: 1,
+            step: 1,
+            id: "c1".into(),
+            name: "echo".into(),
+            arguments: serde_json::json!({"text": "hi"}),
+        });
+        let out = run(
+            &mut View::new(false),
+            &[
+                start(1),
+                chunk(1, "Hel"),
+                error(1, "TRANSPORT"),
+                Event::LlmRetry(retry(1, Some(2), "normal", 500.0, "llm-retry")),
+                start(2),
+                chunk(2, "Let me"),
+                chunk(2, " echo"),
+                message("Let me echo"),
+                call,
+                Event::StepEnd(StepRef { turn: 1, step: 1 }),
+                Event::TurnEnd(TurnEnd { turn: 1, reason: TurnEndReason::Completed }),
+            ],
+        );
+        assert_eq!(
+            out,
+            [
+                Out::Note(Tone::Status, "retry 1/2 in 500 ms · RATE_LIMIT 429".into()),
+                answer("Let me echo"),
+                answer("\n"),
+                Out::Note(Tone::Status, r#"tool echo {"text":"hi"}"#.into()),
+            ],
+            "no failed attempt's text, no cut-off note: nothing was written to take back"
+        );
     }
 
     #[test]
