@@ -104,17 +104,15 @@ async fn sessions_are_created_prompted_followed_live_and_cancelled() {
         (first["state"].clone(), first["running"].clone()),
         (json!({"state": "idle"}), json!(false))
     );
-    assert!(first["conversation"].as_str().unwrap().contains("No turn yet."), "{first}");
+    assert!(first["tail"].as_str().unwrap().contains("No turn yet."), "{first}");
     let sent =
         call("POST", &format!("{url}/api/sessions/{id}/prompt"), Some(json!({"text": "hi <you>"})))
             .await;
     assert_eq!((sent.status, sent.body.clone()), (202, json!({"session": id})));
     let done = updates
-        .until("the answer", |u| {
-            u["conversation"].as_str().unwrap().contains("data-ending=\"completed\"")
-        })
+        .until("the answer", |u| u["tail"].as_str().unwrap().contains("data-ending=\"completed\""))
         .await;
-    let html = done["conversation"].as_str().unwrap();
+    let html = done["tail"].as_str().unwrap();
     assert!(html.contains("<div class=\"text\">hi &lt;you&gt;</div>"), "escaped: {html}");
     assert!(html.contains("Hello &lt;b&gt;there&lt;/b&gt;"), "escaped: {html}");
     assert_eq!(done["state"], json!({"state": "idle"}));
@@ -125,16 +123,19 @@ async fn sessions_are_created_prompted_followed_live_and_cancelled() {
             .await;
     assert_eq!(sent.status, 202);
     let streaming = updates
-        .until("the streamed text", |u| u["conversation"].as_str().unwrap().contains("streaming"))
+        .until("the streamed text", |u| u["tail"].as_str().unwrap().contains("streaming"))
         .await;
     assert_eq!(streaming["state"], json!({"state": "running", "turn": 2}));
-    assert!(
-        streaming["conversation"].as_str().unwrap().contains("partial &lt;i&gt;answer&lt;/i&gt;")
-    );
+    // Turn 1 ended and was sent whole: the page keeps it; updates carry turn 2 only.
+    assert_eq!(streaming["kept"], 1);
+    let tail = streaming["tail"].as_str().unwrap();
+    assert!(tail.starts_with("<article class=\"turn\" id=\"conversation-turn-2\""), "{tail}");
+    assert!(!tail.contains("conversation-turn-1"), "{tail}");
+    assert!(streaming["tail"].as_str().unwrap().contains("partial &lt;i&gt;answer&lt;/i&gt;"));
     let cancelled = call("POST", &format!("{url}/api/sessions/{id}/cancel"), Some(json!({}))).await;
     assert_eq!((cancelled.status, cancelled.body.clone()), (200, json!({"cancelled": true})));
     let idle = updates.until("the cancelled turn", |u| u["running"] == json!(false)).await;
-    assert!(idle["conversation"].as_str().unwrap().contains(">cancelled</span>"), "{idle}");
+    assert!(idle["tail"].as_str().unwrap().contains(">cancelled</span>"), "{idle}");
     let nothing = call("POST", &format!("{url}/api/sessions/{id}/cancel"), Some(json!({}))).await;
     assert_eq!(nothing.body, json!({"cancelled": false}));
 
@@ -348,7 +349,7 @@ async fn settings_are_patched_under_the_revision_fence_and_switching_off_ends_a_
     .await;
     assert_eq!(off.status, 200);
     let ended = updates.until("the turn's end", |u| u["running"] == json!(false)).await;
-    assert!(ended["conversation"].as_str().unwrap().contains("failed: RATE_LIMIT"), "{ended}");
+    assert!(ended["tail"].as_str().unwrap().contains("failed: RATE_LIMIT"), "{ended}");
 
     stopped(console);
     let logs = checked_logs(&dir.path().join(".rein/sessions"));
@@ -447,11 +448,9 @@ async fn with_fallback_its_settings_are_staged_and_saved_and_a_switch_shows_in_t
     let mut updates = Updates::open(&format!("{url}/api/sessions/{id}/events")).await;
     call("POST", &format!("{url}/api/sessions/{id}/prompt"), Some(json!({"text": "hi"}))).await;
     let done = updates
-        .until("the answer", |u| {
-            u["conversation"].as_str().unwrap().contains("data-ending=\"completed\"")
-        })
+        .until("the answer", |u| u["tail"].as_str().unwrap().contains("data-ending=\"completed\""))
         .await;
-    let html = done["conversation"].as_str().unwrap();
+    let html = done["tail"].as_str().unwrap();
     assert!(html.contains("from the fallback"), "{html}");
     assert!(html.contains("rein-route-switched"), "the panel shows the switch: {html}");
     assert!(html.contains("deepseek → openai:small"), "{html}");
@@ -609,7 +608,7 @@ async fn a_store_served_read_only_is_followed_and_never_written() {
     std::fs::write(&log, &grown).unwrap();
     let update =
         updates.until("the appended message", |u| u["events"].as_u64() == Some(count + 1)).await;
-    assert!(update["conversation"].as_str().unwrap().contains("from elsewhere"), "{update}");
+    assert!(update["tail"].as_str().unwrap().contains("from elsewhere"), "{update}");
 
     stopped(console);
     assert_eq!(std::fs::read(&log).unwrap(), grown, "the read-only console wrote nothing");

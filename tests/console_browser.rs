@@ -120,6 +120,12 @@ async fn the_session_view_follows_turns_live_and_prompt_and_cancel_work() {
             "document.querySelector('#conversation-turn-1 .badge[data-ending=\"completed\"]')",
         )
         .await;
+        js(
+            &client,
+            "window.turnOne = document.getElementById('conversation-turn-1'); return null;",
+            vec![],
+        )
+        .await;
         let marker =
             js(&client, "return [window.marker, document.getElementById('prompt').value];", vec![]);
         assert_eq!(marker.await, json!([42, ""]), "no reload; the prompt box was emptied");
@@ -173,6 +179,14 @@ async fn the_session_view_follows_turns_live_and_prompt_and_cancel_work() {
             find(&client, "#conversation-turn-2 .badge").await.text().await.unwrap(),
             "cancelled"
         );
+        // Turn 1 ended before: its article was kept as it was, not drawn again.
+        let kept = js(
+            &client,
+            "return [document.getElementById('conversation-turn-1') === window.turnOne, \
+             document.querySelectorAll('#conversation > article.turn').length];",
+            vec![],
+        );
+        assert_eq!(kept.await, json!([true, 2]));
         client.set_window_size(1200, 1500).await.unwrap();
         screenshot(&client, &shots.join("console-session-live.png")).await;
 

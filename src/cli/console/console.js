@@ -107,10 +107,21 @@
       }
       const atBottom =
         window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 40;
-      conversation.innerHTML = update.conversation;
-      for (const details of conversation.querySelectorAll("details")) {
+      // The first `kept` turns are final: keep them, replace what follows with the tail.
+      let kept = update.kept;
+      for (const child of Array.from(conversation.children)) {
+        if (kept > 0 && child.matches("article.turn:not(.queued)")) {
+          kept -= 1;
+        } else {
+          child.remove();
+        }
+      }
+      const fresh = document.createElement("template");
+      fresh.innerHTML = update.tail;
+      for (const details of fresh.content.querySelectorAll("details")) {
         if (open.has(key(details))) details.open = true;
       }
+      conversation.append(fresh.content);
       status.innerHTML = update.status;
       localTimes(status);
       document.body.dataset.state = update.state.state;

@@ -8,7 +8,7 @@
 //! | `GET /api/sessions` | every session's row (`{"sessions": [...], "readOnly": bool}`) |
 //! | `POST /api/sessions` | a new session (`{"id"}` optional) → 201 `{"id", "url"}` |
 //! | `GET /api/sessions/{id}` | its state and its whole log |
-//! | `GET /api/sessions/{id}/events` | server-sent `update` events: state and markup, at once and on every append |
+//! | `GET /api/sessions/{id}/events` | server-sent `update` events: the state and the whole conversation at once, then on every append what follows the final turns (`follow.rs`) |
 //! | `GET /api/events` | server-sent `update` events for the sessions list |
 //! | `POST /api/sessions/{id}/prompt` | `{"text"}` → 202: the turn starts (or waits its turn) |
 //! | `POST /api/sessions/{id}/cancel` | → `{"cancelled": bool}` |
@@ -18,19 +18,21 @@
 //! | `POST /api/plugins/{name}/save` | a form's staged edits → saved (only the changed fields, under the form's revision) |
 //!
 //! Errors are `{"error": {"kind", "message", …}}`: `badRequest` 400, `forbidden` 403 (a foreign
-//! `Host` or `Origin`), `readOnly` 403, `notFound` 404, `exists` 409, `stale` 409 (another
-//! client saved first; `revision` is the current one), `unsupportedMediaType` 415 (a write
-//! without a JSON body), `invalid` 422 (`problems`, each naming its field), `unavailable` 503.
+//! `Host` or `Origin`), `readOnly` 403, `notFound` 404, `timeout` 408 (a body that did not
+//! arrive in time), `exists` 409, `stale` 409 (another client saved first; `revision` is the
+//! current one), `tooLarge` 413, `unsupportedMediaType` 415 (a write without a JSON body),
+//! `invalid` 422 (`problems`, each naming its field), `unavailable` 503. Sessions are created
+//! one at a time, so of concurrent creations of one id exactly one succeeds.
 //! Every response forbids framing, sniffing, caching and any script or style from elsewhere.
 
 use std::convert::Infallible;
-use std::path::{Path as FsPath, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -48,12 +50,15 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::body::{self, BODY_TIMEOUT, BodyError, MAX_BODY_BYTES};
 use super::feed::{self, Feed, Fingerprint};
+use super::follow;
 use super::guard::{self, Own};
 use super::pages::{self, Context, PluginView, SessionView};
 use super::request::{self, BadRequest};
 use super::staged::{self, Problem};
 use super::status;
+use super::tail::Tail;
 
 /// The stylesheet: the colour tokens, the panels', the conversation's, the console's own.
 fn css() -> String {
@@ -86,6 +91,8 @@ pub(crate) struct Live {
     pub(crate) store: JsonlStore,
     /// Told of every append.
     pub(crate) feed: Arc<Feed>,
+    /// Held while a session is created.
+    pub(crate) creating: tokio::sync::Mutex<()>,
 }
 
 /// Everything a request can reach.
@@ -207,6 +214,35 @@ fn bad_request(e: &BadRequest) -> Response {
     error_with(StatusCode::BAD_REQUEST, "badRequest", e.to_string(), extra)
 }
 
+/// A write's body, read as `body.rs` says.
+struct Body(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Response> {
+        let announced = text_header(request.headers(), header::CONTENT_LENGTH)
+            .and_then(|length| length.trim().parse().ok());
+        body::read(request.into_body(), announced, MAX_BODY_BYTES, BODY_TIMEOUT)
+            .await
+            .map(Body)
+            .map_err(|e| body_refused(&e))
+    }
+}
+
+/// A body that could not be read: the answer, after which the connection closes (the rest of
+/// the body is never read).
+fn body_refused(e: &BodyError) -> Response {
+    let (status, kind) = match e {
+        BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "tooLarge"),
+        BodyError::TimedOut(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
+        BodyError::Broken(_) => (StatusCode::BAD_REQUEST, "badRequest"),
+    };
+    let mut response = error(status, kind, e.to_string());
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 fn read_only_console() -> Response {
     error(
         StatusCode::FORBIDDEN,
@@ -259,27 +295,8 @@ impl App {
 
     /// Every session's row, newest activity first.
     async fn rows(&self) -> Result<Vec<status::Summary>, String> {
-        let dir = self.dir.clone();
-        blocking(move || {
-            let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let mut rows = Vec::new();
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
-                    continue;
-                };
-                if check_session_id(id).is_err() || !entry.path().is_file() {
-                    continue;
-                }
-                rows.push(match read_log(&entry.path()) {
-                    Ok(loaded) => status::summary(id, &loaded.events),
-                    Err(e) => status::unreadable(id, e.to_string()),
-                });
-            }
-            rows.sort_by(|a, b| b.last_time.cmp(&a.last_time).then_with(|| a.id.cmp(&b.id)));
-            Ok(rows)
-        })
-        .await
+        let mut store = follow::Store::new(self.dir.clone());
+        blocking(move || store.rows()).await
     }
 
     fn runtime(&self) -> Option<&Runtime> {
@@ -328,34 +345,45 @@ impl Changes {
     }
 }
 
-/// Server-sent `update` events: `render` at once, then after every change — at most one per
-/// `gap`, the changes in between coalesced — until the console stops.
-fn updates<F, Fut>(app: Arc<App>, changes: Changes, gap: Duration, render: F) -> Response
+/// Server-sent `update` events: what `next` makes of `follower` at once, then after every
+/// change — at most one per `gap`, the changes in between coalesced, nothing sent when `next`
+/// finds nothing new — until the console stops. `next` blocks (it reads logs): it runs on the
+/// blocking pool.
+fn updates<S, F>(app: Arc<App>, changes: Changes, gap: Duration, follower: S, next: F) -> Response
 where
-    F: Fn(Arc<App>) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Value> + Send + 'static,
+    S: Send + 'static,
+    F: Fn(&mut S) -> Option<Value> + Send + Sync + Copy + 'static,
 {
-    let render = Arc::new(render);
-    let stream = futures::stream::unfold((app, changes, true), move |(app, mut changes, first)| {
-        let render = Arc::clone(&render);
-        async move {
-            if !first {
-                tokio::select! {
-                    () = async {
-                        tokio::time::sleep(gap).await;
-                        changes.next().await;
-                    } => {}
-                    () = app.closing.cancelled() => return None,
+    let start = (app, changes, follower, true);
+    let stream =
+        futures::stream::unfold(start, move |(app, mut changes, mut follower, first)| async move {
+            let mut wait = !first;
+            loop {
+                if wait {
+                    tokio::select! {
+                        () = async {
+                            tokio::time::sleep(gap).await;
+                            changes.next().await;
+                        } => {}
+                        () = app.closing.cancelled() => return None,
+                    }
+                }
+                wait = true;
+                if app.closing.is_cancelled() {
+                    return None;
+                }
+                let made = tokio::task::spawn_blocking(move || {
+                    let update = next(&mut follower);
+                    (follower, update)
+                });
+                let (back, update) = made.await.ok()?;
+                follower = back;
+                if let Some(update) = update {
+                    let event = Event::default().event("update").data(update.to_string());
+                    return Some((Ok::<_, Infallible>(event), (app, changes, follower, false)));
                 }
             }
-            if app.closing.is_cancelled() {
-                return None;
-            }
-            let data = render(Arc::clone(&app)).await;
-            let event = Event::default().event("update").data(data.to_string());
-            Some((Ok::<_, Infallible>(event), (app, changes, false)))
-        }
-    });
+        });
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
 }
 
@@ -371,7 +399,7 @@ async fn sessions_page(State(app): Shared) -> Response {
 async fn session_page(State(app): Shared, Path(id): Path<String>) -> Response {
     match app.read(&id).await {
         Ok(Some(events)) => {
-            page(pages::session(&app.context, &SessionView { id: &id, events: &events }))
+            page(pages::session(&app.context, &SessionView { id: &id, log: &Tail::of(events) }))
         }
         Ok(None) => {
             let markup =
@@ -399,11 +427,12 @@ async fn list_events(State(app): Shared) -> Response {
         Some(live) => Changes::Feed(live.feed.all()),
         None => Changes::poll(app.dir.clone(), true),
     };
-    updates(Arc::clone(&app), changes, LIST_GAP, |app: Arc<App>| async move {
-        match app.rows().await {
+    let store = follow::Store::new(app.dir.clone());
+    updates(Arc::clone(&app), changes, LIST_GAP, store, |store: &mut follow::Store| {
+        Some(match store.rows() {
             Ok(rows) => json!({"rows": pages::session_rows(&rows).into_string()}),
             Err(e) => json!({"error": e}),
-        }
+        })
     })
 }
 
@@ -425,48 +454,31 @@ fn no_session(id: &str) -> Response {
     error(StatusCode::NOT_FOUND, "notFound", format!("there is no session {id:?}"))
 }
 
-/// The session view's live state: what its stream sends.
-async fn session_update(app: &App, id: &str) -> Value {
-    match app.read(id).await {
-        Ok(Some(events)) => {
-            let state = status::state(&events);
-            json!({
-                "state": state,
-                "running": state.is_running(),
-                "events": events.len(),
-                "status": pages::status(&state).into_string(),
-                "conversation": pages::conversation(&events).into_string(),
-            })
-        }
-        Ok(None) => json!({"error": format!("there is no session {id:?} any more")}),
-        Err(e) => json!({"error": e}),
-    }
-}
-
 async fn session_events(State(app): Shared, Path(id): Path<String>) -> Response {
     let Some(path) = app.path(&id).filter(|p| p.is_file()) else { return no_session(&id) };
     let changes = match &app.live {
         Some(live) => Changes::Feed(live.feed.session(&id)),
-        None => Changes::poll(path, false),
+        None => Changes::poll(path.clone(), false),
     };
-    updates(Arc::clone(&app), changes, SESSION_GAP, move |app: Arc<App>| {
-        let id = id.clone();
-        async move { session_update(&app, &id).await }
-    })
+    let session = follow::Session::new(&id, path);
+    updates(Arc::clone(&app), changes, SESSION_GAP, session, follow::Session::update)
 }
 
-async fn new_session(State(app): Shared, body: Bytes) -> Response {
+async fn new_session(State(app): Shared, Body(body): Body) -> Response {
     let Some(live) = &app.live else { return read_only_console() };
     let asked = match request::new_session(&body) {
         Ok(asked) => asked,
         Err(e) => return bad_request(&e),
     };
+    if let Some(Err(e)) = asked.as_deref().map(check_session_id) {
+        return bad_request(&BadRequest { field: "id".into(), message: e.to_string() });
+    }
+    // One creation at a time: the check that the log does not exist and the open that writes
+    // it are one step, so of two requests for one id exactly one creates it.
+    let _creating = live.creating.lock().await;
     let id = match asked {
         Some(id) => {
-            if let Err(e) = check_session_id(&id) {
-                return bad_request(&BadRequest { field: "id".into(), message: e.to_string() });
-            }
-            if app.path(&id).is_some_and(|p| FsPath::exists(&p)) {
+            if app.path(&id).is_some_and(|p| std::fs::symlink_metadata(p).is_ok()) {
                 return error(StatusCode::CONFLICT, "exists", format!("session {id:?} exists"));
             }
             id
@@ -494,7 +506,7 @@ fn session_error(e: &SessionError) -> Response {
     }
 }
 
-async fn prompt(State(app): Shared, Path(id): Path<String>, body: Bytes) -> Response {
+async fn prompt(State(app): Shared, Path(id): Path<String>, Body(body): Body) -> Response {
     let Some(live) = &app.live else { return read_only_console() };
     let text = match request::prompt(&body) {
         Ok(text) => text,
@@ -641,7 +653,7 @@ fn config_error(name: &str, e: ConfigError) -> Response {
     }
 }
 
-async fn patch_plugin(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
+async fn patch_plugin(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
     let Some(runtime) = app.runtime() else { return read_only_console() };
     let based = match request::patch(&body) {
         Ok(based) => based,
@@ -692,7 +704,7 @@ fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Res
     Ok(Read { view, revision, based_on: based.revision, staged })
 }
 
-async fn check_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
+async fn check_form(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
     let Some(runtime) = app.runtime() else { return read_only_console() };
     match read_form(runtime, &name, &body) {
         Ok(read) => axum::Json(json!({
@@ -706,7 +718,7 @@ async fn check_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -
     }
 }
 
-async fn save_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
+async fn save_form(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
     let Some(runtime) = app.runtime() else { return read_only_console() };
     let read = match read_form(runtime, &name, &body) {
         Ok(read) => read,
