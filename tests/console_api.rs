@@ -325,6 +325,29 @@ async fn settings_are_patched_under_the_revision_fence_and_switching_off_ends_a_
     )
     .await;
     assert_eq!((late.status, late.body["error"]["kind"].clone()), (409, json!("stale")));
+    // A form still open at revision 1 is read against revision 1's settings: its one edit is
+    // extraRetries, not the maxDelayMs another client saved since.
+    let stale = call(
+        "POST",
+        &format!("{}/staged", plugin("auto-retry")),
+        Some(form(1, json!({"extraRetries": "4", "maxDelayMs": "60000"}))),
+    )
+    .await;
+    assert_eq!(
+        stale.body,
+        json!({"revision": 2, "basedOn": 1, "stale": true, "changed": ["extraRetries"], "problems": []})
+    );
+    // A revision this console never saw: its edits cannot be told, the stale state can.
+    let unknown = call(
+        "POST",
+        &format!("{}/staged", plugin("auto-retry")),
+        Some(form(99, json!({"extraRetries": "4"}))),
+    )
+    .await;
+    assert_eq!(
+        (unknown.body["stale"].clone(), unknown.body["changed"].clone()),
+        (json!(true), Value::Null)
+    );
     assert_eq!(call("GET", &plugin("auto-retry"), None).await.body["settings"]["extraRetries"], 5);
 
     // A turn parked in auto-retry's wait (llm-retry gives a 1 h Retry-After up; auto-retry
@@ -338,9 +361,11 @@ async fn settings_are_patched_under_the_revision_fence_and_switching_off_ends_a_
     let waiting = updates.until("auto-retry's wait", |u| u["state"]["state"] == "waiting").await;
     let state = &waiting["state"];
     assert_eq!(
-        (state["plugin"].as_str(), state["delayMs"].as_f64(), state["code"].as_str()),
-        (Some("auto-retry"), Some(600_000.0), Some("RATE_LIMIT"))
+        (state["plugin"].as_str(), state["code"].as_str()),
+        (Some("auto-retry"), Some("RATE_LIMIT"))
     );
+    // As the log writes it: `600000`, not `600000.0`.
+    assert_eq!(state["delayMs"].to_string(), "600000");
     let off = call(
         "PATCH",
         &plugin("auto-retry"),
@@ -537,10 +562,18 @@ async fn requests_from_anywhere_but_the_console_are_refused() {
     assert_eq!(own.status(), 201);
     let page = client.get(format!("{url}/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
-    let headers = page.headers();
+    let headers = page.headers().clone();
     assert_eq!(headers["x-frame-options"], "DENY");
     let csp = headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    // Pages say commands as code, never as Markdown.
+    let text = page.text().await.unwrap();
+    assert!(text.contains("<code>rein chat --session ID</code>"), "{text}");
+    for path in ["/plugins", "/sessions/nope", "/nothing"] {
+        let text = client.get(format!("{url}{path}")).send().await.unwrap().text().await.unwrap();
+        assert!(!text.contains('`'), "{path}: {text}");
+    }
+    assert!(!text.contains('`'), "{text}");
     let js = client.get(format!("{url}/assets/console.js")).send().await.unwrap();
     assert_eq!(js.headers()["content-type"], "text/javascript; charset=utf-8");
     let body = js.text().await.unwrap();
@@ -595,6 +628,13 @@ async fn a_store_served_read_only_is_followed_and_never_written() {
         call("GET", &format!("{url}/api/plugins"), None).await.body,
         json!({"plugins": [], "readOnly": true})
     );
+    let page = reqwest::get(format!("{url}/plugins")).await.unwrap().text().await.unwrap();
+    assert!(
+        page.contains("Run <code>rein console</code> without <code>--read-only</code>"),
+        "{page}"
+    );
+    let sessions = reqwest::get(format!("{url}/")).await.unwrap().text().await.unwrap();
+    assert!(!page.contains('`') && !sessions.contains('`'), "{page}{sessions}");
 
     // Another writer appends: the stream follows the file.
     let mut updates = Updates::open(&format!("{url}/api/sessions/s1/events")).await;

@@ -9,9 +9,13 @@
 //! is not its own. The decisions are in `docs/runtime-semantics.md` ("rein console").
 //!
 //! Pure core: [`guard`] (who may talk to it), [`request`] (request bodies), [`staged`] (a
-//! settings patch from a form's staged edits), [`status`] (what a session is doing). Shells:
-//! [`server`] (routes), [`pages`] (markup), [`feed`] (how it learns a log grew); the page script
-//! and stylesheet are `console/console.js` and `console/console.css`, embedded.
+//! settings patch from a form's staged edits), [`status`] (what a session is doing), [`tail`]
+//! (what of a log can still change on a page), [`drawn`] (the settings a form was drawn from).
+//! Shells: [`connections`] (HTTP on each socket, timeouts, a stop bounded in time), [`body`]
+//! (reading a body within its size and time), [`server`] (routes), [`pages`] (markup),
+//! [`feed`] (how it learns a log grew), [`reader`] and [`follow`] (reading logs as they grow for
+//! the live streams); the page script and stylesheet are `console/console.js` and
+//! `console/console.css`, embedded.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,6 +32,7 @@ use super::chat::telemetry;
 
 mod body;
 mod connections;
+mod drawn;
 mod feed;
 mod follow;
 mod guard;
@@ -256,6 +261,7 @@ async fn start(args: &ConsoleArgs) -> Result<(server::Live, String), (u8, String
         store,
         feed,
         creating: tokio::sync::Mutex::default(),
+        drawn: drawn::Drawn::default(),
     };
     Ok((live, label))
 }

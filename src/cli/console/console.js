@@ -224,14 +224,18 @@
         input.setAttribute("aria-invalid", mine.length > 0 ? "true" : "false");
       }
     }
-    const changed = answer.changed || [];
+    // `null`: the form was drawn at a revision the console no longer knows.
+    const changed = answer.changed === undefined ? [] : answer.changed;
     const save = form.querySelector("button.save");
     const note = form.querySelector(".staged");
-    save.disabled = changed.length === 0 || problems.length > 0;
-    form.dataset.staged = changed.join(",");
+    // A form drawn before another client saved can only be refused: Save stays off.
+    save.disabled = Boolean(answer.stale) || !changed || changed.length === 0 || problems.length > 0;
+    form.dataset.staged = (changed || []).join(",");
     form.dataset.problems = String(problems.length);
     if (problems.length > 0) {
       note.textContent = "Cannot save: " + problems.map((p) => p.field).join(", ") + ".";
+    } else if (!changed) {
+      note.textContent = "Staged edits are kept in the form, not saved.";
     } else if (changed.length > 0) {
       note.textContent = "Staged, not saved: " + changed.join(", ") + ".";
     } else {
@@ -240,8 +244,9 @@
     if (answer.stale) {
       outcome(
         form,
-        "Another client saved revision " + answer.revision + " since this form was drawn (revision " +
-          form.dataset.revision + "): Save will be refused. Reload to start from the current settings.",
+        "The settings changed underneath: another client saved revision " + answer.revision +
+          " after revision " + form.dataset.revision + ", which this form shows. Reload to see " +
+          "them (the staged edits are not kept); Save is off, since it would be refused.",
         "stale",
       );
     }

@@ -94,7 +94,8 @@ pub(crate) fn sessions(context: &Context, rows: &[Summary]) -> Markup {
                  read-only: it shows the sessions and follows their logs, and changes nothing."
             } @else {
                 "The sessions of the store, newest activity first; open one to follow it live and \
-                 talk to it. `rein chat --session ID` continues any of them in a terminal."
+                 talk to it. " code { "rein chat --session ID" } " continues any of them in a \
+                 terminal."
             }
         }
         p.error #page-error role="alert" hidden {}
@@ -260,8 +261,8 @@ pub(crate) fn plugins(context: &Context, plugins: &[PluginView]) -> Markup {
         @if context.read_only() {
             p.unavailable {
                 "Unavailable: this console serves a store read-only, with no runtime, so there \
-                 are no plugin settings to show or change. Run `rein console` without \
-                 --read-only to edit them."
+                 are no plugin settings to show or change. Run " code { "rein console" } " \
+                 without " code { "--read-only" } " to edit them."
             }
         } @else {
             p.meta {

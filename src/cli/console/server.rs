@@ -51,6 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::body::{self, BODY_TIMEOUT, BodyError, MAX_BODY_BYTES};
+use super::drawn::Drawn;
 use super::feed::{self, Feed, Fingerprint};
 use super::follow;
 use super::guard::{self, Own};
@@ -93,6 +94,8 @@ pub(crate) struct Live {
     pub(crate) feed: Arc<Feed>,
     /// Held while a session is created.
     pub(crate) creating: tokio::sync::Mutex<()>,
+    /// The settings of the revisions forms were drawn at.
+    pub(crate) drawn: Drawn,
 }
 
 /// Everything a request can reach.
@@ -297,10 +300,6 @@ impl App {
     async fn rows(&self) -> Result<Vec<status::Summary>, String> {
         let mut store = follow::Store::new(self.dir.clone());
         blocking(move || store.rows()).await
-    }
-
-    fn runtime(&self) -> Option<&Runtime> {
-        self.live.as_ref().map(|live| &live.runtime)
     }
 }
 
@@ -550,11 +549,17 @@ async fn cancel(State(app): Shared, Path(id): Path<String>) -> Response {
 
 // ---- plugins ----
 
-fn plugin_view(runtime: &Runtime, name: &str) -> Option<PluginView> {
+/// Plugin `name` of the chain as the pages show it; its settings are noted as seen at their
+/// revision (`drawn.rs`).
+fn plugin_view(live: &Live, name: &str) -> Option<PluginView> {
+    let runtime = &live.runtime;
     if !runtime.plugins().iter().any(|n| n == name) {
         return None;
     }
     let settings = runtime.plugin_settings(name).ok();
+    if let Some(settings) = &settings {
+        live.drawn.saw(name, settings.revision, &settings.settings);
+    }
     let read_only = settings.as_ref().filter(|s| s.read_only).map(|s| {
         match runtime.check_plugin_settings(name, &json!({}), s.revision) {
             Err(ConfigError::ReadOnly { reason, .. }) => reason,
@@ -579,9 +584,9 @@ fn plugin_json(view: &PluginView) -> Value {
 }
 
 async fn plugins_page(State(app): Shared) -> Response {
-    let views: Vec<PluginView> = match app.runtime() {
-        Some(runtime) => {
-            runtime.plugins().iter().filter_map(|name| plugin_view(runtime, name)).collect()
+    let views: Vec<PluginView> = match &app.live {
+        Some(live) => {
+            live.runtime.plugins().iter().filter_map(|name| plugin_view(live, name)).collect()
         }
         None => Vec::new(),
     };
@@ -589,13 +594,14 @@ async fn plugins_page(State(app): Shared) -> Response {
 }
 
 async fn list_plugins(State(app): Shared) -> Response {
-    let Some(runtime) = app.runtime() else {
+    let Some(live) = &app.live else {
         return axum::Json(json!({"plugins": [], "readOnly": true})).into_response();
     };
-    let plugins: Vec<Value> = runtime
+    let plugins: Vec<Value> = live
+        .runtime
         .plugins()
         .iter()
-        .filter_map(|name| plugin_view(runtime, name))
+        .filter_map(|name| plugin_view(live, name))
         .map(|view| plugin_json(&view))
         .collect();
     axum::Json(json!({"plugins": plugins, "readOnly": false})).into_response()
@@ -606,8 +612,8 @@ fn no_plugin(name: &str) -> Response {
 }
 
 async fn one_plugin(State(app): Shared, Path(name): Path<String>) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
-    match plugin_view(runtime, &name) {
+    let Some(live) = &app.live else { return read_only_console() };
+    match plugin_view(live, &name) {
         Some(view) => axum::Json(plugin_json(&view)).into_response(),
         None => no_plugin(&name),
     }
@@ -654,33 +660,40 @@ fn config_error(name: &str, e: ConfigError) -> Response {
 }
 
 async fn patch_plugin(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
+    let Some(live) = &app.live else { return read_only_console() };
     let based = match request::patch(&body) {
         Ok(based) => based,
         Err(e) => return bad_request(&e),
     };
+    let runtime = &live.runtime;
     match runtime.configure_plugin(&name, Value::Object(based.object), based.revision).await {
         Ok(outcome) => axum::Json(json!({
             "revision": outcome.revision,
             "changed": outcome.changed,
-            "settings": runtime.plugin_settings(&name).ok().map(|s| s.settings),
+            "settings": plugin_view(live, &name).and_then(|view| view.settings).map(|s| s.settings),
         }))
         .into_response(),
         Err(e) => config_error(&name, e),
     }
 }
 
-/// A form's staged edits read against the plugin's settings now.
+/// A form's staged edits, read against the settings of the revision it was drawn at.
 struct Read {
     view: PluginView,
+    /// The current revision.
     revision: u64,
+    /// The revision the form was drawn at.
     based_on: u64,
     staged: staged::Staged,
+    /// Whether the settings of `based_on` are known (else `staged` holds no change, only the
+    /// problems of the values themselves).
+    known: bool,
 }
 
-fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Response>> {
+fn read_form(live: &Live, name: &str, body: &[u8]) -> Result<Read, Box<Response>> {
+    let runtime = &live.runtime;
     let based = request::form(body).map_err(|e| Box::new(bad_request(&e)))?;
-    let view = plugin_view(runtime, name).ok_or_else(|| Box::new(no_plugin(name)))?;
+    let view = plugin_view(live, name).ok_or_else(|| Box::new(no_plugin(name)))?;
     let (Some(settings), Some(fields), None) = (&view.settings, view.form, &view.read_only) else {
         let reason = view.read_only.clone().unwrap_or_else(|| "no editable settings".to_owned());
         return Err(Box::new(error(
@@ -689,8 +702,21 @@ fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Res
             format!("the settings of plugin {name} cannot be changed here: {reason}"),
         )));
     };
-    let mut staged = staged::stage(fields, &settings.settings, &based.object);
     let revision = settings.revision;
+    // Another client may have saved since the form was drawn: its edits are what differs from
+    // the settings it shows, not from the current ones.
+    let drawn = if based.revision == revision {
+        Some(settings.settings.clone())
+    } else {
+        live.drawn.at(name, based.revision)
+    };
+    let known = drawn.is_some();
+    let mut staged =
+        staged::stage(fields, drawn.as_ref().unwrap_or(&settings.settings), &based.object);
+    if !known {
+        staged.patch.clear();
+        staged.changed.clear();
+    }
     if revision == based.revision && staged.problems.is_empty() && !staged.patch.is_empty() {
         // The plugin is the authority: whatever it would refuse blocks the save too.
         let patch = Value::Object(staged.patch.clone());
@@ -701,16 +727,17 @@ fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Res
             staged.problems.push(Problem { field, message: format!("{path}: {message}") });
         }
     }
-    Ok(Read { view, revision, based_on: based.revision, staged })
+    Ok(Read { view, revision, based_on: based.revision, staged, known })
 }
 
 async fn check_form(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
-    match read_form(runtime, &name, &body) {
+    let Some(live) = &app.live else { return read_only_console() };
+    match read_form(live, &name, &body) {
         Ok(read) => axum::Json(json!({
             "revision": read.revision,
+            "basedOn": read.based_on,
             "stale": read.revision != read.based_on,
-            "changed": read.staged.changed,
+            "changed": read.known.then_some(read.staged.changed),
             "problems": read.staged.problems,
         }))
         .into_response(),
@@ -719,8 +746,8 @@ async fn check_form(State(app): Shared, Path(name): Path<String>, Body(body): Bo
 }
 
 async fn save_form(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
-    let read = match read_form(runtime, &name, &body) {
+    let Some(live) = &app.live else { return read_only_console() };
+    let read = match read_form(live, &name, &body) {
         Ok(read) => read,
         Err(response) => return *response,
     };
@@ -737,11 +764,11 @@ async fn save_form(State(app): Shared, Path(name): Path<String>, Body(body): Bod
             .into_response();
     }
     let patch = Value::Object(read.staged.patch);
-    match runtime.configure_plugin(&name, patch, read.based_on).await {
+    match live.runtime.configure_plugin(&name, patch, read.based_on).await {
         Ok(outcome) => {
             let saved =
                 format!("Saved revision {}: {}.", outcome.revision, outcome.changed.join(", "));
-            let view = plugin_view(runtime, &name).unwrap_or(read.view);
+            let view = plugin_view(live, &name).unwrap_or(read.view);
             let html = pages::plugin(&view, Some(&saved)).into_string();
             axum::Json(
                 json!({"revision": outcome.revision, "changed": outcome.changed, "html": html}),

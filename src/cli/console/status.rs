@@ -37,7 +37,8 @@ pub(crate) enum State {
         retry: u64,
         /// The chain's budget (none in always mode).
         max_retries: Option<u64>,
-        /// The wait.
+        /// The wait (written as the log writes it: `20000`, not `20000.0`).
+        #[serde(serialize_with = "rein_runtime::json_number::serialize")]
         delay_ms: f64,
         /// When the wait began (the `llm/retry`'s time).
         since: u64,
@@ -386,6 +387,14 @@ mod tests {
         assert_eq!(State::Running { turn: 4 }.describe(), "turn 4 running");
         assert_eq!(State::Idle.describe(), "idle");
         assert!(waiting.is_running() && !State::Idle.is_running());
+        // The wait as the log writes it: a whole number without a fraction.
+        let json = serde_json::to_value(&waiting).unwrap();
+        assert_eq!(json["delayMs"].to_string(), "600000");
+        let mut fraction = waiting.clone();
+        if let State::Waiting { delay_ms, .. } = &mut fraction {
+            *delay_ms = 490.25;
+        }
+        assert_eq!(serde_json::to_value(&fraction).unwrap()["delayMs"].to_string(), "490.25");
         let cases = [
             (0.0, "0 ms"),
             (499.6, "500 ms"),
