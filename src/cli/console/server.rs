@@ -50,7 +50,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::body::{self, BODY_TIMEOUT, BodyError, MAX_BODY_BYTES};
+use super::body::{self, BODY_TIMEOUT, BodyError, DRAIN_BYTES, MAX_BODY_BYTES};
 use super::drawn::Drawn;
 use super::feed::{self, Feed, Fingerprint};
 use super::follow;
@@ -226,7 +226,7 @@ impl<S: Send + Sync> FromRequest<S> for Body {
     async fn from_request(request: Request, _: &S) -> Result<Self, Response> {
         let announced = text_header(request.headers(), header::CONTENT_LENGTH)
             .and_then(|length| length.trim().parse().ok());
-        body::read(request.into_body(), announced, MAX_BODY_BYTES, BODY_TIMEOUT)
+        body::read(request.into_body(), announced, MAX_BODY_BYTES, DRAIN_BYTES, BODY_TIMEOUT)
             .await
             .map(Body)
             .map_err(|e| body_refused(&e))
