@@ -104,17 +104,15 @@ async fn sessions_are_created_prompted_followed_live_and_cancelled() {
         (first["state"].clone(), first["running"].clone()),
         (json!({"state": "idle"}), json!(false))
     );
-    assert!(first["conversation"].as_str().unwrap().contains("No turn yet."), "{first}");
+    assert!(first["tail"].as_str().unwrap().contains("No turn yet."), "{first}");
     let sent =
         call("POST", &format!("{url}/api/sessions/{id}/prompt"), Some(json!({"text": "hi <you>"})))
             .await;
     assert_eq!((sent.status, sent.body.clone()), (202, json!({"session": id})));
     let done = updates
-        .until("the answer", |u| {
-            u["conversation"].as_str().unwrap().contains("data-ending=\"completed\"")
-        })
+        .until("the answer", |u| u["tail"].as_str().unwrap().contains("data-ending=\"completed\""))
         .await;
-    let html = done["conversation"].as_str().unwrap();
+    let html = done["tail"].as_str().unwrap();
     assert!(html.contains("<div class=\"text\">hi &lt;you&gt;</div>"), "escaped: {html}");
     assert!(html.contains("Hello &lt;b&gt;there&lt;/b&gt;"), "escaped: {html}");
     assert_eq!(done["state"], json!({"state": "idle"}));
@@ -125,16 +123,19 @@ async fn sessions_are_created_prompted_followed_live_and_cancelled() {
             .await;
     assert_eq!(sent.status, 202);
     let streaming = updates
-        .until("the streamed text", |u| u["conversation"].as_str().unwrap().contains("streaming"))
+        .until("the streamed text", |u| u["tail"].as_str().unwrap().contains("streaming"))
         .await;
     assert_eq!(streaming["state"], json!({"state": "running", "turn": 2}));
-    assert!(
-        streaming["conversation"].as_str().unwrap().contains("partial &lt;i&gt;answer&lt;/i&gt;")
-    );
+    // Turn 1 ended and was sent whole: the page keeps it; updates carry turn 2 only.
+    assert_eq!(streaming["kept"], 1);
+    let tail = streaming["tail"].as_str().unwrap();
+    assert!(tail.starts_with("<article class=\"turn\" id=\"conversation-turn-2\""), "{tail}");
+    assert!(!tail.contains("conversation-turn-1"), "{tail}");
+    assert!(streaming["tail"].as_str().unwrap().contains("partial &lt;i&gt;answer&lt;/i&gt;"));
     let cancelled = call("POST", &format!("{url}/api/sessions/{id}/cancel"), Some(json!({}))).await;
     assert_eq!((cancelled.status, cancelled.body.clone()), (200, json!({"cancelled": true})));
     let idle = updates.until("the cancelled turn", |u| u["running"] == json!(false)).await;
-    assert!(idle["conversation"].as_str().unwrap().contains(">cancelled</span>"), "{idle}");
+    assert!(idle["tail"].as_str().unwrap().contains(">cancelled</span>"), "{idle}");
     let nothing = call("POST", &format!("{url}/api/sessions/{id}/cancel"), Some(json!({}))).await;
     assert_eq!(nothing.body, json!({"cancelled": false}));
 
@@ -324,6 +325,29 @@ async fn settings_are_patched_under_the_revision_fence_and_switching_off_ends_a_
     )
     .await;
     assert_eq!((late.status, late.body["error"]["kind"].clone()), (409, json!("stale")));
+    // A form still open at revision 1 is read against revision 1's settings: its one edit is
+    // extraRetries, not the maxDelayMs another client saved since.
+    let stale = call(
+        "POST",
+        &format!("{}/staged", plugin("auto-retry")),
+        Some(form(1, json!({"extraRetries": "4", "maxDelayMs": "60000"}))),
+    )
+    .await;
+    assert_eq!(
+        stale.body,
+        json!({"revision": 2, "basedOn": 1, "stale": true, "changed": ["extraRetries"], "problems": []})
+    );
+    // A revision this console never saw: its edits cannot be told, the stale state can.
+    let unknown = call(
+        "POST",
+        &format!("{}/staged", plugin("auto-retry")),
+        Some(form(99, json!({"extraRetries": "4"}))),
+    )
+    .await;
+    assert_eq!(
+        (unknown.body["stale"].clone(), unknown.body["changed"].clone()),
+        (json!(true), Value::Null)
+    );
     assert_eq!(call("GET", &plugin("auto-retry"), None).await.body["settings"]["extraRetries"], 5);
 
     // A turn parked in auto-retry's wait (llm-retry gives a 1 h Retry-After up; auto-retry
@@ -337,9 +361,11 @@ async fn settings_are_patched_under_the_revision_fence_and_switching_off_ends_a_
     let waiting = updates.until("auto-retry's wait", |u| u["state"]["state"] == "waiting").await;
     let state = &waiting["state"];
     assert_eq!(
-        (state["plugin"].as_str(), state["delayMs"].as_f64(), state["code"].as_str()),
-        (Some("auto-retry"), Some(600_000.0), Some("RATE_LIMIT"))
+        (state["plugin"].as_str(), state["code"].as_str()),
+        (Some("auto-retry"), Some("RATE_LIMIT"))
     );
+    // As the log writes it: `600000`, not `600000.0`.
+    assert_eq!(state["delayMs"].to_string(), "600000");
     let off = call(
         "PATCH",
         &plugin("auto-retry"),
@@ -348,7 +374,7 @@ async fn settings_are_patched_under_the_revision_fence_and_switching_off_ends_a_
     .await;
     assert_eq!(off.status, 200);
     let ended = updates.until("the turn's end", |u| u["running"] == json!(false)).await;
-    assert!(ended["conversation"].as_str().unwrap().contains("failed: RATE_LIMIT"), "{ended}");
+    assert!(ended["tail"].as_str().unwrap().contains("failed: RATE_LIMIT"), "{ended}");
 
     stopped(console);
     let logs = checked_logs(&dir.path().join(".rein/sessions"));
@@ -447,11 +473,9 @@ async fn with_fallback_its_settings_are_staged_and_saved_and_a_switch_shows_in_t
     let mut updates = Updates::open(&format!("{url}/api/sessions/{id}/events")).await;
     call("POST", &format!("{url}/api/sessions/{id}/prompt"), Some(json!({"text": "hi"}))).await;
     let done = updates
-        .until("the answer", |u| {
-            u["conversation"].as_str().unwrap().contains("data-ending=\"completed\"")
-        })
+        .until("the answer", |u| u["tail"].as_str().unwrap().contains("data-ending=\"completed\""))
         .await;
-    let html = done["conversation"].as_str().unwrap();
+    let html = done["tail"].as_str().unwrap();
     assert!(html.contains("from the fallback"), "{html}");
     assert!(html.contains("rein-route-switched"), "the panel shows the switch: {html}");
     assert!(html.contains("deepseek → openai:small"), "{html}");
@@ -538,10 +562,18 @@ async fn requests_from_anywhere_but_the_console_are_refused() {
     assert_eq!(own.status(), 201);
     let page = client.get(format!("{url}/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
-    let headers = page.headers();
+    let headers = page.headers().clone();
     assert_eq!(headers["x-frame-options"], "DENY");
     let csp = headers["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+    // Pages say commands as code, never as Markdown.
+    let text = page.text().await.unwrap();
+    assert!(text.contains("<code>rein chat --session ID</code>"), "{text}");
+    for path in ["/plugins", "/sessions/nope", "/nothing"] {
+        let text = client.get(format!("{url}{path}")).send().await.unwrap().text().await.unwrap();
+        assert!(!text.contains('`'), "{path}: {text}");
+    }
+    assert!(!text.contains('`'), "{text}");
     let js = client.get(format!("{url}/assets/console.js")).send().await.unwrap();
     assert_eq!(js.headers()["content-type"], "text/javascript; charset=utf-8");
     let body = js.text().await.unwrap();
@@ -596,6 +628,13 @@ async fn a_store_served_read_only_is_followed_and_never_written() {
         call("GET", &format!("{url}/api/plugins"), None).await.body,
         json!({"plugins": [], "readOnly": true})
     );
+    let page = reqwest::get(format!("{url}/plugins")).await.unwrap().text().await.unwrap();
+    assert!(
+        page.contains("Run <code>rein console</code> without <code>--read-only</code>"),
+        "{page}"
+    );
+    let sessions = reqwest::get(format!("{url}/")).await.unwrap().text().await.unwrap();
+    assert!(!page.contains('`') && !sessions.contains('`'), "{page}{sessions}");
 
     // Another writer appends: the stream follows the file.
     let mut updates = Updates::open(&format!("{url}/api/sessions/s1/events")).await;
@@ -609,7 +648,7 @@ async fn a_store_served_read_only_is_followed_and_never_written() {
     std::fs::write(&log, &grown).unwrap();
     let update =
         updates.until("the appended message", |u| u["events"].as_u64() == Some(count + 1)).await;
-    assert!(update["conversation"].as_str().unwrap().contains("from elsewhere"), "{update}");
+    assert!(update["tail"].as_str().unwrap().contains("from elsewhere"), "{update}");
 
     stopped(console);
     assert_eq!(std::fs::read(&log).unwrap(), grown, "the read-only console wrote nothing");

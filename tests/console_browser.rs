@@ -120,6 +120,12 @@ async fn the_session_view_follows_turns_live_and_prompt_and_cancel_work() {
             "document.querySelector('#conversation-turn-1 .badge[data-ending=\"completed\"]')",
         )
         .await;
+        js(
+            &client,
+            "window.turnOne = document.getElementById('conversation-turn-1'); return null;",
+            vec![],
+        )
+        .await;
         let marker =
             js(&client, "return [window.marker, document.getElementById('prompt').value];", vec![]);
         assert_eq!(marker.await, json!([42, ""]), "no reload; the prompt box was emptied");
@@ -173,6 +179,14 @@ async fn the_session_view_follows_turns_live_and_prompt_and_cancel_work() {
             find(&client, "#conversation-turn-2 .badge").await.text().await.unwrap(),
             "cancelled"
         );
+        // Turn 1 ended before: its article was kept as it was, not drawn again.
+        let kept = js(
+            &client,
+            "return [document.getElementById('conversation-turn-1') === window.turnOne, \
+             document.querySelectorAll('#conversation > article.turn').length];",
+            vec![],
+        );
+        assert_eq!(kept.await, json!([true, 2]));
         client.set_window_size(1200, 1500).await.unwrap();
         screenshot(&client, &shots.join("console-session-live.png")).await;
 
@@ -407,13 +421,52 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
     assert_eq!(saved, "Saved revision 2: initialDelayMs, maxDelayMs.");
     assert_eq!(form_state(&b_page).await["revision"], "2");
 
-    type_into(&a, "#auto-retry-extraRetries", "5").await;
+    // A, still drawn at revision 1, changes only initialDelayMs: that is its one staged edit,
+    // not the fields B changed; the page says the settings changed underneath; Save is off.
+    type_into(&a, "#auto-retry-initialDelayMs", "2000").await;
     checked(&a, "auto-retry").await;
-    let warned = find(&a, "#plugin-auto-retry .outcome").await.text().await.unwrap();
-    assert!(
-        warned.starts_with("Another client saved revision 2 since this form was drawn"),
-        "{warned}"
+    assert_eq!(
+        find(&a, "#plugin-auto-retry .staged").await.text().await.unwrap(),
+        "Staged, not saved: initialDelayMs."
     );
+    let warned = find(&a, "#plugin-auto-retry .outcome").await.text().await.unwrap();
+    assert_eq!(
+        warned,
+        "The settings changed underneath: another client saved revision 2 after revision 1, \
+         which this form shows. Reload to see them (the staged edits are not kept); Save is off, \
+         since it would be refused."
+    );
+    let state = form_state(&a).await;
+    assert_eq!(
+        (state["staged"].clone(), state["save"].clone()),
+        (json!("initialDelayMs"), json!(false))
+    );
+    let server_side = accepted(&url).await;
+    assert_eq!(
+        (
+            server_side["revision"].clone(),
+            server_side["settings"]["initialDelayMs"].clone(),
+            server_side["settings"]["maxDelayMs"].clone()
+        ),
+        (json!(2), json!(600000), json!(600000)),
+        "B's save stands"
+    );
+
+    // Reloaded, A is at revision 2. A save that races another client's (saved after A's last
+    // check) is refused: nothing overwritten, the edits kept, Save off.
+    a.goto(&plugins).await.unwrap();
+    type_into(&a, "#auto-retry-extraRetries", "5").await;
+    // Out of the field (its `change` checks again), so the click on Save sends at once.
+    find(&a, "h1").await.click().await.unwrap();
+    checked(&a, "auto-retry").await;
+    assert_eq!(form_state(&a).await["save"], true);
+    let raced = call(
+        "PATCH",
+        &format!("{url}/api/plugins/auto-retry"),
+        Some(json!({"revision": 2, "patch": {"jitterRatio": 0.1}})),
+    )
+    .await;
+    assert_eq!(raced.body["revision"], 3, "{:?}", raced.body);
     find(&a, "#plugin-auto-retry button.save").await.click().await.unwrap();
     let refused = until(
         &a,
@@ -424,19 +477,20 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
     .await;
     assert_eq!(
         refused,
-        "Not saved: another client saved revision 2 after revision 1, which these edits are \
+        "Not saved: another client saved revision 3 after revision 2, which these edits are \
          based on. Nothing was overwritten; reload to start from the current settings"
     );
-    assert_eq!(form_state(&a).await["extraRetries"], "5", "the edits stay in the form");
+    let state = form_state(&a).await;
+    assert_eq!(
+        (state["extraRetries"].clone(), state["save"].clone()),
+        (json!("5"), json!(false)),
+        "the edits stay in the form"
+    );
     let server_side = accepted(&url).await;
     assert_eq!(
-        (
-            server_side["revision"].clone(),
-            server_side["settings"]["extraRetries"].clone(),
-            server_side["settings"]["maxDelayMs"].clone()
-        ),
-        (json!(2), json!(3), json!(600000)),
-        "the first save stands, nothing overwritten"
+        (server_side["revision"].clone(), server_side["settings"]["extraRetries"].clone()),
+        (json!(3), json!(3)),
+        "the other save stands, nothing overwritten"
     );
 
     // A turn parked in auto-retry's wait (ten minutes now); B switches auto-retry off; A
@@ -471,7 +525,7 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
          return o && !o.hidden && o.textContent; })()",
     )
     .await;
-    assert_eq!(saved, "Saved revision 3: enabled.");
+    assert_eq!(saved, "Saved revision 4: enabled.");
     b_page.set_window_size(1200, 2000).await.unwrap();
     b_page.goto(&format!("{b_url}/plugins")).await.unwrap();
     screenshot(&b_page, &shots.join("console-plugins.png")).await;
@@ -502,7 +556,7 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
     }
     // `config/changed` is written to the session's log once the patch is accepted; the turn
     // ends at the same moment, so the line is in the turn's panel only when it came first.
-    let changed = "settings changed · auto-retry · revision 3 · enabled";
+    let changed = "settings changed · auto-retry · revision 4 · enabled";
     assert!(shown.len() == 2 || shown.len() == 3 && shown[1] == changed, "{shown:?}");
     assert!(
         shown[0].starts_with("harness · turn 1·step 1 · deepseek · RATE_LIMIT · HTTP 429"),

@@ -9,9 +9,13 @@
 //! is not its own. The decisions are in `docs/runtime-semantics.md` ("rein console").
 //!
 //! Pure core: [`guard`] (who may talk to it), [`request`] (request bodies), [`staged`] (a
-//! settings patch from a form's staged edits), [`status`] (what a session is doing). Shells:
-//! [`server`] (routes), [`pages`] (markup), [`feed`] (how it learns a log grew); the page script
-//! and stylesheet are `console/console.js` and `console/console.css`, embedded.
+//! settings patch from a form's staged edits), [`status`] (what a session is doing), [`tail`]
+//! (what of a log can still change on a page), [`drawn`] (the settings a form was drawn from).
+//! Shells: [`connections`] (HTTP on each socket, timeouts, a stop bounded in time), [`body`]
+//! (reading a body within its size and time), [`server`] (routes), [`pages`] (markup),
+//! [`feed`] (how it learns a log grew), [`reader`] and [`follow`] (reading logs as they grow for
+//! the live streams); the page script and stylesheet are `console/console.js` and
+//! `console/console.css`, embedded.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,13 +30,19 @@ use super::agent::{self, ProviderArgs, sessions};
 use super::chat::signals::{self, Signal};
 use super::chat::telemetry;
 
+mod body;
+mod connections;
+mod drawn;
 mod feed;
+mod follow;
 mod guard;
 mod pages;
+mod reader;
 mod request;
 mod server;
 mod staged;
 mod status;
+mod tail;
 
 /// The port when `--port` is not given.
 const DEFAULT_PORT: u16 = 4180;
@@ -40,6 +50,8 @@ const DEFAULT_PORT: u16 = 4180;
 const BAD_INPUT: u8 = 2;
 /// Exit status: the console could not start (the port is taken…) or the runtime failed.
 const FAILED: u8 = 1;
+/// Exit status: a second Ctrl-C or SIGTERM stopped it at once.
+const FORCED: u8 = 130;
 
 /// What `rein console --help` says after the options.
 pub(crate) const CONSOLE_HELP: &str = "\
@@ -65,8 +77,13 @@ Output:
   stdout   `rein console: http://127.0.0.1:PORT/` once it listens (--port 0 picks a free port).
   stderr   the provider (and the simulated provider's seed), the store; `error: ...`. With
            RUST_LOG, tracing spans as in rein chat.
-  Ctrl-C (or SIGTERM) stops it: running turns end cancelled (`aborted: disposed`), every log is
-  closed, then it exits.
+  Ctrl-C (or SIGTERM) stops it: the open connections get 3 s to finish their request, then
+  they are dropped; running turns end cancelled (`aborted: disposed`), every log is closed, then
+  it exits. A second Ctrl-C (or SIGTERM) exits at once.
+
+Limits:
+  A request's head must arrive within 10 s, its body (at most 8 MiB) within 10 s more: a
+  slower client is cut off.
 
 Exit status:
   0  stopped by Ctrl-C or SIGTERM
@@ -74,7 +91,9 @@ Exit status:
      runtime failed
   2  bad input, nothing written: a usage error, an invalid provider variable, a missing key for
      the --provider asked, a store that is not a readable directory (--read-only: that does not
-     exist)";
+     exist)
+  130  stopped at once by a second Ctrl-C or SIGTERM: a turn still running is left open in
+       its log (the next open of the session closes it as interrupted)";
 
 /// Arguments of `rein console`.
 #[derive(Debug, clap::Args)]
@@ -108,7 +127,7 @@ pub(crate) fn run(args: &ConsoleArgs) -> ExitCode {
 
 async fn console(args: &ConsoleArgs) -> u8 {
     // First, so that no Ctrl-C from here on kills the process mid-write.
-    let mut signals = match signals::listen() {
+    let signals = match signals::listen() {
         Ok(signals) => signals,
         Err(e) => {
             eprintln!("error: cannot listen for Ctrl-C: {e}");
@@ -176,32 +195,48 @@ async fn console(args: &ConsoleArgs) -> u8 {
     eprintln!("{banner}");
     eprintln!("Ctrl-C stops it");
 
-    let stop = closing.clone();
-    let stopping = async move {
-        match signals.recv().await {
-            Some(Signal::Interrupt | Signal::Terminate) | None => {}
-        }
-        // Event streams end first: the server then waits only for short requests.
-        stop.cancel();
-    };
-    let served = axum::serve(listener, server::router(Arc::clone(&app)))
-        .with_graceful_shutdown(stopping)
-        .await;
+    tokio::spawn(stopper(signals, closing.clone()));
+    let stopped =
+        connections::serve(listener, server::router(Arc::clone(&app)), closing.cancelled()).await;
+    if stopped.dropped > 0 {
+        eprintln!(
+            "rein console: {} still open after {} s: dropped",
+            plural(stopped.dropped, "connection", "connections"),
+            connections::GRACE.as_secs()
+        );
+    }
     if let Some(live) = &app.live {
         live.runtime.shutdown().await;
     }
     app.turns.close();
     app.turns.wait().await;
-    match served {
-        Ok(()) => {
-            eprintln!("rein console stopped");
-            0
-        }
-        Err(e) => {
-            eprintln!("error: the server failed: {e}");
-            FAILED
-        }
+    eprintln!("rein console stopped");
+    0
+}
+
+/// Waits for Ctrl-C or SIGTERM: the first stops the console (`closing`), a second one exits at
+/// once.
+async fn stopper(
+    mut signals: tokio::sync::mpsc::UnboundedReceiver<Signal>,
+    closing: CancellationToken,
+) {
+    // No more signals (the handler is gone) is a stop too.
+    let _: Option<Signal> = signals.recv().await;
+    eprintln!("rein console: stopping (Ctrl-C or SIGTERM again stops it at once)");
+    // Event streams end first: the server then waits only for short requests.
+    closing.cancel();
+    if signals.recv().await.is_some() {
+        eprintln!(
+            "rein console: stopped at once; a turn still running is left open in its log (the \
+             next open closes it as interrupted)"
+        );
+        std::process::exit(i32::from(FORCED));
     }
+}
+
+/// `n` and the noun, in the singular for one.
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// The runtime `rein chat` builds, over a store that tells the console of every append, and
@@ -221,7 +256,14 @@ async fn start(args: &ConsoleArgs) -> Result<(server::Live, String), (u8, String
     if let Some(fallbacks) = routes.fallback_labels() {
         label.push_str(&format!(" · fallback: {fallbacks}"));
     }
-    Ok((server::Live { runtime, store, feed }, label))
+    let live = server::Live {
+        runtime,
+        store,
+        feed,
+        creating: tokio::sync::Mutex::default(),
+        drawn: drawn::Drawn::default(),
+    };
+    Ok((live, label))
 }
 
 /// A store to serve read-only: it must be a readable directory.

@@ -1,15 +1,16 @@
 //! `rein console` as a process for the console tests: started on `--port 0` in a directory of
-//! its own, its URL read from the line it prints; stopped with SIGTERM, its exit status and
-//! stderr returned; every log it wrote checked against the invariants. Also a small JSON client
-//! and a reader of its server-sent events.
+//! its own, its URL read from the line it prints; signalled, its stderr lines waited for (never
+//! a fixed sleep); stopped with SIGTERM, its exit status and stderr returned; every log it
+//! wrote checked against the invariants. Also a small JSON client and a reader of its
+//! server-sent events.
 
 #![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rein_runtime::event::Envelope;
@@ -41,6 +42,13 @@ pub fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
     command
 }
 
+/// What the child wrote on stderr so far, and whether the pipe closed (the process ended).
+#[derive(Default)]
+struct Stderr {
+    text: String,
+    closed: bool,
+}
+
 /// A running `rein console`.
 pub struct Console {
     child: Child,
@@ -48,7 +56,7 @@ pub struct Console {
     pub url: String,
     /// The port.
     pub port: u16,
-    stderr: Arc<Mutex<String>>,
+    stderr: Arc<(Mutex<Stderr>, Condvar)>,
     /// Reads stderr until the pipe closes (the process ended).
     reader: Option<std::thread::JoinHandle<()>>,
 }
@@ -71,7 +79,7 @@ impl Console {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = Arc::new(Mutex::new(String::new()));
+        let stderr = Arc::new((Mutex::new(Stderr::default()), Condvar::new()));
         let mut err = child.stderr.take().unwrap();
         let sink = Arc::clone(&stderr);
         let reader = std::thread::spawn(move || {
@@ -80,8 +88,11 @@ impl Console {
                 if n == 0 {
                     break;
                 }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.0.lock().unwrap().text.push_str(&String::from_utf8_lossy(&buf[..n]));
+                sink.1.notify_all();
             }
+            sink.0.lock().unwrap().closed = true;
+            sink.1.notify_all();
         });
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
@@ -92,7 +103,7 @@ impl Console {
             .unwrap_or_else(|| {
                 let _ = child.kill();
                 let _ = child.wait();
-                panic!("no URL printed: {line:?}\n--- stderr\n{}", stderr.lock().unwrap())
+                panic!("no URL printed: {line:?}\n--- stderr\n{}", stderr.0.lock().unwrap().text)
             })
             .trim_end_matches('/')
             .to_owned();
@@ -107,7 +118,51 @@ impl Console {
 
     /// What it wrote on stderr so far.
     pub fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
+        self.stderr.0.lock().unwrap().text.clone()
+    }
+
+    /// Sends `signal` (`TERM`, `INT`).
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let kill = Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
+        assert!(kill.success());
+    }
+
+    /// Waits until stderr holds `needle` (true) or `limit` passed or the process ended without
+    /// writing it (false).
+    pub fn wait_for_stderr(&self, needle: &str, limit: Duration) -> bool {
+        let (lock, written) = &*self.stderr;
+        let deadline = Instant::now() + limit;
+        let mut stderr = lock.lock().unwrap();
+        loop {
+            if stderr.text.contains(needle) {
+                return true;
+            }
+            let now = Instant::now();
+            if stderr.closed || now >= deadline {
+                return false;
+            }
+            stderr = written.wait_timeout(stderr, deadline - now).unwrap().0;
+        }
+    }
+
+    /// Waits at most `limit` for the process to end (its stderr closes): its exit status and
+    /// stderr, or `None` (still running; it is killed when dropped).
+    pub fn exits_within(&mut self, limit: Duration) -> Option<(Option<i32>, String)> {
+        let (lock, written) = &*self.stderr;
+        let deadline = Instant::now() + limit;
+        let mut stderr = lock.lock().unwrap();
+        while !stderr.closed {
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            stderr = written.wait_timeout(stderr, deadline - now).unwrap().0;
+        }
+        let text = stderr.text.clone();
+        drop(stderr);
+        let status = self.child.wait().unwrap();
+        Some((status.code(), text))
     }
 
     /// Sends SIGTERM and waits: its exit status and its stderr.

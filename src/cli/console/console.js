@@ -107,10 +107,21 @@
       }
       const atBottom =
         window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 40;
-      conversation.innerHTML = update.conversation;
-      for (const details of conversation.querySelectorAll("details")) {
+      // The first `kept` turns are final: keep them, replace what follows with the tail.
+      let kept = update.kept;
+      for (const child of Array.from(conversation.children)) {
+        if (kept > 0 && child.matches("article.turn:not(.queued)")) {
+          kept -= 1;
+        } else {
+          child.remove();
+        }
+      }
+      const fresh = document.createElement("template");
+      fresh.innerHTML = update.tail;
+      for (const details of fresh.content.querySelectorAll("details")) {
         if (open.has(key(details))) details.open = true;
       }
+      conversation.append(fresh.content);
       status.innerHTML = update.status;
       localTimes(status);
       document.body.dataset.state = update.state.state;
@@ -213,14 +224,18 @@
         input.setAttribute("aria-invalid", mine.length > 0 ? "true" : "false");
       }
     }
-    const changed = answer.changed || [];
+    // `null`: the form was drawn at a revision the console no longer knows.
+    const changed = answer.changed === undefined ? [] : answer.changed;
     const save = form.querySelector("button.save");
     const note = form.querySelector(".staged");
-    save.disabled = changed.length === 0 || problems.length > 0;
-    form.dataset.staged = changed.join(",");
+    // A form drawn before another client saved can only be refused: Save stays off.
+    save.disabled = Boolean(answer.stale) || !changed || changed.length === 0 || problems.length > 0;
+    form.dataset.staged = (changed || []).join(",");
     form.dataset.problems = String(problems.length);
     if (problems.length > 0) {
       note.textContent = "Cannot save: " + problems.map((p) => p.field).join(", ") + ".";
+    } else if (!changed) {
+      note.textContent = "Staged edits are kept in the form, not saved.";
     } else if (changed.length > 0) {
       note.textContent = "Staged, not saved: " + changed.join(", ") + ".";
     } else {
@@ -229,8 +244,9 @@
     if (answer.stale) {
       outcome(
         form,
-        "Another client saved revision " + answer.revision + " since this form was drawn (revision " +
-          form.dataset.revision + "): Save will be refused. Reload to start from the current settings.",
+        "The settings changed underneath: another client saved revision " + answer.revision +
+          " after revision " + form.dataset.revision + ", which this form shows. Reload to see " +
+          "them (the staged edits are not kept); Save is off, since it would be refused.",
         "stale",
       );
     }

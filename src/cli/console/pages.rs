@@ -2,8 +2,9 @@
 //! interpolated string escaped; provider and model text is always shown as text).
 //!
 //! - [`sessions`]: the sessions list ([`session_rows`] is its live body).
-//! - [`session`]: one session's conversation with its turn-tail panels ([`conversation`],
-//!   [`status`] are what its live stream replaces), the prompt box and the cancel button.
+//! - [`session`]: one session's conversation with its turn-tail panels ([`tail`] and [`status`]
+//!   are what its live stream sends: the articles after the settled turns, the state line), the
+//!   prompt box and the cancel button.
 //! - [`plugins`]: the Plugins page, one section per plugin of the chain ([`plugin`], swapped in
 //!   after a save), with a settings form for the plugins whose settings change at run time.
 //!
@@ -14,7 +15,6 @@
 use maud::{DOCTYPE, Markup, html};
 use rein::html::conversation::{self, Streaming};
 use rein_plugins::auto_retry::catalogue::{CATALOGUE, CodeGroup, CodeInfo, Group, Retried};
-use rein_runtime::event::Envelope;
 use rein_runtime::panel::panels;
 use rein_runtime::plugin::PluginSettings;
 use rein_runtime::transcript::transcript;
@@ -22,6 +22,7 @@ use serde_json::Value;
 
 use super::staged::{Field, Kind};
 use super::status::{self, State, Summary};
+use super::tail::Tail;
 
 /// What every page says about the console in its header.
 #[derive(Debug, Clone)]
@@ -93,7 +94,8 @@ pub(crate) fn sessions(context: &Context, rows: &[Summary]) -> Markup {
                  read-only: it shows the sessions and follows their logs, and changes nothing."
             } @else {
                 "The sessions of the store, newest activity first; open one to follow it live and \
-                 talk to it. `rein chat --session ID` continues any of them in a terminal."
+                 talk to it. " code { "rein chat --session ID" } " continues any of them in a \
+                 terminal."
             }
         }
         p.error #page-error role="alert" hidden {}
@@ -167,13 +169,13 @@ fn state_kind(state: &State) -> &'static str {
 pub(crate) struct SessionView<'a> {
     /// The session id.
     pub(crate) id: &'a str,
-    /// Its log.
-    pub(crate) events: &'a [Envelope],
+    /// Its log (all of it: nothing settled).
+    pub(crate) log: &'a Tail,
 }
 
 /// One session: its state, its conversation, the prompt box.
 pub(crate) fn session(context: &Context, view: &SessionView<'_>) -> Markup {
-    let state = status::state(view.events);
+    let state = view.log.state();
     let body = html! {
         div.page-head {
             h1 { "Session " code { (view.id) } }
@@ -185,7 +187,7 @@ pub(crate) fn session(context: &Context, view: &SessionView<'_>) -> Markup {
             }
         }
         p.error #page-error role="alert" hidden {}
-        section #conversation aria-live="polite" { (conversation(view.events)) }
+        section #conversation aria-live="polite" { (tail(view.log)) }
         @if context.read_only() {
             p.meta { "Read-only: this console follows the log as it grows and sends nothing." }
         } @else {
@@ -218,13 +220,16 @@ pub(crate) fn status(state: &State) -> Markup {
     }
 }
 
-/// The conversation of a log: every turn with its panel, and what the running attempt streams.
-pub(crate) fn conversation(events: &[Envelope]) -> Markup {
+/// The conversation after the settled turns of `log` (`tail.rs`): every turn of its tail with
+/// its panel, what the running attempt streams, the queued messages; "No turn yet." when there
+/// is nothing at all. With nothing settled, the whole conversation.
+pub(crate) fn tail(log: &Tail) -> Markup {
+    let events = log.events();
     let transcript = transcript(events);
     let panels = panels(events);
     let streaming = status::streaming(events);
     html! {
-        @if transcript.turns.is_empty() && transcript.queued.is_empty() {
+        @if log.settled() == 0 && transcript.turns.is_empty() && transcript.queued.is_empty() {
             p.note.empty { "No turn yet." }
         }
         (conversation::conversation(
@@ -256,8 +261,8 @@ pub(crate) fn plugins(context: &Context, plugins: &[PluginView]) -> Markup {
         @if context.read_only() {
             p.unavailable {
                 "Unavailable: this console serves a store read-only, with no runtime, so there \
-                 are no plugin settings to show or change. Run `rein console` without \
-                 --read-only to edit them."
+                 are no plugin settings to show or change. Run " code { "rein console" } " \
+                 without " code { "--read-only" } " to edit them."
             }
         } @else {
             p.meta {

@@ -8,8 +8,13 @@
 //! | `POST /api/plugins/{name}/staged`, `…/save` | `{"revision": n, "fields": {…}}` (a form's edits, see `staged.rs`) |
 //! | `PATCH /api/plugins/{name}` | `{"revision": n, "patch": {…}}` (a settings patch as the runtime takes it) |
 //!
-//! Unknown keys are refused, so a typo (`"txt"`) is not silently an empty request.
+//! Unknown keys are refused, so a typo (`"txt"`) is not silently an empty request; so is a key
+//! given twice at any depth (`{"id": "a", "id": "b"}`), which a plain JSON reader would settle
+//! silently by keeping the last.
 
+use std::cell::RefCell;
+
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 /// The largest prompt the console accepts (1 MiB).
@@ -40,8 +45,7 @@ fn object(body: &[u8], keys: &[&str], empty_ok: bool) -> Result<Map<String, Valu
     if empty_ok && body.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| bad("body", format!("not valid JSON ({e})")))?;
+    let value = strict(body)?;
     let Value::Object(fields) = value else {
         return Err(bad("body", "must be a JSON object"));
     };
@@ -49,6 +53,101 @@ fn object(body: &[u8], keys: &[&str], empty_ok: bool) -> Result<Map<String, Valu
         return Err(bad(key, format!("unknown key (expected: {})", keys.join(", "))));
     }
     Ok(fields)
+}
+
+/// `body` as JSON, refusing a key given twice in one object (the [`BadRequest`] names its path:
+/// `fields.extraRetries`).
+fn strict(body: &[u8]) -> Result<Value, BadRequest> {
+    let twice = RefCell::new(None);
+    let mut reader = serde_json::Deserializer::from_slice(body);
+    let read = Strict { path: "", twice: &twice }
+        .deserialize(&mut reader)
+        .and_then(|value| reader.end().map(|()| value));
+    match (read, twice.into_inner()) {
+        (Err(_), Some(path)) => Err(bad(&path, "given twice (each key at most once)")),
+        (Err(e), None) => Err(bad("body", format!("not valid JSON ({e})"))),
+        (Ok(value), _) => Ok(value),
+    }
+}
+
+/// Reads one JSON value at `path` as a [`Value`]; the path of a key found twice goes to
+/// `twice`, and the read fails.
+#[derive(Clone, Copy)]
+struct Strict<'a> {
+    path: &'a str,
+    twice: &'a RefCell<Option<String>>,
+}
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        let mut index = 0usize;
+        loop {
+            let path = format!("{}[{index}]", self.path);
+            match seq.next_element_seed(Strict { path: &path, twice: self.twice })? {
+                Some(item) => items.push(item),
+                None => return Ok(Value::Array(items)),
+            }
+            index += 1;
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path =
+                if self.path.is_empty() { key.clone() } else { format!("{}.{key}", self.path) };
+            if object.contains_key(&key) {
+                *self.twice.borrow_mut() = Some(path);
+                return Err(de::Error::custom("a key given twice"));
+            }
+            let value = map.next_value_seed(Strict { path: &path, twice: self.twice })?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// `POST /api/sessions`: the id asked for, if any (checked as a session id by the caller's
@@ -147,6 +246,44 @@ mod tests {
         for (body, want) in cases {
             assert_eq!(shown(prompt(body.as_bytes())), want, "{}", &body[..body.len().min(40)]);
         }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_at_any_depth() {
+        let twice = "given twice (each key at most once)";
+        let cases = [
+            (r#"{"id": "a", "id": "b"}"#, format!("id: {twice}")),
+            (r#"{"id": "a", "id": "a"}"#, format!("id: {twice}")),
+            (
+                r#"{"revision": 1, "fields": {"extraRetries": "3", "extraRetries": "9"}}"#,
+                format!("fields.extraRetries: {twice}"),
+            ),
+            (
+                r#"{"revision": 1, "fields": {"codes": {"switches": [{"a": 1, "a": 2}], "other": ""}}}"#,
+                format!("fields.codes.switches[0].a: {twice}"),
+            ),
+            // Different keys, and the same key in different objects, are fine.
+            (r#"{"revision": 1, "fields": {"a": {"x": 1}, "b": {"x": 1}}}"#, "ok".to_owned()),
+            (
+                r#"{"revision": 1, "fields": {"n": 1.5, "m": -2, "t": true, "z": null}}"#,
+                "ok".to_owned(),
+            ),
+            // Still one JSON value: trailing text is not.
+            (
+                r#"{"revision": 1, "fields": {}} {}"#,
+                "body: not valid JSON (trailing characters at line 1 column 31)".to_owned(),
+            ),
+        ];
+        for (body, want) in cases {
+            let got = match form(body.as_bytes()) {
+                Ok(_) => "ok".to_owned(),
+                Err(e) => e.to_string(),
+            };
+            assert_eq!(got, want, "{body}");
+        }
+        assert_eq!(shown(new_session(br#"{"id": "a", "id": "b"}"#)), format!("id: {twice}"));
+        let read = form(br#"{"revision": 1, "fields": {"n": 1.5, "m": -2, "u": 3}}"#).unwrap();
+        assert_eq!(Value::Object(read.object), json!({"n": 1.5, "m": -2, "u": 3}));
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! | `GET /api/sessions` | every session's row (`{"sessions": [...], "readOnly": bool}`) |
 //! | `POST /api/sessions` | a new session (`{"id"}` optional) → 201 `{"id", "url"}` |
 //! | `GET /api/sessions/{id}` | its state and its whole log |
-//! | `GET /api/sessions/{id}/events` | server-sent `update` events: state and markup, at once and on every append |
+//! | `GET /api/sessions/{id}/events` | server-sent `update` events: the state and the whole conversation at once, then on every append what follows the final turns (`follow.rs`) |
 //! | `GET /api/events` | server-sent `update` events for the sessions list |
 //! | `POST /api/sessions/{id}/prompt` | `{"text"}` → 202: the turn starts (or waits its turn) |
 //! | `POST /api/sessions/{id}/cancel` | → `{"cancelled": bool}` |
@@ -18,19 +18,21 @@
 //! | `POST /api/plugins/{name}/save` | a form's staged edits → saved (only the changed fields, under the form's revision) |
 //!
 //! Errors are `{"error": {"kind", "message", …}}`: `badRequest` 400, `forbidden` 403 (a foreign
-//! `Host` or `Origin`), `readOnly` 403, `notFound` 404, `exists` 409, `stale` 409 (another
-//! client saved first; `revision` is the current one), `unsupportedMediaType` 415 (a write
-//! without a JSON body), `invalid` 422 (`problems`, each naming its field), `unavailable` 503.
+//! `Host` or `Origin`), `readOnly` 403, `notFound` 404, `timeout` 408 (a body that did not
+//! arrive in time), `exists` 409, `stale` 409 (another client saved first; `revision` is the
+//! current one), `tooLarge` 413, `unsupportedMediaType` 415 (a write without a JSON body),
+//! `invalid` 422 (`problems`, each naming its field), `unavailable` 503. Sessions are created
+//! one at a time, so of concurrent creations of one id exactly one succeeds.
 //! Every response forbids framing, sniffing, caching and any script or style from elsewhere.
 
 use std::convert::Infallible;
-use std::path::{Path as FsPath, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Request, State};
+use axum::extract::{FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -48,12 +50,16 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::body::{self, BODY_TIMEOUT, BodyError, DRAIN_BYTES, MAX_BODY_BYTES};
+use super::drawn::Drawn;
 use super::feed::{self, Feed, Fingerprint};
+use super::follow;
 use super::guard::{self, Own};
 use super::pages::{self, Context, PluginView, SessionView};
 use super::request::{self, BadRequest};
 use super::staged::{self, Problem};
 use super::status;
+use super::tail::Tail;
 
 /// The stylesheet: the colour tokens, the panels', the conversation's, the console's own.
 fn css() -> String {
@@ -86,6 +92,10 @@ pub(crate) struct Live {
     pub(crate) store: JsonlStore,
     /// Told of every append.
     pub(crate) feed: Arc<Feed>,
+    /// Held while a session is created.
+    pub(crate) creating: tokio::sync::Mutex<()>,
+    /// The settings of the revisions forms were drawn at.
+    pub(crate) drawn: Drawn,
 }
 
 /// Everything a request can reach.
@@ -207,6 +217,35 @@ fn bad_request(e: &BadRequest) -> Response {
     error_with(StatusCode::BAD_REQUEST, "badRequest", e.to_string(), extra)
 }
 
+/// A write's body, read as `body.rs` says.
+struct Body(Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for Body {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, _: &S) -> Result<Self, Response> {
+        let announced = text_header(request.headers(), header::CONTENT_LENGTH)
+            .and_then(|length| length.trim().parse().ok());
+        body::read(request.into_body(), announced, MAX_BODY_BYTES, DRAIN_BYTES, BODY_TIMEOUT)
+            .await
+            .map(Body)
+            .map_err(|e| body_refused(&e))
+    }
+}
+
+/// A body that could not be read: the answer, after which the connection closes (the rest of
+/// the body is never read).
+fn body_refused(e: &BodyError) -> Response {
+    let (status, kind) = match e {
+        BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "tooLarge"),
+        BodyError::TimedOut(_) => (StatusCode::REQUEST_TIMEOUT, "timeout"),
+        BodyError::Broken(_) => (StatusCode::BAD_REQUEST, "badRequest"),
+    };
+    let mut response = error(status, kind, e.to_string());
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
+}
+
 fn read_only_console() -> Response {
     error(
         StatusCode::FORBIDDEN,
@@ -259,31 +298,8 @@ impl App {
 
     /// Every session's row, newest activity first.
     async fn rows(&self) -> Result<Vec<status::Summary>, String> {
-        let dir = self.dir.clone();
-        blocking(move || {
-            let entries = std::fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let mut rows = Vec::new();
-            for entry in entries.flatten() {
-                let name = entry.file_name();
-                let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
-                    continue;
-                };
-                if check_session_id(id).is_err() || !entry.path().is_file() {
-                    continue;
-                }
-                rows.push(match read_log(&entry.path()) {
-                    Ok(loaded) => status::summary(id, &loaded.events),
-                    Err(e) => status::unreadable(id, e.to_string()),
-                });
-            }
-            rows.sort_by(|a, b| b.last_time.cmp(&a.last_time).then_with(|| a.id.cmp(&b.id)));
-            Ok(rows)
-        })
-        .await
-    }
-
-    fn runtime(&self) -> Option<&Runtime> {
-        self.live.as_ref().map(|live| &live.runtime)
+        let mut store = follow::Store::new(self.dir.clone());
+        blocking(move || store.rows()).await
     }
 }
 
@@ -328,34 +344,45 @@ impl Changes {
     }
 }
 
-/// Server-sent `update` events: `render` at once, then after every change — at most one per
-/// `gap`, the changes in between coalesced — until the console stops.
-fn updates<F, Fut>(app: Arc<App>, changes: Changes, gap: Duration, render: F) -> Response
+/// Server-sent `update` events: what `next` makes of `follower` at once, then after every
+/// change — at most one per `gap`, the changes in between coalesced, nothing sent when `next`
+/// finds nothing new — until the console stops. `next` blocks (it reads logs): it runs on the
+/// blocking pool.
+fn updates<S, F>(app: Arc<App>, changes: Changes, gap: Duration, follower: S, next: F) -> Response
 where
-    F: Fn(Arc<App>) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Value> + Send + 'static,
+    S: Send + 'static,
+    F: Fn(&mut S) -> Option<Value> + Send + Sync + Copy + 'static,
 {
-    let render = Arc::new(render);
-    let stream = futures::stream::unfold((app, changes, true), move |(app, mut changes, first)| {
-        let render = Arc::clone(&render);
-        async move {
-            if !first {
-                tokio::select! {
-                    () = async {
-                        tokio::time::sleep(gap).await;
-                        changes.next().await;
-                    } => {}
-                    () = app.closing.cancelled() => return None,
+    let start = (app, changes, follower, true);
+    let stream =
+        futures::stream::unfold(start, move |(app, mut changes, mut follower, first)| async move {
+            let mut wait = !first;
+            loop {
+                if wait {
+                    tokio::select! {
+                        () = async {
+                            tokio::time::sleep(gap).await;
+                            changes.next().await;
+                        } => {}
+                        () = app.closing.cancelled() => return None,
+                    }
+                }
+                wait = true;
+                if app.closing.is_cancelled() {
+                    return None;
+                }
+                let made = tokio::task::spawn_blocking(move || {
+                    let update = next(&mut follower);
+                    (follower, update)
+                });
+                let (back, update) = made.await.ok()?;
+                follower = back;
+                if let Some(update) = update {
+                    let event = Event::default().event("update").data(update.to_string());
+                    return Some((Ok::<_, Infallible>(event), (app, changes, follower, false)));
                 }
             }
-            if app.closing.is_cancelled() {
-                return None;
-            }
-            let data = render(Arc::clone(&app)).await;
-            let event = Event::default().event("update").data(data.to_string());
-            Some((Ok::<_, Infallible>(event), (app, changes, false)))
-        }
-    });
+        });
     Sse::new(stream).keep_alive(KeepAlive::default()).into_response()
 }
 
@@ -371,7 +398,7 @@ async fn sessions_page(State(app): Shared) -> Response {
 async fn session_page(State(app): Shared, Path(id): Path<String>) -> Response {
     match app.read(&id).await {
         Ok(Some(events)) => {
-            page(pages::session(&app.context, &SessionView { id: &id, events: &events }))
+            page(pages::session(&app.context, &SessionView { id: &id, log: &Tail::of(events) }))
         }
         Ok(None) => {
             let markup =
@@ -399,11 +426,12 @@ async fn list_events(State(app): Shared) -> Response {
         Some(live) => Changes::Feed(live.feed.all()),
         None => Changes::poll(app.dir.clone(), true),
     };
-    updates(Arc::clone(&app), changes, LIST_GAP, |app: Arc<App>| async move {
-        match app.rows().await {
+    let store = follow::Store::new(app.dir.clone());
+    updates(Arc::clone(&app), changes, LIST_GAP, store, |store: &mut follow::Store| {
+        Some(match store.rows() {
             Ok(rows) => json!({"rows": pages::session_rows(&rows).into_string()}),
             Err(e) => json!({"error": e}),
-        }
+        })
     })
 }
 
@@ -425,48 +453,31 @@ fn no_session(id: &str) -> Response {
     error(StatusCode::NOT_FOUND, "notFound", format!("there is no session {id:?}"))
 }
 
-/// The session view's live state: what its stream sends.
-async fn session_update(app: &App, id: &str) -> Value {
-    match app.read(id).await {
-        Ok(Some(events)) => {
-            let state = status::state(&events);
-            json!({
-                "state": state,
-                "running": state.is_running(),
-                "events": events.len(),
-                "status": pages::status(&state).into_string(),
-                "conversation": pages::conversation(&events).into_string(),
-            })
-        }
-        Ok(None) => json!({"error": format!("there is no session {id:?} any more")}),
-        Err(e) => json!({"error": e}),
-    }
-}
-
 async fn session_events(State(app): Shared, Path(id): Path<String>) -> Response {
     let Some(path) = app.path(&id).filter(|p| p.is_file()) else { return no_session(&id) };
     let changes = match &app.live {
         Some(live) => Changes::Feed(live.feed.session(&id)),
-        None => Changes::poll(path, false),
+        None => Changes::poll(path.clone(), false),
     };
-    updates(Arc::clone(&app), changes, SESSION_GAP, move |app: Arc<App>| {
-        let id = id.clone();
-        async move { session_update(&app, &id).await }
-    })
+    let session = follow::Session::new(&id, path);
+    updates(Arc::clone(&app), changes, SESSION_GAP, session, follow::Session::update)
 }
 
-async fn new_session(State(app): Shared, body: Bytes) -> Response {
+async fn new_session(State(app): Shared, Body(body): Body) -> Response {
     let Some(live) = &app.live else { return read_only_console() };
     let asked = match request::new_session(&body) {
         Ok(asked) => asked,
         Err(e) => return bad_request(&e),
     };
+    if let Some(Err(e)) = asked.as_deref().map(check_session_id) {
+        return bad_request(&BadRequest { field: "id".into(), message: e.to_string() });
+    }
+    // One creation at a time: the check that the log does not exist and the open that writes
+    // it are one step, so of two requests for one id exactly one creates it.
+    let _creating = live.creating.lock().await;
     let id = match asked {
         Some(id) => {
-            if let Err(e) = check_session_id(&id) {
-                return bad_request(&BadRequest { field: "id".into(), message: e.to_string() });
-            }
-            if app.path(&id).is_some_and(|p| FsPath::exists(&p)) {
+            if app.path(&id).is_some_and(|p| std::fs::symlink_metadata(p).is_ok()) {
                 return error(StatusCode::CONFLICT, "exists", format!("session {id:?} exists"));
             }
             id
@@ -494,7 +505,7 @@ fn session_error(e: &SessionError) -> Response {
     }
 }
 
-async fn prompt(State(app): Shared, Path(id): Path<String>, body: Bytes) -> Response {
+async fn prompt(State(app): Shared, Path(id): Path<String>, Body(body): Body) -> Response {
     let Some(live) = &app.live else { return read_only_console() };
     let text = match request::prompt(&body) {
         Ok(text) => text,
@@ -538,11 +549,17 @@ async fn cancel(State(app): Shared, Path(id): Path<String>) -> Response {
 
 // ---- plugins ----
 
-fn plugin_view(runtime: &Runtime, name: &str) -> Option<PluginView> {
+/// Plugin `name` of the chain as the pages show it; its settings are noted as seen at their
+/// revision (`drawn.rs`).
+fn plugin_view(live: &Live, name: &str) -> Option<PluginView> {
+    let runtime = &live.runtime;
     if !runtime.plugins().iter().any(|n| n == name) {
         return None;
     }
     let settings = runtime.plugin_settings(name).ok();
+    if let Some(settings) = &settings {
+        live.drawn.saw(name, settings.revision, &settings.settings);
+    }
     let read_only = settings.as_ref().filter(|s| s.read_only).map(|s| {
         match runtime.check_plugin_settings(name, &json!({}), s.revision) {
             Err(ConfigError::ReadOnly { reason, .. }) => reason,
@@ -567,9 +584,9 @@ fn plugin_json(view: &PluginView) -> Value {
 }
 
 async fn plugins_page(State(app): Shared) -> Response {
-    let views: Vec<PluginView> = match app.runtime() {
-        Some(runtime) => {
-            runtime.plugins().iter().filter_map(|name| plugin_view(runtime, name)).collect()
+    let views: Vec<PluginView> = match &app.live {
+        Some(live) => {
+            live.runtime.plugins().iter().filter_map(|name| plugin_view(live, name)).collect()
         }
         None => Vec::new(),
     };
@@ -577,13 +594,14 @@ async fn plugins_page(State(app): Shared) -> Response {
 }
 
 async fn list_plugins(State(app): Shared) -> Response {
-    let Some(runtime) = app.runtime() else {
+    let Some(live) = &app.live else {
         return axum::Json(json!({"plugins": [], "readOnly": true})).into_response();
     };
-    let plugins: Vec<Value> = runtime
+    let plugins: Vec<Value> = live
+        .runtime
         .plugins()
         .iter()
-        .filter_map(|name| plugin_view(runtime, name))
+        .filter_map(|name| plugin_view(live, name))
         .map(|view| plugin_json(&view))
         .collect();
     axum::Json(json!({"plugins": plugins, "readOnly": false})).into_response()
@@ -594,8 +612,8 @@ fn no_plugin(name: &str) -> Response {
 }
 
 async fn one_plugin(State(app): Shared, Path(name): Path<String>) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
-    match plugin_view(runtime, &name) {
+    let Some(live) = &app.live else { return read_only_console() };
+    match plugin_view(live, &name) {
         Some(view) => axum::Json(plugin_json(&view)).into_response(),
         None => no_plugin(&name),
     }
@@ -641,34 +659,41 @@ fn config_error(name: &str, e: ConfigError) -> Response {
     }
 }
 
-async fn patch_plugin(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
+async fn patch_plugin(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
+    let Some(live) = &app.live else { return read_only_console() };
     let based = match request::patch(&body) {
         Ok(based) => based,
         Err(e) => return bad_request(&e),
     };
+    let runtime = &live.runtime;
     match runtime.configure_plugin(&name, Value::Object(based.object), based.revision).await {
         Ok(outcome) => axum::Json(json!({
             "revision": outcome.revision,
             "changed": outcome.changed,
-            "settings": runtime.plugin_settings(&name).ok().map(|s| s.settings),
+            "settings": plugin_view(live, &name).and_then(|view| view.settings).map(|s| s.settings),
         }))
         .into_response(),
         Err(e) => config_error(&name, e),
     }
 }
 
-/// A form's staged edits read against the plugin's settings now.
+/// A form's staged edits, read against the settings of the revision it was drawn at.
 struct Read {
     view: PluginView,
+    /// The current revision.
     revision: u64,
+    /// The revision the form was drawn at.
     based_on: u64,
     staged: staged::Staged,
+    /// Whether the settings of `based_on` are known (else `staged` holds no change, only the
+    /// problems of the values themselves).
+    known: bool,
 }
 
-fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Response>> {
+fn read_form(live: &Live, name: &str, body: &[u8]) -> Result<Read, Box<Response>> {
+    let runtime = &live.runtime;
     let based = request::form(body).map_err(|e| Box::new(bad_request(&e)))?;
-    let view = plugin_view(runtime, name).ok_or_else(|| Box::new(no_plugin(name)))?;
+    let view = plugin_view(live, name).ok_or_else(|| Box::new(no_plugin(name)))?;
     let (Some(settings), Some(fields), None) = (&view.settings, view.form, &view.read_only) else {
         let reason = view.read_only.clone().unwrap_or_else(|| "no editable settings".to_owned());
         return Err(Box::new(error(
@@ -677,8 +702,21 @@ fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Res
             format!("the settings of plugin {name} cannot be changed here: {reason}"),
         )));
     };
-    let mut staged = staged::stage(fields, &settings.settings, &based.object);
     let revision = settings.revision;
+    // Another client may have saved since the form was drawn: its edits are what differs from
+    // the settings it shows, not from the current ones.
+    let drawn = if based.revision == revision {
+        Some(settings.settings.clone())
+    } else {
+        live.drawn.at(name, based.revision)
+    };
+    let known = drawn.is_some();
+    let mut staged =
+        staged::stage(fields, drawn.as_ref().unwrap_or(&settings.settings), &based.object);
+    if !known {
+        staged.patch.clear();
+        staged.changed.clear();
+    }
     if revision == based.revision && staged.problems.is_empty() && !staged.patch.is_empty() {
         // The plugin is the authority: whatever it would refuse blocks the save too.
         let patch = Value::Object(staged.patch.clone());
@@ -689,16 +727,17 @@ fn read_form(runtime: &Runtime, name: &str, body: &[u8]) -> Result<Read, Box<Res
             staged.problems.push(Problem { field, message: format!("{path}: {message}") });
         }
     }
-    Ok(Read { view, revision, based_on: based.revision, staged })
+    Ok(Read { view, revision, based_on: based.revision, staged, known })
 }
 
-async fn check_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
-    match read_form(runtime, &name, &body) {
+async fn check_form(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
+    let Some(live) = &app.live else { return read_only_console() };
+    match read_form(live, &name, &body) {
         Ok(read) => axum::Json(json!({
             "revision": read.revision,
+            "basedOn": read.based_on,
             "stale": read.revision != read.based_on,
-            "changed": read.staged.changed,
+            "changed": read.known.then_some(read.staged.changed),
             "problems": read.staged.problems,
         }))
         .into_response(),
@@ -706,9 +745,9 @@ async fn check_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -
     }
 }
 
-async fn save_form(State(app): Shared, Path(name): Path<String>, body: Bytes) -> Response {
-    let Some(runtime) = app.runtime() else { return read_only_console() };
-    let read = match read_form(runtime, &name, &body) {
+async fn save_form(State(app): Shared, Path(name): Path<String>, Body(body): Body) -> Response {
+    let Some(live) = &app.live else { return read_only_console() };
+    let read = match read_form(live, &name, &body) {
         Ok(read) => read,
         Err(response) => return *response,
     };
@@ -725,11 +764,11 @@ async fn save_form(State(app): Shared, Path(name): Path<String>, body: Bytes) ->
             .into_response();
     }
     let patch = Value::Object(read.staged.patch);
-    match runtime.configure_plugin(&name, patch, read.based_on).await {
+    match live.runtime.configure_plugin(&name, patch, read.based_on).await {
         Ok(outcome) => {
             let saved =
                 format!("Saved revision {}: {}.", outcome.revision, outcome.changed.join(", "));
-            let view = plugin_view(runtime, &name).unwrap_or(read.view);
+            let view = plugin_view(live, &name).unwrap_or(read.view);
             let html = pages::plugin(&view, Some(&saved)).into_string();
             axum::Json(
                 json!({"revision": outcome.revision, "changed": outcome.changed, "html": html}),

@@ -4,8 +4,8 @@
 //! - [`state`]: idle, a turn running, or a turn waiting for a scheduled retry (its last
 //!   `llm/retry` not yet followed by its `llm/retry-started`, an attempt or the turn's end).
 //! - [`streaming`]: the chunks of the running turn's latest attempt, until it answers or fails.
-//! - [`summary`]: one row of the sessions list (first prompt, turns, state, how the last turn
-//!   ended, how many turns retried or failed, last activity).
+//! - [`Summary`]: one row of the sessions list (first prompt, turns, state, how the last turn
+//!   ended, how many turns retried or failed, last activity), made by `tail.rs` as a log grows.
 //! - [`utc`]: a log time (milliseconds since the Unix epoch) as `2025-01-02 13:45:10 UTC`.
 //!
 //! A log that ends inside a turn is read as running: in the console's own runtime it is; in a
@@ -13,7 +13,6 @@
 //! the turn `interrupted`).
 
 use rein_runtime::event::{Envelope, Event};
-use rein_runtime::panel::panels;
 use serde::Serialize;
 
 /// What a session is doing.
@@ -38,7 +37,8 @@ pub(crate) enum State {
         retry: u64,
         /// The chain's budget (none in always mode).
         max_retries: Option<u64>,
-        /// The wait.
+        /// The wait (written as the log writes it: `20000`, not `20000.0`).
+        #[serde(serialize_with = "rein_runtime::json_number::serialize")]
         delay_ms: f64,
         /// When the wait began (the `llm/retry`'s time).
         since: u64,
@@ -181,28 +181,6 @@ pub(crate) struct Summary {
 /// The longest title of a sessions list row.
 pub(crate) const TITLE_CHARS: usize = 80;
 
-/// The row of session `id` whose log is `log`.
-pub(crate) fn summary(id: &str, log: &[Envelope]) -> Summary {
-    let title = log.iter().find_map(|e| match &e.event {
-        Event::UserMessage(m) => Some(title(&m.text)),
-        _ => None,
-    });
-    let last_ending = log.iter().rev().find_map(|e| match &e.event {
-        Event::TurnEnd(end) => Some(rein::html::conversation::ending(Some(&end.reason)).1),
-        _ => None,
-    });
-    Summary {
-        id: id.to_owned(),
-        title,
-        turns: log.iter().filter(|e| matches!(e.event, Event::TurnStart(_))).count(),
-        state: state(log),
-        last_ending,
-        retried_or_failed: panels(log).len(),
-        last_time: log.last().map(|e| e.time),
-        error: None,
-    }
-}
-
 /// The row of a session whose log cannot be read.
 pub(crate) fn unreadable(id: &str, error: String) -> Summary {
     Summary {
@@ -218,7 +196,7 @@ pub(crate) fn unreadable(id: &str, error: String) -> Summary {
 }
 
 /// `text` on one line, at most [`TITLE_CHARS`] characters (`…` when cut).
-fn title(text: &str) -> String {
+pub(crate) fn title(text: &str) -> String {
     let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if folded.chars().count() <= TITLE_CHARS {
         return folded;
@@ -256,7 +234,7 @@ pub(crate) fn utc(ms: u64) -> String {
 mod tests {
     use rein_runtime::event::{
         AssistantChunk, AssistantMessage, CancelCause, LlmRetry, LlmRetryStarted, RequestError,
-        RequestStart, SessionStart, StepRef, TurnEnd, TurnEndReason, TurnStart, UserMessage,
+        RequestStart, SessionStart, StepRef, TurnEnd, TurnEndReason, TurnStart,
     };
     use rein_runtime::failure::Failure;
 
@@ -316,10 +294,6 @@ mod tests {
 
     fn end(turn: u32, reason: TurnEndReason) -> Event {
         Event::TurnEnd(TurnEnd { turn, reason })
-    }
-
-    fn user(text: &str) -> Event {
-        Event::UserMessage(UserMessage { text: text.into() })
     }
 
     fn answer(turn: u32, text: &str) -> Event {
@@ -413,6 +387,14 @@ mod tests {
         assert_eq!(State::Running { turn: 4 }.describe(), "turn 4 running");
         assert_eq!(State::Idle.describe(), "idle");
         assert!(waiting.is_running() && !State::Idle.is_running());
+        // The wait as the log writes it: a whole number without a fraction.
+        let json = serde_json::to_value(&waiting).unwrap();
+        assert_eq!(json["delayMs"].to_string(), "600000");
+        let mut fraction = waiting.clone();
+        if let State::Waiting { delay_ms, .. } = &mut fraction {
+            *delay_ms = 490.25;
+        }
+        assert_eq!(serde_json::to_value(&fraction).unwrap()["delayMs"].to_string(), "490.25");
         let cases = [
             (0.0, "0 ms"),
             (499.6, "500 ms"),
@@ -463,36 +445,6 @@ mod tests {
             let got = streaming(&log(events));
             assert_eq!(got.as_ref().map(|(t, s)| (*t, s.as_str())), want, "{kinds:?}");
         }
-    }
-
-    #[test]
-    fn a_row_sums_a_session_up() {
-        let long = format!("first\n  line {}", "x".repeat(100));
-        let events = log(vec![
-            session(),
-            user(&long),
-            start(1),
-            request(1, 1),
-            error(1, 1),
-            end(1, TurnEndReason::Error { failure: Failure::new("RATE_LIMIT", "slow").unwrap() }),
-            user("again"),
-            start(2),
-        ]);
-        let row = summary("s1", &events);
-        let title = row.title.clone().unwrap();
-        assert_eq!(title.chars().count(), TITLE_CHARS);
-        assert!(title.starts_with("first line xxx") && title.ends_with('…'), "{title}");
-        assert_eq!(
-            (row.turns, row.state.clone(), row.last_ending.as_deref(), row.retried_or_failed),
-            (2, State::Running { turn: 2 }, Some("failed: RATE_LIMIT"), 1)
-        );
-        assert_eq!(row.last_time, Some(7000));
-        let empty = summary("s2", &[]);
-        assert_eq!((empty.title, empty.turns, empty.last_time), (None, 0, None));
-        assert_eq!(
-            serde_json::to_value(&row).unwrap()["state"],
-            serde_json::json!({"state": "running", "turn": 2})
-        );
     }
 
     #[test]
