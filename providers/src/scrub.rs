@@ -22,7 +22,6 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use regex::Regex;
 use rein_runtime::event::ToolCall;
 use rein_runtime::failure::Failure;
 use rein_runtime::provider::ChunkSink;
@@ -34,18 +33,11 @@ use crate::secret::REDACTED;
 
 /// Takes secrets out of text. Cheap to clone (shared).
 #[derive(Clone, Default)]
-pub struct Scrubber(Option<Arc<Secrets>>);
-
-struct Secrets {
-    /// The secrets, longest first, for the tail held back from a stream.
-    list: Vec<String>,
-    /// Any of them (longest first, so a secret that starts another is not cut short).
-    pattern: Regex,
-}
+pub struct Scrubber(Option<Arc<[String]>>);
 
 impl std::fmt::Debug for Scrubber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let count = self.0.as_ref().map_or(0, |s| s.list.len());
+        let count = self.0.as_ref().map_or(0, |s| s.len());
         write!(f, "Scrubber({count} secret(s))")
     }
 }
@@ -56,23 +48,36 @@ impl Scrubber {
         let mut list: Vec<String> = secrets.into_iter().filter(|s| !s.is_empty()).collect();
         list.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
         list.dedup();
-        if list.is_empty() {
-            return Self(None);
-        }
-        let alternatives: Vec<String> = list.iter().map(|s| regex::escape(s)).collect();
-        match Regex::new(&alternatives.join("|")) {
-            Ok(pattern) => Self(Some(Arc::new(Secrets { list, pattern }))),
-            // Literal alternatives of a few credentials cannot exceed the regex size limit.
-            Err(e) => unreachable!("escaped literals always compile: {e}"),
-        }
+        Self((!list.is_empty()).then(|| list.into()))
     }
 
-    /// `text` with every occurrence of a secret replaced by [`REDACTED`].
+    /// `text` with every occurrence of a secret replaced by [`REDACTED`]: the leftmost match
+    /// first, the longest secret where several start there.
     pub fn text<'a>(&self, text: &'a str) -> Cow<'a, str> {
-        match &self.0 {
-            Some(secrets) => secrets.pattern.replace_all(text, REDACTED),
-            None => text.into(),
+        let Some((start, end)) = self.next_match(text, 0) else { return text.into() };
+        let mut clean = String::with_capacity(text.len());
+        clean.push_str(&text[..start]);
+        clean.push_str(REDACTED);
+        let mut from = end;
+        while let Some((start, end)) = self.next_match(text, from) {
+            clean.push_str(&text[from..start]);
+            clean.push_str(REDACTED);
+            from = end;
         }
+        clean.push_str(&text[from..]);
+        Cow::Owned(clean)
+    }
+
+    /// The first match at or after byte `from` (a char boundary): (start, end). A secret is
+    /// valid UTF-8, so a match starts and ends on char boundaries.
+    fn next_match(&self, text: &str, from: usize) -> Option<(usize, usize)> {
+        let secrets = self.0.as_deref()?;
+        let rest = &text[from..];
+        // Longest first: at equal starts the first found (the longest) is kept.
+        secrets
+            .iter()
+            .filter_map(|s| rest.find(s.as_str()).map(|at| (from + at, from + at + s.len())))
+            .min_by_key(|&(start, _)| start)
     }
 
     fn owned(&self, text: String) -> String {
@@ -148,19 +153,25 @@ impl Scrubber {
     /// the start of the match that covers it. Before that point the matches are those of any
     /// continuation of the text, so what comes before it can be scrubbed and sent now.
     fn held_from(&self, text: &str) -> usize {
-        let Some(secrets) = &self.0 else { return text.len() };
+        let Some(secrets) = self.0.as_deref() else { return text.len() };
         let bytes = text.as_bytes();
-        let longest = secrets.list.first().map_or(0, String::len);
+        let longest = secrets.first().map_or(0, String::len);
         let open = |from: usize| {
             let tail = &bytes[from..];
-            secrets.list.iter().any(|s| s.len() > tail.len() && s.as_bytes().starts_with(tail))
+            secrets.iter().any(|s| s.len() > tail.len() && s.as_bytes().starts_with(tail))
         };
-        let mut keep = (bytes.len().saturating_sub(longest)..bytes.len())
+        let keep = (bytes.len().saturating_sub(longest)..bytes.len())
             .find(|&from| text.is_char_boundary(from) && open(from))
             .unwrap_or(bytes.len());
-        let covering = secrets.pattern.find_iter(text).find(|m| m.start() < keep && keep < m.end());
-        if let Some(covering) = covering {
-            keep = covering.start();
+        let mut from = 0;
+        while let Some((start, end)) = self.next_match(text, from) {
+            if start >= keep {
+                break;
+            }
+            if end > keep {
+                return start;
+            }
+            from = end;
         }
         keep
     }
@@ -250,6 +261,11 @@ mod tests {
         let nested = scrubber(&["ab", "abc"]);
         assert_eq!(nested.text("abc ab"), "[redacted] [redacted]");
         assert_eq!(Scrubber::default().text("sk-9"), "sk-9", "no secret, nothing scrubbed");
+        // However long a key is, it is a secret like any other (no pattern to outgrow).
+        let huge = "k".repeat(1 << 20);
+        let s = Scrubber::new([huge.clone()]);
+        assert_eq!(s.text(&format!("<{huge}>")), "<[redacted]>");
+        assert_eq!(s.text(&huge[1..]), &huge[1..]);
     }
 
     #[test]

@@ -10,6 +10,9 @@ use std::fmt;
 /// What a redacted key reads as.
 pub const REDACTED: &str = "[redacted]";
 
+/// The longest key accepted.
+pub const MAX_KEY_BYTES: usize = 4096;
+
 /// A provider API key. Never printed: see the module docs.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ApiKey(String);
@@ -23,13 +26,16 @@ impl ApiKey {
         if trimmed.is_empty() { None } else { Some(Self(trimmed.to_owned())) }
     }
 
-    /// Whether the key can travel in an HTTP header: visible ASCII only. The reason never
-    /// quotes the key.
+    /// Whether the key can travel in an HTTP header: visible ASCII only, at most
+    /// [`MAX_KEY_BYTES`] (servers refuse longer header lines anyway). The reason never quotes
+    /// the key.
     pub fn check(&self) -> Result<(), &'static str> {
-        if self.0.bytes().all(|b| b.is_ascii_graphic()) {
-            Ok(())
-        } else {
+        if !self.0.bytes().all(|b| b.is_ascii_graphic()) {
             Err("must be printable ASCII without spaces")
+        } else if self.0.len() > MAX_KEY_BYTES {
+            Err("must be at most 4096 characters")
+        } else {
+            Ok(())
         }
     }
 
@@ -80,8 +86,16 @@ mod tests {
 
     #[test]
     fn keys_that_cannot_be_a_header_are_refused_without_quoting_them() {
-        for (raw, ok) in [("sk-abc", true), ("sk abc", false), ("sk-é", false), ("sk\u{7f}", false)]
-        {
+        let long = "k".repeat(MAX_KEY_BYTES + 1);
+        let cases = [
+            ("sk-abc", true),
+            ("sk abc", false),
+            ("sk-é", false),
+            ("sk\u{7f}", false),
+            (&long[1..], true),
+            (&long, false),
+        ];
+        for (raw, ok) in cases {
             let result = ApiKey::new(raw).unwrap().check();
             assert_eq!(result.is_ok(), ok, "{raw:?}");
             if let Err(reason) = result {
