@@ -14,7 +14,7 @@ use scenario_cli::{requests, run, run_with, run_with_log, run_with_log_and_stder
 use serde_json::{Value, json};
 
 /// `auto-retry`'s policy key with its default settings and `jitterRatio: 0`.
-const OWN_FLAT: &str = r#"["auto-retry",3,["EMPTY_RESPONSE","PI_AI_ERROR","PROVIDER_ERROR","RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],1000,60000,0]"#;
+const OWN_FLAT: &str = r#"["auto-retry",3,["EMPTY_RESPONSE","PI_AI_ERROR","PROVIDER_ERROR","RATE_LIMIT","SERVER","STREAM_CLOSED","TIMEOUT","TRANSPORT"],1000,60000,0]"#;
 
 /// `(plugin, retry, delayMs)` of every `llm/retry`.
 fn retries(report: &Value) -> Vec<(String, u64, u64)> {
@@ -225,7 +225,7 @@ fn a_string_instead_of_a_code_list_is_the_default_list() {
         [
             "warning: plugins[2].config.retryableCodes: must be a list of codes, got \"QUOTA\"; using \
           the default EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, PROVIDER_ERROR, \
-          PI_AI_ERROR"
+          PI_AI_ERROR, STREAM_CLOSED"
         ]
     );
 }
@@ -239,7 +239,8 @@ fn an_empty_code_list_in_the_file_is_the_default_list() {
     assert_eq!(
         warnings(&stderr),
         ["warning: plugins[2].config.retryableCodes: lists no code; using the default list \
-          (EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, PROVIDER_ERROR, PI_AI_ERROR)"]
+          (EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, PROVIDER_ERROR, PI_AI_ERROR, \
+          STREAM_CLOSED)"]
     );
 }
 

@@ -100,7 +100,7 @@ async fn settings_are_read_checked_and_patched_under_a_revision_fence() {
                              "maxDelayMs": 60000, "jitterRatio": 0.2,
                              "retryableCodes": ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER",
                                                 "TIMEOUT", "TRANSPORT", "PROVIDER_ERROR",
-                                                "PI_AI_ERROR"]}),
+                                                "PI_AI_ERROR", "STREAM_CLOSED"]}),
             read_only: false,
         }
     );

@@ -12,6 +12,8 @@
 //! | any other, with quota wording in the body | `QUOTA` (even on a 429) |
 //! | 402 | `QUOTA` |
 //! | 429 | `RATE_LIMIT` |
+//! | 408 | `TIMEOUT` (a proxy's upstream timeout, `litellm`'s among them) |
+//! | 409 | `SERVER` (a conflict the server resolves by itself; the official SDKs retry it) |
 //! | 400 | `CONTEXT_WINDOW_EXCEEDED` when the body says the context or maximum length was exceeded, else `INVALID_REQUEST` |
 //! | 422 | `INVALID_REQUEST` |
 //! | ≥ 500 | `SERVER` |
@@ -92,6 +94,8 @@ pub fn http_code(status: u16, body: &str) -> String {
         _ if quota_wording(body) => failure::QUOTA,
         402 => failure::QUOTA,
         429 => failure::RATE_LIMIT,
+        408 => failure::TIMEOUT,
+        409 => failure::SERVER,
         400 if context_wording(body) => failure::CONTEXT_WINDOW_EXCEEDED,
         400 | 422 => failure::INVALID_REQUEST,
         500.. => failure::SERVER,
@@ -261,8 +265,13 @@ mod tests {
             (500, plain, "SERVER"),
             (503, "<html>busy</html>", "SERVER"),
             (599, "", "SERVER"),
+            (408, plain, "TIMEOUT"),
+            (408, "", "TIMEOUT"),
+            (409, plain, "SERVER"),
+            (409, "", "SERVER"),
+            (409, quota_429, "QUOTA"),
             (404, plain, "HTTP_404"),
-            (409, "", "HTTP_409"),
+            (410, "", "HTTP_410"),
             (418, "", "HTTP_418"),
         ];
         for (status, body, code) in cases {
@@ -364,6 +373,8 @@ mod tests {
         let cases = [
             (json!({"message": "Rate limit reached", "code": 429}), "RATE_LIMIT", Some(429)),
             (json!({"message": "overloaded", "status": 503}), "SERVER", Some(503)),
+            (json!({"message": "upstream timed out", "code": 408}), "TIMEOUT", Some(408)),
+            (json!({"message": "conflict", "status": 409}), "SERVER", Some(409)),
             (json!({"message": "insufficient_quota", "code": 429}), "QUOTA", Some(429)),
             (json!({"message": "Rate limit reached", "type": "requests"}), "RATE_LIMIT", None),
             (json!({"message": "boom", "type": "server_error"}), "SERVER", None),

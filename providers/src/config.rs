@@ -5,12 +5,21 @@
 //! it is table-tested without touching the process environment. An unset API key is not an
 //! error here: the adapter answers every call `MISSING_CREDENTIAL` (a typed failure no plugin
 //! retries), and a caller that wants another provider instead asks
-//! [`OpenAiConfig::has_api_key`] first.
+//! [`OpenAiConfig::has_api_key`] first — unless the configuration is **keyless**
+//! ([`OpenAiConfig::keyless`]): a base URL of its own on a preset that allows it (the generic
+//! one, or [`OpenAiConfig::custom`]) and no key is a local server (Ollama, llama.cpp, vLLM), and
+//! its requests go out with no `Authorization` header.
+//!
+//! The base URL is a [`BaseUrl`]: checked, and printed with its user information redacted.
 
 use std::fmt;
 use std::time::Duration;
 
 use crate::secret::ApiKey;
+
+mod base_url;
+
+pub use base_url::{BaseUrl, redact_userinfo};
 
 /// A known OpenAI-compatible service: its names, defaults and environment variables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +34,10 @@ pub struct Preset {
     pub model: &'static str,
     /// The prefix of its variables: `<PREFIX>_API_KEY`, `<PREFIX>_BASE_URL`, `<PREFIX>_MODEL`.
     pub env_prefix: &'static str,
+    /// Whether a base URL other than its own may need no key: with one and no key, requests go
+    /// out without an `Authorization` header (a local server). The generic preset only: a named
+    /// service always wants its key.
+    pub keyless_base_url: bool,
 }
 
 impl Preset {
@@ -35,16 +48,19 @@ impl Preset {
         base_url: "https://api.deepseek.com",
         model: "deepseek-chat",
         env_prefix: "DEEPSEEK",
+        keyless_base_url: false,
     };
 
     /// The generic preset: OpenAI's API, or any compatible server through `OPENAI_BASE_URL`
-    /// (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`).
+    /// (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`) — without a key when that server
+    /// needs none.
     pub const OPENAI: Preset = Preset {
         name: "openai",
         label: "OpenAI",
         base_url: "https://api.openai.com/v1",
         model: "gpt-4o-mini",
         env_prefix: "OPENAI",
+        keyless_base_url: true,
     };
 
     /// The name of one of its variables (`suffix` is `API_KEY`, `BASE_URL` or `MODEL`).
@@ -89,9 +105,13 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct OpenAiConfig {
     name: String,
     label: String,
-    base_url: String,
+    base_url: BaseUrl,
     model: String,
     api_key: Option<ApiKey>,
+    /// The preset allows a base URL of its own without a key.
+    keyless_base_url: bool,
+    /// The base URL is not the preset's own.
+    own_base_url: bool,
     idle_timeout: Duration,
     connect_timeout: Duration,
     system_prompt: Option<String>,
@@ -105,6 +125,7 @@ impl fmt::Debug for OpenAiConfig {
             .field("base_url", &self.base_url)
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| crate::secret::REDACTED))
+            .field("keyless", &self.keyless())
             .field("idle_timeout", &self.idle_timeout)
             .field("connect_timeout", &self.connect_timeout)
             .field("system_prompt", &self.system_prompt)
@@ -118,9 +139,12 @@ impl OpenAiConfig {
         Self {
             name: preset.name.to_owned(),
             label: preset.label.to_owned(),
-            base_url: preset.base_url.to_owned(),
+            base_url: BaseUrl::parse(preset.base_url, "base_url")
+                .unwrap_or_else(|e| unreachable!("a preset's own base URL is valid: {e}")),
             model: preset.model.to_owned(),
             api_key: None,
+            keyless_base_url: preset.keyless_base_url,
+            own_base_url: false,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             system_prompt: None,
@@ -139,7 +163,8 @@ impl OpenAiConfig {
     }
 
     /// Any OpenAI-compatible server: `name` is its `gen_ai.provider.name`, `label` how messages
-    /// name it; `base_url` is the path before `/chat/completions`.
+    /// name it; `base_url` is the path before `/chat/completions`. Without a key
+    /// ([`OpenAiConfig::with_api_key`]) it is keyless: no `Authorization` header.
     pub fn custom(
         name: impl Into<String>,
         label: impl Into<String>,
@@ -149,7 +174,9 @@ impl OpenAiConfig {
         let mut config = Self::preset(Preset::OPENAI);
         config.name = name.into();
         config.label = label.into();
-        config.base_url = parse_base_url(base_url, "base_url")?;
+        config.base_url = BaseUrl::parse(base_url, "base_url")?;
+        config.own_base_url = true;
+        config.keyless_base_url = true;
         config.model = model.into();
         config.key_var = None;
         Ok(config)
@@ -162,7 +189,8 @@ impl OpenAiConfig {
 
     /// A preset whose key, base URL and model come from `lookup` (an environment): an unset or
     /// empty variable keeps the preset's default (no key for the key). An invalid value is an
-    /// error naming the variable; the key's value is never quoted.
+    /// error naming the variable; the key's value is never quoted. A base URL variable with no
+    /// key on a preset that allows it ([`Preset::keyless_base_url`]) is keyless.
     pub fn from_lookup(
         preset: Preset,
         lookup: impl Fn(&str) -> Option<String>,
@@ -180,7 +208,8 @@ impl OpenAiConfig {
             config.api_key = Some(key);
         }
         if let (name, Some(url)) = var("BASE_URL") {
-            config.base_url = parse_base_url(url.trim(), &name)?;
+            config.base_url = BaseUrl::parse(url.trim_matches(' '), &name)?;
+            config.own_base_url = true;
         }
         if let (_, Some(model)) = var("MODEL") {
             config.model = model.trim().to_owned();
@@ -200,9 +229,11 @@ impl OpenAiConfig {
         Ok(self)
     }
 
-    /// The same configuration with another base URL (`http` or `https`).
+    /// The same configuration with another base URL (`http` or `https`; keyless without a key
+    /// on a preset that allows it).
     pub fn with_base_url(mut self, url: &str) -> Result<Self, ProviderConfigError> {
-        self.base_url = parse_base_url(url, "base_url")?;
+        self.base_url = BaseUrl::parse(url, "base_url")?;
+        self.own_base_url = true;
         Ok(self)
     }
 
@@ -245,19 +276,31 @@ impl OpenAiConfig {
         &self.model
     }
 
-    /// The base URL.
+    /// The base URL as it prints: its user information, if any, reads `[redacted]`.
     pub fn base_url(&self) -> &str {
-        &self.base_url
+        self.base_url.shown()
     }
 
-    /// The endpoint: the base URL followed by `/chat/completions`.
-    pub fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.base_url.trim_end_matches('/'))
+    /// The endpoint: the base URL (credentials included) followed by `/chat/completions`.
+    pub(crate) fn endpoint(&self) -> String {
+        self.base_url.endpoint()
     }
 
     /// Whether a key is configured.
     pub fn has_api_key(&self) -> bool {
         self.api_key.is_some()
+    }
+
+    /// Whether requests go out with no `Authorization` header: no key, and a base URL of its
+    /// own on a preset that allows it (a local server that needs none).
+    pub fn keyless(&self) -> bool {
+        self.api_key.is_none() && self.keyless_base_url && self.own_base_url
+    }
+
+    /// Every secret a server could echo back: the key and the base URL's password.
+    pub(crate) fn secrets(&self) -> Vec<String> {
+        let key = self.api_key.as_ref().map(|key| key.secret().to_owned());
+        key.into_iter().chain(self.base_url.password()).collect()
     }
 
     /// The variable the key is read from, if the configuration came from a preset.
@@ -283,25 +326,6 @@ impl OpenAiConfig {
     pub fn system_prompt(&self) -> Option<&str> {
         self.system_prompt.as_deref()
     }
-}
-
-/// `url` checked as an `http(s)` base URL, or an error naming `field`.
-fn parse_base_url(url: &str, field: &str) -> Result<String, ProviderConfigError> {
-    let parsed = reqwest::Url::parse(url)
-        .map_err(|e| ProviderConfigError::invalid(field, format!("not a URL ({e}): {url:?}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(ProviderConfigError::invalid(
-            field,
-            format!("must be an http(s) URL, got {url:?}"),
-        ));
-    }
-    if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err(ProviderConfigError::invalid(
-            field,
-            format!("must have no query or fragment: {url:?}"),
-        ));
-    }
-    Ok(url.to_owned())
 }
 
 #[cfg(test)]
@@ -377,8 +401,16 @@ mod tests {
 
     #[test]
     fn invalid_values_name_the_variable_and_never_quote_the_key() {
-        let cases: [(&[(&str, &str)], &str); 4] = [
+        let cases: [(&[(&str, &str)], &str); 6] = [
             (&[("DEEPSEEK_BASE_URL", "api.deepseek.com")], "DEEPSEEK_BASE_URL: not a URL"),
+            (
+                &[("DEEPSEEK_BASE_URL", "http://127.0.0.1/v1\n")],
+                "DEEPSEEK_BASE_URL: must not contain a control character (U+000A at byte 19)",
+            ),
+            (
+                &[("DEEPSEEK_BASE_URL", "ftp://me:secret@x")],
+                "DEEPSEEK_BASE_URL: must be an http(s) URL, got \"ftp://[redacted]@x\"",
+            ),
             (&[("DEEPSEEK_BASE_URL", "ftp://x")], "DEEPSEEK_BASE_URL: must be an http(s) URL"),
             (&[("DEEPSEEK_BASE_URL", "http://x/?a=1")], "DEEPSEEK_BASE_URL: must have no query"),
             (&[("DEEPSEEK_API_KEY", "sk secret")], "DEEPSEEK_API_KEY: must be printable ASCII"),
@@ -389,6 +421,38 @@ mod tests {
             assert!(text.starts_with(expected), "{text}");
             assert!(!text.contains("secret"), "{text}");
         }
+    }
+
+    #[test]
+    fn a_base_url_of_its_own_without_a_key_is_keyless_on_the_generic_preset_only() {
+        let local = ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1");
+        let cases: [(Preset, Vars, bool, bool); 6] = [
+            (Preset::OPENAI, &[local], false, true),
+            (Preset::OPENAI, &[local, ("OPENAI_API_KEY", "sk-1")], true, false),
+            (Preset::OPENAI, &[], false, false),
+            (Preset::OPENAI, &[("OPENAI_BASE_URL", " ")], false, false),
+            (Preset::DEEPSEEK, &[("DEEPSEEK_BASE_URL", "http://127.0.0.1:9")], false, false),
+            (Preset::DEEPSEEK, &[local], false, false),
+        ];
+        for (preset, vars, keyed, keyless) in cases {
+            let config = OpenAiConfig::from_lookup(preset, env(vars)).unwrap();
+            assert_eq!((config.has_api_key(), config.keyless()), (keyed, keyless), "{vars:?}");
+        }
+        let custom = OpenAiConfig::custom("vllm", "vLLM", "http://127.0.0.1:8000/v1", "m").unwrap();
+        assert!(custom.keyless());
+        assert!(!custom.with_api_key("sk-2").unwrap().keyless());
+        assert!(OpenAiConfig::openai().with_base_url("http://127.0.0.1:1").unwrap().keyless());
+        assert!(!OpenAiConfig::deepseek().with_base_url("http://127.0.0.1:1").unwrap().keyless());
+    }
+
+    #[test]
+    fn the_base_url_prints_without_its_user_information() {
+        let vars = [("OPENAI_BASE_URL", "http://me:hunter2@127.0.0.1:8000/v1")];
+        let config = OpenAiConfig::from_lookup(Preset::OPENAI, env(&vars)).unwrap();
+        assert_eq!(config.base_url(), "http://[redacted]@127.0.0.1:8000/v1");
+        assert_eq!(config.endpoint(), "http://me:hunter2@127.0.0.1:8000/v1/chat/completions");
+        assert!(!format!("{config:?}").contains("hunter2"));
+        assert_eq!(config.secrets(), ["hunter2"]);
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!
 //! Pure core first:
 //! - [`secret`]: [`ApiKey`], a credential that never prints.
-//! - [`config`]: [`Preset`]s (DeepSeek, OpenAI), [`OpenAiConfig`] from code or the environment.
+//! - [`scrub`]: [`Scrubber`], the one place a server's strings lose the secrets it could echo.
+//! - [`config`]: [`Preset`]s (DeepSeek, OpenAI), [`OpenAiConfig`] from code or the environment,
+//!   its [`BaseUrl`] (checked, printed without its user information).
 //! - [`request_body`]: the deterministic request body of an attempt.
 //! - [`sse`]: bytes → SSE `data` payloads, under the dead-air watchdog.
 //! - [`assembly`]: [`Assembler`], stream chunks → text, reasoning, tool calls and usage.
@@ -58,13 +60,15 @@ pub mod config;
 pub mod openai;
 pub mod request_body;
 pub mod response_headers;
+pub mod scrub;
 pub mod secret;
 pub mod simulated;
 pub mod sse;
 mod telemetry;
 
 pub use assembly::{Assembled, Assembler};
-pub use config::{OpenAiConfig, Preset, ProviderConfigError};
+pub use config::{BaseUrl, OpenAiConfig, Preset, ProviderConfigError};
 pub use openai::OpenAiCompatible;
+pub use scrub::Scrubber;
 pub use secret::ApiKey;
 pub use simulated::{Simulated, SimulatedConfig};

@@ -5,7 +5,8 @@
 //! One call is one attempt: `POST {base}/chat/completions` with `stream: true`, then the SSE
 //! stream is read until `[DONE]`, each content delta going to the chunk sink as it arrives.
 //! Failures (see "Providers" in `docs/runtime-semantics.md`):
-//! - no key → `MISSING_CREDENTIAL`, without a request;
+//! - no key → `MISSING_CREDENTIAL`, without a request (unless the configuration is keyless: then
+//!   the request goes out with no `Authorization` header);
 //! - a refused or reset connection → `TRANSPORT`; the connect timeout → `TIMEOUT`;
 //! - an HTTP error → [`classify::http_failure`];
 //! - after a 2xx: silence longer than the watchdog (before the headers too) → `TIMEOUT`; a read
@@ -14,10 +15,12 @@
 //!
 //! Cancellation is dropping the future: that drops the response and its body, and the HTTP
 //! client closes a connection whose body was not read to the end. There is no total timeout.
-//! The key goes out only as a sensitive `Authorization` header, and every failure's message is
-//! scrubbed of it before it leaves.
+//! The key goes out only as a sensitive `Authorization` header (it replaces the `Basic` one the
+//! HTTP client makes of a base URL's user information). Whatever the server sends back leaves
+//! the adapter through its [`Scrubber`] only: [`Adapter::call`] gives the attempt a
+//! [`ScrubbedSink`] instead of the runtime's sink, and scrubs the answer or the failure it ends
+//! with, so no secret the server echoes reaches a log, a terminal, a report or a span.
 
-use std::borrow::Cow;
 use std::fmt;
 use std::pin::pin;
 use std::sync::Arc;
@@ -35,7 +38,7 @@ use crate::classify::{self, typed};
 use crate::config::{OpenAiConfig, Preset, ProviderConfigError};
 use crate::request_body;
 use crate::response_headers;
-use crate::secret::ApiKey;
+use crate::scrub::{ScrubbedSink, Scrubber};
 use crate::sse::{self, Frame, SseError};
 use crate::telemetry;
 
@@ -53,6 +56,7 @@ struct Inner {
     config: OpenAiConfig,
     endpoint: String,
     client: reqwest::Client,
+    scrubber: Scrubber,
 }
 
 impl fmt::Debug for OpenAiCompatible {
@@ -63,7 +67,8 @@ impl fmt::Debug for OpenAiCompatible {
 
 impl OpenAiCompatible {
     /// An adapter for `config` (builds its HTTP client: rustls, the configured connect timeout,
-    /// no total timeout).
+    /// no total timeout; and its scrubber, of the key, the base URL's password and the `Basic`
+    /// credential the client makes of them).
     pub fn new(config: OpenAiConfig) -> Result<Self, ProviderConfigError> {
         let client = reqwest::Client::builder()
             .connect_timeout(config.connect_timeout())
@@ -71,7 +76,9 @@ impl OpenAiCompatible {
             .build()
             .map_err(|e| ProviderConfigError::Client(classify::error_chain(&e)))?;
         let endpoint = config.endpoint();
-        Ok(Self { inner: Arc::new(Inner { config, endpoint, client }) })
+        let basic = basic_credential(&client, &endpoint);
+        let scrubber = Scrubber::new(config.secrets().into_iter().chain(basic));
+        Ok(Self { inner: Arc::new(Inner { config, endpoint, client, scrubber }) })
     }
 
     /// An adapter for `preset`, configured from the process environment
@@ -97,8 +104,13 @@ impl Adapter for OpenAiCompatible {
         let record = span.clone();
         Box::pin(
             async move {
-                let outcome = inner.attempt(&request, &chunks).await;
-                let outcome = outcome.map_err(|f| inner.scrub(f));
+                let mut sink = ScrubbedSink::new(chunks, &inner.scrubber);
+                let outcome = inner.attempt(&request, &mut sink).await;
+                sink.finish();
+                let outcome = match outcome {
+                    Ok(answer) => Ok(inner.scrubber.assembled(answer)),
+                    Err(failure) => Err(inner.scrubber.failure(failure)),
+                };
                 telemetry::record(&record, &outcome);
                 outcome.map(|answer| answer.completion)
             }
@@ -112,25 +124,32 @@ impl Inner {
         self.config.label()
     }
 
-    async fn attempt(&self, request: &Request, chunks: &ChunkSink) -> Result<Assembled, Failure> {
-        let key = self.config.api_key().ok_or_else(|| self.missing_key())?;
-        let mut auth = HeaderValue::from_str(&key.bearer()).map_err(|_| {
-            typed(
-                failure::INVALID_CREDENTIAL,
-                format!("the {} API key cannot be sent in a header", self.label()),
-            )
-        })?;
-        auth.set_sensitive(true);
+    async fn attempt(
+        &self,
+        request: &Request,
+        chunks: &mut ScrubbedSink,
+    ) -> Result<Assembled, Failure> {
+        let mut headers = HeaderMap::new();
+        match self.config.api_key() {
+            Some(key) => {
+                let mut auth = HeaderValue::from_str(&key.bearer()).map_err(|_| {
+                    typed(
+                        failure::INVALID_CREDENTIAL,
+                        format!("the {} API key cannot be sent in a header", self.label()),
+                    )
+                })?;
+                auth.set_sensitive(true);
+                headers.insert(AUTHORIZATION, auth);
+            }
+            None if self.config.keyless() => {}
+            None => return Err(self.missing_key()),
+        }
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
         let body = request_body::build(request, self.config.system_prompt());
         let idle = self.config.idle_timeout();
-        let send = self
-            .client
-            .post(&self.endpoint)
-            .header(AUTHORIZATION, auth)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "text/event-stream")
-            .body(body)
-            .send();
+        // `headers` replaces, so the key's Authorization replaces a Basic one from the URL.
+        let send = self.client.post(&self.endpoint).headers(headers).body(body).send();
         let response = match tokio::time::timeout(idle, send).await {
             Err(_) => return Err(classify::dead_air(self.label(), idle)),
             Ok(Err(error)) => return Err(self.request_error(&error)),
@@ -164,7 +183,7 @@ impl Inner {
     async fn stream(
         &self,
         response: reqwest::Response,
-        chunks: &ChunkSink,
+        chunks: &mut ScrubbedSink,
         idle: Duration,
     ) -> Result<Assembled, Failure> {
         let label = self.label();
@@ -174,8 +193,7 @@ impl Inner {
             match frame {
                 Ok(Frame::Data(data)) => {
                     if let Some(delta) = assembler.feed(&data)? {
-                        // A closed sink means nobody listens any more; the runtime cancels us.
-                        let _ = chunks.send(delta);
+                        chunks.send(&delta);
                     }
                 }
                 Ok(Frame::Done) => return assembler.finish(),
@@ -239,28 +257,14 @@ impl Inner {
         };
         typed(failure::MISSING_CREDENTIAL, format!("no {} API key{source}", self.label()))
     }
-
-    /// `failure` with the key scrubbed from its message (a server may echo it).
-    fn scrub(&self, failure: Failure) -> Failure {
-        let Some(key) = self.config.api_key() else { return failure };
-        scrub(failure, key)
-    }
 }
 
-/// `failure` with `key` replaced in its message, every other field kept.
-fn scrub(failure: Failure, key: &ApiKey) -> Failure {
-    let Cow::Owned(message) = key.redact(failure.message()) else { return failure };
-    let mut clean = typed(failure.code(), message);
-    if let Some(status) = failure.status() {
-        clean = clean.clone().with_status(status).unwrap_or(clean);
-    }
-    if let Some(ms) = failure.provider_retry_after_ms() {
-        clean = clean.clone().with_retry_after_ms(ms).unwrap_or(clean);
-    }
-    if let Some(id) = failure.request_id() {
-        clean = clean.clone().with_request_id(id).unwrap_or(clean);
-    }
-    clean
+/// The credential of the `Basic` header the HTTP client makes of the endpoint's user
+/// information (a secret a server could echo), if it makes one.
+fn basic_credential(client: &reqwest::Client, endpoint: &str) -> Option<String> {
+    let request = client.post(endpoint).build().ok()?;
+    let value = request.headers().get(AUTHORIZATION)?.to_str().ok()?;
+    value.strip_prefix("Basic ").map(str::to_owned)
 }
 
 /// Whether the response says it is an event stream (no content type counts as one).
@@ -289,24 +293,6 @@ async fn read_text(response: reqwest::Response, idle: Duration, limit: usize) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn scrubbing_keeps_every_field_but_the_key() {
-        let key = ApiKey::new("sk-live-1").unwrap();
-        let failure = Failure::new("AUTH", "Incorrect API key provided: sk-live-1")
-            .and_then(|f| f.with_status(401))
-            .and_then(|f| f.with_retry_after_ms(5.0))
-            .and_then(|f| f.with_request_id("r"))
-            .unwrap();
-        let clean = scrub(failure.clone(), &key);
-        assert_eq!(clean.message(), "Incorrect API key provided: [redacted]");
-        assert_eq!(
-            (clean.code(), clean.status(), clean.provider_retry_after_ms(), clean.request_id()),
-            ("AUTH", Some(401), Some(5.0), Some("r"))
-        );
-        let untouched = Failure::new("AUTH", "no key here").unwrap();
-        assert_eq!(scrub(untouched.clone(), &key), untouched);
-    }
 
     #[test]
     fn content_types() {

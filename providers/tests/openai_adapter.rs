@@ -14,7 +14,9 @@ use rein_runtime::event::{ToolCall, Usage};
 use rein_runtime::failure::Failure;
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Message, Request, ToolSpec};
 use serde_json::json;
-use server::{Part, Reply, Server, answer, delta, done, free_addr, status_reply, usage};
+use server::{
+    Part, Reply, Server, answer, delta, done, free_addr, status_reply, usage, with_headers,
+};
 use tokio::time::Instant;
 
 const KEY: &str = "sk-test-0123456789";
@@ -289,7 +291,17 @@ async fn http_errors_are_classified_with_their_fields() {
             Some("r-503"),
         ),
         (404, &[], r#"{"error":{"message":"Not Found"}}"#, "HTTP_404", "Not Found", None, None),
-        (409, &[], "", "HTTP_409", "DeepSeek API error (HTTP 409)", None, None),
+        (
+            408,
+            &[("x-request-id", "r-408")],
+            r#"{"error":{"message":"Request timed out upstream"}}"#,
+            "TIMEOUT",
+            "Request timed out upstream",
+            None,
+            Some("r-408"),
+        ),
+        (409, &[], "", "SERVER", "DeepSeek API error (HTTP 409)", None, None),
+        (410, &[], "", "HTTP_410", "DeepSeek API error (HTTP 410)", None, None),
     ];
     let script = rows
         .iter()
@@ -478,6 +490,127 @@ async fn the_key_never_leaks_into_a_failure_or_a_debug_output() {
     assert!(!everything.contains(KEY), "{everything}");
     let adapter = adapter_at("http://127.0.0.1:9");
     assert!(!format!("{adapter:?} {:?}", adapter.config()).contains(KEY));
+}
+
+/// The key a server was sent, from its `Authorization: Bearer KEY` header.
+fn echoed(auth: &str) -> String {
+    auth.trim_start_matches("Bearer ").to_owned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_echoed_in_a_header_a_body_a_stream_or_an_in_stream_error_is_scrubbed() {
+    // An error whose request id and message both echo the credential.
+    let (_server, chunks, outcome) = call_with(vec![Reply::FromAuth(|auth| {
+        let body = json!({"error": {"message": format!("bad key {}", echoed(auth))}});
+        status_reply(503, &[("x-request-id", auth)], &body.to_string())
+    })])
+    .await;
+    let failure = outcome.unwrap_err();
+    assert_eq!(
+        (failure.code(), failure.message(), failure.request_id()),
+        ("SERVER", "bad key [redacted]", Some("Bearer [redacted]"))
+    );
+    assert!(chunks.is_empty());
+
+    // An answer that streams the key cut in three, and puts it in a tool call.
+    let (_server, chunks, outcome) = call_with(vec![Reply::FromAuth(|auth| {
+        let key = echoed(auth);
+        let (a, rest) = key.split_at(4);
+        let (b, c) = rest.split_at(5);
+        let call = json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0,
+            "id": format!("call-{key}"), "function": {"name": "echo",
+            "arguments": json!({"text": key.clone()}).to_string()}}]}}]});
+        with_headers(
+            &[("x-request-id", auth)],
+            Reply::Sse(vec![
+                delta(&format!("your key is {a}")),
+                delta(b),
+                delta(&format!("{c}, isn't it?")),
+                Part::Data(call.to_string()),
+                done(),
+            ]),
+        )
+    })])
+    .await;
+    assert_eq!(chunks.concat(), "your key is [redacted], isn't it?");
+    assert!(chunks.iter().all(|c| !c.contains(&KEY[..4])), "no piece of the key: {chunks:?}");
+    let completion = outcome.unwrap();
+    assert_eq!(
+        completion.tool_calls,
+        [ToolCall {
+            id: "call-[redacted]".into(),
+            name: "echo".into(),
+            arguments: json!({"text": "[redacted]"})
+        }]
+    );
+
+    // An in-stream error event that echoes it, under an echoed request id.
+    let (_server, chunks, outcome) = call_with(vec![Reply::FromAuth(|auth| {
+        let error = json!({"error": {"message": format!("overloaded, {auth}"), "code": 503}});
+        with_headers(
+            &[("x-request-id", auth)],
+            Reply::Sse(vec![delta("partial "), Part::Data(error.to_string())]),
+        )
+    })])
+    .await;
+    let failure = outcome.unwrap_err();
+    assert_eq!(
+        (failure.code(), failure.message(), failure.request_id()),
+        ("SERVER", "overloaded, Bearer [redacted]", Some("Bearer [redacted]"))
+    );
+    assert_eq!(chunks, ["partial "]);
+
+    // A stream cut while the key was half sent: the tail held back goes out at the end, never
+    // more of the key than the server sent.
+    let (_server, chunks, outcome) = call_with(vec![Reply::FromAuth(|auth| {
+        let key = echoed(auth);
+        Reply::Sse(vec![delta(&format!("a {key} b {}", &key[..6])), Part::Drop])
+    })])
+    .await;
+    assert_eq!(outcome.unwrap_err().code(), "TRANSPORT");
+    assert_eq!(chunks.concat(), format!("a [redacted] b {}", &KEY[..6]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_keyless_route_sends_no_authorization_header() {
+    let server = Server::start(vec![answer(&["local ", "answer"])]).await;
+    let config = OpenAiConfig::openai().with_base_url(&server.base_url()).unwrap();
+    assert!(config.keyless());
+    let (chunks, outcome) = call(&OpenAiCompatible::new(config).unwrap()).await;
+    assert_eq!(chunks.concat(), "local answer");
+    assert!(outcome.is_ok(), "{outcome:?}");
+    let [seen] = server.seen().try_into().unwrap();
+    assert_eq!(seen.headers.get("authorization"), None, "{:?}", seen.headers);
+    assert_eq!(seen.headers["content-type"], "application/json");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_base_urls_user_information_is_basic_auth_unless_a_key_replaces_it_and_never_leaks() {
+    let echo = || {
+        Reply::FromAuth(|auth| {
+            let body = json!({"error": {"message": format!("you sent {auth}")}});
+            status_reply(500, &[("x-request-id", auth)], &body.to_string())
+        })
+    };
+    let server = Server::start(vec![echo(), echo()]).await;
+    let url = format!("http://me:hunter2@{}", server.addr());
+
+    // No key: the URL's user information goes as Basic auth (keyless otherwise).
+    let config = OpenAiConfig::openai().with_base_url(&url).unwrap();
+    assert_eq!(config.base_url(), format!("http://[redacted]@{}", server.addr()));
+    let (_, outcome) = call(&OpenAiCompatible::new(config).unwrap()).await;
+    let failure = outcome.unwrap_err();
+    assert_eq!(failure.message(), "you sent Basic [redacted]");
+    assert_eq!(failure.request_id(), Some("Basic [redacted]"));
+
+    // A key: its Bearer header replaces the Basic one (one Authorization header, not two).
+    let config = OpenAiConfig::openai().with_base_url(&url).unwrap().with_api_key(KEY).unwrap();
+    let (_, outcome) = call(&OpenAiCompatible::new(config).unwrap()).await;
+    assert_eq!(outcome.unwrap_err().message(), "you sent Bearer [redacted]");
+    let seen = server.seen();
+    assert!(seen[0].headers["authorization"].to_str().unwrap().starts_with("Basic "));
+    let auth: Vec<_> = seen[1].headers.get_all("authorization").iter().collect();
+    assert_eq!(auth, [format!("Bearer {KEY}").as_str()]);
 }
 
 #[tokio::test(start_paused = true)]

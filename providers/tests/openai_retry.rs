@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::{assert_invariants, kinds, retries, turn_ends};
-use rein_plugins::llm_retry;
+use rein_plugins::{auto_retry, llm_retry};
 use rein_providers::{OpenAiCompatible, OpenAiConfig};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
@@ -29,14 +29,23 @@ const KEY: &str = "sk-retry-test";
 /// A runtime with `llm-retry` (no jitter), the echo tool and a `deepseek` route at `base_url`;
 /// session `s` opened.
 async fn start(store: &MemoryStore, base_url: &str) -> (Runtime, Session) {
+    start_with(store, base_url, false).await
+}
+
+/// [`start`], with `auto-retry` (no jitter) after `llm-retry` when `auto_retry`.
+async fn start_with(store: &MemoryStore, base_url: &str, auto_retry: bool) -> (Runtime, Session) {
     let config =
         OpenAiConfig::deepseek().with_base_url(base_url).unwrap().with_api_key(KEY).unwrap();
     let model = config.model().to_owned();
-    let runtime = Runtime::builder()
+    let mut builder = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .tool(Arc::new(EchoTool))
-        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap());
+    if auto_retry {
+        builder = builder.built(auto_retry::factory(&json!({"jitterRatio": 0})).unwrap());
+    }
+    let runtime = builder
         .route(
             Route::new("deepseek", Arc::new(OpenAiCompatible::new(config).unwrap())).model(model),
         )
@@ -143,7 +152,7 @@ async fn a_transient_failure_is_retried_with_a_byte_identical_body_and_its_chunk
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_stream_closed_without_done_is_not_retried_by_default() {
+async fn a_stream_closed_without_done_is_not_retried_by_llm_retrys_defaults() {
     let server = Server::start(vec![
         Reply::Sse(vec![delta("cut short"), usage(1, 1)]),
         answer(&["never asked"]),
@@ -158,6 +167,30 @@ async fn a_stream_closed_without_done_is_not_retried_by_default() {
     let events = finish(runtime, &store).await;
     assert!(retries(&events).is_empty());
     assert!(messages(&events).is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stream_closed_without_done_is_retried_by_auto_retrys_defaults() {
+    let origin = Instant::now();
+    let server = Server::start(vec![
+        Reply::Sse(vec![delta("cut short"), usage(1, 1)]),
+        answer(&["the whole ", "answer"]),
+    ])
+    .await;
+    let store = MemoryStore::new();
+    let (runtime, session) = start_with(&store, &server.base_url(), true).await;
+    let outcome = session.prompt("hello").unwrap().await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    assert_eq!(origin.elapsed(), Duration::from_millis(1000), "auto-retry's first delay");
+    assert_eq!(server.seen().len(), 2);
+
+    let events = finish(runtime, &store).await;
+    let retried: Vec<(String, String, f64)> = retries(&events)
+        .iter()
+        .map(|(_, r)| (r.plugin.clone(), r.failure.code().to_owned(), r.delay_ms))
+        .collect();
+    assert_eq!(retried, [("auto-retry".to_owned(), "STREAM_CLOSED".to_owned(), 1000.0)]);
+    assert_eq!(messages(&events), ["the whole answer"], "the half answer is never committed");
 }
 
 #[tokio::test(start_paused = true)]

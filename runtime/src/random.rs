@@ -4,20 +4,24 @@
 //! [`Jitter`] the runtime hands them, never from a global RNG, so a test or scenario fixes every
 //! delay and every id:
 //! - [`Samples`]: an explicit sequence consumed in order, then a seeded RNG continues — exactly a
-//!   scenario's `random` and `seed`; retry ids come from a second stream of the same seed;
-//! - [`SeededJitter`]: a seeded RNG alone (a scenario without `random`), with the same second
-//!   stream for retry ids; seeded from entropy in production;
+//!   scenario's `random` and `seed`; retry ids are derived from the seed and the chain's place;
+//! - [`SeededJitter`]: a seeded RNG alone (a scenario without `random`, `rein chat --seed`), with
+//!   the same derived retry ids; seeded from entropy in production, where the ids are fresh;
 //! - [`Constant`]: always the same sample (tests, or a deliberately jitter-free deployment); its
 //!   retry ids are fresh UUID v4s from the operating system.
 //!
-//! # Why retry ids come from a separate stream
+//! # Why a seeded retry id is derived from the chain's place
 //!
-//! Two runs of one scenario must write the same log, `retryId`s included, so the ids must come
-//! from the scenario's seed. But drawing them from the jitter stream would shift every sample a
-//! scenario's retries consume after the first new chain, and so every delay its expectations
-//! pin. So each seeded source keeps two ChaCha8 streams of the same seed: stream 0 for samples
-//! (exactly what it always was) and stream [`RETRY_ID_STREAM`] for ids. An id is 16 bytes of that
-//! stream with the version and variant bits set: a valid UUID v4, unique in practice.
+//! Two runs of one scenario must write the same log, `retryId`s included, so a seeded run's ids
+//! must come from its seed. But a retry id must also be unique in a log and across sessions (the
+//! invariant `retry-id-owned-by-one-chain`; a report that joins logs by id): ids drawn in order
+//! from the seed's own stream repeat in every run of that seed — `rein chat --seed 1` twice on one
+//! session wrote one id for two chains, and every other session of seed 1 held it too. So a seeded
+//! id is a pure function of the seed and the chain's place, [`derived_retry_id`]: (seed,
+//! session, turn, step, attempt, provider, policy key) — a place no other chain of any session
+//! has — hashed (a name-based UUID, SHA-1) into 16 bytes that get the version and variant bits of
+//! a UUID v4. A replay asks the same places, so it writes the same ids; and it does not depend on
+//! the order in which plugins draw, nor move the jitter samples a scenario's delays pin.
 //!
 //! # Why one shared, locked source
 //!
@@ -38,37 +42,63 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+/// Where a new retry chain opens: the failed attempt that opens it and the chain's key (see the
+/// module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChainPlace<'a> {
+    /// The session.
+    pub session: &'a str,
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The attempt whose failure opens the chain.
+    pub attempt: u32,
+    /// The provider route.
+    pub provider: &'a str,
+    /// The chain's `policyKey`.
+    pub policy_key: &'a str,
+}
+
 /// A source of jitter samples and retry ids, shared by every plugin of a runtime.
 pub trait Jitter: Send + Sync + 'static {
     /// The next sample, in `[0, 1]`.
     fn sample(&self) -> f64;
 
-    /// The `retryId` of a new retry chain: a UUID v4 in its lowercase hyphenated form. By
-    /// default a fresh one from the operating system's randomness; seeded sources draw it from
-    /// their id stream, so a seeded run repeats its ids.
-    fn retry_id(&self) -> String {
+    /// The `retryId` of the new retry chain opening at `chain`: a UUID v4 in its lowercase
+    /// hyphenated form. By default a fresh one from the operating system's randomness; seeded
+    /// sources derive it from their seed and `chain` ([`derived_retry_id`]), so a seeded run
+    /// repeats its ids and no two chains share one.
+    fn retry_id(&self, chain: &ChainPlace<'_>) -> String {
+        let _ = chain;
         uuid::Uuid::new_v4().to_string()
     }
 }
-
-/// The ChaCha8 stream of a seed that retry ids come from (jitter samples use stream 0).
-pub const RETRY_ID_STREAM: u64 = 1;
 
 /// The UUID v4 made of 16 random bytes (version and variant bits set), hyphenated, lowercase.
 pub fn uuid_v4(bytes: [u8; 16]) -> String {
     uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
 }
 
-/// The id stream of `seed`.
-fn id_rng(seed: u64) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(RETRY_ID_STREAM);
-    rng
-}
+/// The namespace of [`derived_retry_id`]'s name-based UUIDs (fixed: a change would change every
+/// seeded log).
+const RETRY_ID_NAMESPACE: uuid::Uuid = uuid::uuid!("5c1e0d7a-3f52-4b8e-9a61-2d4c8e7f0b93");
 
-/// The next retry id from an id stream.
-fn next_id(rng: &Mutex<ChaCha8Rng>) -> String {
-    uuid_v4(lock(rng).random::<[u8; 16]>())
+/// The retry id of the chain opening at `chain` in a run of `seed`: a UUID v4 made of the bytes
+/// of the name-based UUID (v5, SHA-1) of `[seed, session, turn, step, attempt, provider,
+/// policyKey]` as JSON. Equal inputs, equal ids; any other input, another id.
+pub fn derived_retry_id(seed: u64, chain: &ChainPlace<'_>) -> String {
+    let name = serde_json::json!([
+        seed,
+        chain.session,
+        chain.turn,
+        chain.step,
+        chain.attempt,
+        chain.provider,
+        chain.policy_key
+    ])
+    .to_string();
+    uuid_v4(uuid::Uuid::new_v5(&RETRY_ID_NAMESPACE, name.as_bytes()).into_bytes())
 }
 
 /// A sample outside `[0, 1]` in an explicit sequence.
@@ -85,26 +115,25 @@ pub enum SampleError {
     },
 }
 
-/// A seeded, portable RNG drawing uniform samples in `[0, 1)`, and retry ids from a second
-/// stream of the same seed.
+/// A seeded, portable RNG drawing uniform samples in `[0, 1)`, with retry ids derived from the
+/// same seed.
 #[derive(Debug)]
 pub struct SeededJitter {
     rng: Mutex<ChaCha8Rng>,
-    ids: Mutex<ChaCha8Rng>,
+    /// The seed ids are derived from; `None` (from entropy): fresh ids.
+    seed: Option<u64>,
 }
 
 impl SeededJitter {
-    /// The RNG for `seed`; equal seeds give equal sequences (of samples and of ids).
+    /// The RNG for `seed`; equal seeds give equal samples, and equal ids at equal places.
     pub fn new(seed: u64) -> Self {
-        Self { rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)), ids: Mutex::new(id_rng(seed)) }
+        Self { rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)), seed: Some(seed) }
     }
 
-    /// A generator seeded from the operating system (production: not reproducible on purpose).
+    /// A generator seeded from the operating system, with fresh retry ids (production: not
+    /// reproducible on purpose).
     pub fn from_entropy() -> Self {
-        Self {
-            rng: Mutex::new(ChaCha8Rng::from_os_rng()),
-            ids: Mutex::new(ChaCha8Rng::from_os_rng()),
-        }
+        Self { rng: Mutex::new(ChaCha8Rng::from_os_rng()), seed: None }
     }
 }
 
@@ -113,18 +142,21 @@ impl Jitter for SeededJitter {
         lock(&self.rng).random::<f64>()
     }
 
-    fn retry_id(&self) -> String {
-        next_id(&self.ids)
+    fn retry_id(&self, chain: &ChainPlace<'_>) -> String {
+        match self.seed {
+            Some(seed) => derived_retry_id(seed, chain),
+            None => uuid::Uuid::new_v4().to_string(),
+        }
     }
 }
 
 /// An explicit sample sequence consumed in order; when it is used up, a [`SeededJitter`] with
-/// the given seed continues (a scenario's `random` + `seed`). Retry ids come from the seed's id
-/// stream, whatever the explicit samples.
+/// the given seed continues (a scenario's `random` + `seed`). Retry ids are derived from the
+/// seed, whatever the explicit samples.
 #[derive(Debug)]
 pub struct Samples {
     state: Mutex<SamplesState>,
-    ids: Mutex<ChaCha8Rng>,
+    seed: u64,
 }
 
 #[derive(Debug)]
@@ -144,7 +176,7 @@ impl Samples {
             return Err(SampleError::OutOfRange { index, value });
         }
         let rng = ChaCha8Rng::seed_from_u64(seed);
-        Ok(Self { state: Mutex::new(SamplesState { pending, rng }), ids: Mutex::new(id_rng(seed)) })
+        Ok(Self { state: Mutex::new(SamplesState { pending, rng }), seed })
     }
 
     /// How many explicit samples are still to come before the RNG takes over.
@@ -162,8 +194,8 @@ impl Jitter for Samples {
         }
     }
 
-    fn retry_id(&self) -> String {
-        next_id(&self.ids)
+    fn retry_id(&self, chain: &ChainPlace<'_>) -> String {
+        derived_retry_id(self.seed, chain)
     }
 }
 
@@ -252,31 +284,66 @@ mod tests {
         }
     }
 
+    fn place<'a>(
+        session: &'a str,
+        turn: u32,
+        step: u32,
+        attempt: u32,
+        key: &'a str,
+    ) -> ChainPlace<'a> {
+        ChainPlace { session, turn, step, attempt, provider: "p", policy_key: key }
+    }
+
     #[test]
-    fn seeded_retry_ids_repeat_per_seed_and_leave_the_samples_alone() {
-        let ids = |jitter: &dyn Jitter| (0..3).map(|_| jitter.retry_id()).collect::<Vec<_>>();
-        let seeded = SeededJitter::new(7);
-        let first = ids(&seeded);
-        assert!(first.iter().all(|id| is_v4(id)), "{first:?}");
-        assert_ne!(first[0], first[1]);
-        assert_eq!(first, ids(&SeededJitter::new(7)), "the same seed, the same ids");
-        assert_ne!(first, ids(&SeededJitter::new(8)));
-        let samples = Samples::new([0.5], 7).unwrap();
-        assert_eq!(ids(&samples), first, "explicit samples do not move the id stream");
+    fn derived_retry_ids_are_pinned_uuid_v4s_unique_to_the_seed_and_the_place() {
+        let base = place("s", 1, 1, 1, "k");
+        // Pinned: a change of derivation would change every seeded scenario's log.
+        assert_eq!(derived_retry_id(1, &base), PINNED_ID);
+        let places = [
+            base,
+            place("t", 1, 1, 1, "k"),
+            place("s", 2, 1, 1, "k"),
+            place("s", 1, 2, 1, "k"),
+            place("s", 1, 1, 2, "k"),
+            place("s", 1, 1, 1, "l"),
+            ChainPlace { provider: "q", ..base },
+            // Fields that would run together in a plain concatenation stay apart in JSON.
+            place("s\",1,1,1,\"k", 1, 1, 1, "k"),
+        ];
+        let mut ids: Vec<String> = places.iter().map(|p| derived_retry_id(1, p)).collect();
+        ids.push(derived_retry_id(2, &base));
+        assert!(ids.iter().all(|id| is_v4(id)), "{ids:?}");
+        let mut unique = ids.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len(), "every place and seed its own id: {ids:?}");
+        assert_eq!(derived_retry_id(1, &base), derived_retry_id(1, &base.clone()));
+    }
+
+    const PINNED_ID: &str = "67eda5c2-a5bb-4740-b424-fab20a897ea7";
+
+    #[test]
+    fn seeded_sources_derive_their_ids_and_leave_the_samples_alone() {
+        let at = place("s", 3, 1, 2, "k");
+        for jitter in [&SeededJitter::new(7) as &dyn Jitter, &Samples::new([0.5], 7).unwrap()] {
+            assert_eq!(jitter.retry_id(&at), derived_retry_id(7, &at));
+            assert_eq!(jitter.retry_id(&at), jitter.retry_id(&at), "a place, one id");
+        }
         // Drawing ids between samples changes no sample: the pinned sequence is intact.
         let seeded = SeededJitter::new(0);
         let a = seeded.sample();
-        seeded.retry_id();
+        seeded.retry_id(&at);
         assert_eq!([a, seeded.sample()], PINNED_SEED_0);
         let samples = Samples::new([], 0).unwrap();
-        samples.retry_id();
+        samples.retry_id(&at);
         assert_eq!(draw(&samples, 2), PINNED_SEED_0);
     }
 
     #[test]
     fn unseeded_sources_hand_out_fresh_ids() {
+        let at = place("s", 1, 1, 1, "k");
         for jitter in [&Constant::new(0.5).unwrap() as &dyn Jitter, &SeededJitter::from_entropy()] {
-            let (a, b) = (jitter.retry_id(), jitter.retry_id());
+            let (a, b) = (jitter.retry_id(&at), jitter.retry_id(&at));
             assert!(is_v4(&a) && is_v4(&b), "{a} {b}");
             assert_ne!(a, b);
         }

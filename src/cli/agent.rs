@@ -28,7 +28,7 @@ use provider::{FallbackSpec, Plan, ProviderKind, Wanted};
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ProviderArgs {
     /// The provider (default: deepseek when DEEPSEEK_API_KEY is set, else openai when
-    /// OPENAI_API_KEY is, else simulated).
+    /// OPENAI_API_KEY or OPENAI_BASE_URL is, else simulated).
     #[arg(long, value_enum, value_name = "PROVIDER")]
     pub(crate) provider: Option<ProviderKind>,
     /// The model to ask (default: the provider's, or its *_MODEL variable).

@@ -52,11 +52,15 @@ const FAILED: u8 = 1;
 pub(crate) const CHAT_HELP: &str = "\
 Providers:
   Without --provider: DeepSeek when DEEPSEEK_API_KEY is set (DEEPSEEK_BASE_URL, DEEPSEEK_MODEL),
-  else an OpenAI-compatible server when OPENAI_API_KEY is set (OPENAI_BASE_URL, OPENAI_MODEL),
-  else the embedded simulated provider: no key, no network, seeded faults (rate limits with a
-  Retry-After, server errors, dropped connections, stalls) retried by llm-retry. --seed N
+  else an OpenAI-compatible server when OPENAI_API_KEY or OPENAI_BASE_URL is set (OPENAI_MODEL;
+  a base URL with no key is a local server that needs none, such as Ollama, llama.cpp or vLLM:
+  no Authorization header is sent, and the banner says so), else the embedded simulated
+  provider: no key, no network, seeded faults (rate limits with a Retry-After, server errors,
+  dropped connections, stalls) retried by llm-retry. --seed N
   replays the simulated provider's faults and answers exactly; without it a random seed is
-  used and printed. The API key never appears in any output or log.
+  used and printed. The API key never appears in any output or log, even where a server echoes
+  it (an error, a header, the answer); a base URL prints without its user:password@ part, and
+  one with a control character (a newline) is refused.
 
 Fallback:
   --fallback ROUTE (repeatable, in order of preference) finishes a turn on another route when

@@ -69,9 +69,7 @@ fn text(catalogue: &Catalogue) -> String {
             let _ = writeln!(out, "  {:width$}  {}", info.code, info.description);
         }
     }
-    out.push_str(
-        "\nAny other code an adapter produces (HTTP_418, STREAM_CLOSED) may be listed too.\n",
-    );
+    out.push_str("\nAny other code an adapter produces (HTTP_418, HTTP_404) may be listed too.\n");
     out
 }
 

@@ -17,7 +17,7 @@ pub const OFFICIAL_KEY: &str =
 /// The codes the official policy retries.
 pub const OFFICIAL_CODES: &[&str] = &["RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"];
 /// auto-retry's default key.
-pub const AUTO_KEY: &str = r#"["auto-retry",3,["EMPTY_RESPONSE","PI_AI_ERROR","PROVIDER_ERROR","RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],1000,60000,0.2]"#;
+pub const AUTO_KEY: &str = r#"["auto-retry",3,["EMPTY_RESPONSE","PI_AI_ERROR","PROVIDER_ERROR","RATE_LIMIT","SERVER","STREAM_CLOSED","TIMEOUT","TRANSPORT"],1000,60000,0.2]"#;
 /// An always-mode key.
 pub const ALWAYS_KEY: &str = r#"["always",500,10000,0.1]"#;
 

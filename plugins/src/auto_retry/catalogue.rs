@@ -2,8 +2,11 @@
 //! renders (see `docs/runtime-semantics.md`, "auto-retry").
 //!
 //! - **On by default** ([`CodeGroup::Default`]): the default `retryableCodes` — the official
-//!   executor's transient codes (taking them over extends its budget) and the two adapter
-//!   catch-alls (`PROVIDER_ERROR`, `PI_AI_ERROR`).
+//!   executor's transient codes (taking them over extends its budget), the two adapter
+//!   catch-alls (`PROVIDER_ERROR`, `PI_AI_ERROR`) and `STREAM_CLOSED`. The last is a deliberate
+//!   divergence from seed 001's seven codes: the official executor leaves a stream that ended
+//!   before its end marker terminal, and a one-off truncation (seen on real servers) then loses
+//!   the turn, though it is as transient as a dropped connection.
 //! - **Opt in** ([`CodeGroup::OptIn`]): as likely permanent as transient (a quota, a relay's 400,
 //!   an untyped error); retried only when a deployment lists them.
 //! - **Never retried** ([`CodeGroup::Never`]): the hard floor
@@ -89,6 +92,7 @@ const DEFAULT: &[CodeInfo] = &[
     info(failure::TRANSPORT, "the connection failed or dropped"),
     info(failure::PROVIDER_ERROR, "an adapter's catch-all for provider errors"),
     info(PI_AI_ERROR, "the pi-ai adapter's catch-all"),
+    info(failure::STREAM_CLOSED, "the stream ended before its end marker"),
 ];
 
 const OPT_IN: &[CodeInfo] = &[
@@ -138,7 +142,7 @@ pub const CATALOGUE: Catalogue = Catalogue {
 };
 
 /// The default `retryableCodes`: the codes of the "on by default" group.
-pub const DEFAULT_CODES: [&str; 7] = [
+pub const DEFAULT_CODES: [&str; 8] = [
     failure::EMPTY_RESPONSE,
     failure::RATE_LIMIT,
     failure::SERVER,
@@ -146,6 +150,7 @@ pub const DEFAULT_CODES: [&str; 7] = [
     failure::TRANSPORT,
     failure::PROVIDER_ERROR,
     PI_AI_ERROR,
+    failure::STREAM_CLOSED,
 ];
 
 impl CodeGroup {
@@ -176,7 +181,7 @@ mod tests {
     }
 
     #[test]
-    fn the_groups_are_the_seeds() {
+    fn the_groups_are_the_seeds_and_stream_closed() {
         assert_eq!(
             codes(CodeGroup::Default),
             [
@@ -186,7 +191,8 @@ mod tests {
                 "TIMEOUT",
                 "TRANSPORT",
                 "PROVIDER_ERROR",
-                "PI_AI_ERROR"
+                "PI_AI_ERROR",
+                "STREAM_CLOSED"
             ]
         );
         assert_eq!(codes(CodeGroup::Default), DEFAULT_CODES);
@@ -223,8 +229,8 @@ mod tests {
             ("PI_AI_ERROR", Some(CodeGroup::Default)),
             ("QUOTA", Some(CodeGroup::OptIn)),
             ("ABORTED", Some(CodeGroup::Never)),
+            ("STREAM_CLOSED", Some(CodeGroup::Default)),
             ("HTTP_418", None),
-            ("STREAM_CLOSED", None),
             ("server", None),
         ];
         for (code, group) in cases {

@@ -146,17 +146,17 @@ pub enum DelaySource {
 impl Schedule {
     /// The `llm/retry` event of this retry for the failed attempt of (`turn`, `step`) on
     /// `provider`: `plugin: "auto-retry"`, `mode: "normal"`. `new_retry_id` makes the id of a
-    /// new chain (a UUID v4); a continued chain keeps its id.
+    /// new chain (a UUID v4) from its policy key; a continued chain keeps its id.
     pub fn event(
         self,
         turn: u32,
         step: u32,
         provider: &str,
         failure: &Failure,
-        new_retry_id: impl FnOnce() -> String,
+        new_retry_id: impl FnOnce(&str) -> String,
     ) -> LlmRetry {
         let retry_id = match self.chain {
-            ChainId::New => new_retry_id(),
+            ChainId::New => new_retry_id(&self.policy_key),
             ChainId::Continue(id) => id,
         };
         LlmRetry {
@@ -373,7 +373,7 @@ mod tests {
             };
             assert_eq!(first, Decision::AskDownstream);
             delays.push(schedule.delay_ms);
-            let event = schedule.event(1, 1, MOCK, failure, || "own-chain".to_owned());
+            let event = schedule.event(1, 1, MOCK, failure, |_| "own-chain".to_owned());
             ids.push(event.retry_id.clone());
             assert_eq!(event.retry, delays.len() as u64);
             chains.apply(&Event::LlmRetry(event));
@@ -707,7 +707,7 @@ mod tests {
         };
         assert_eq!(decision, Decision::Schedule(expected.clone()));
         let event =
-            expected.event(4, 7, MOCK, &f, || unreachable!("a continued chain keeps its id"));
+            expected.event(4, 7, MOCK, &f, |_| unreachable!("a continued chain keeps its id"));
         assert_eq!(
             event,
             LlmRetry {
@@ -725,7 +725,7 @@ mod tests {
             }
         );
         let first = Schedule { retry: 1, chain: ChainId::New, ..event_schedule(key) };
-        assert_eq!(first.event(1, 1, MOCK, &f, || "fresh".into()).retry_id, "fresh");
+        assert_eq!(first.event(1, 1, MOCK, &f, |_| "fresh".into()).retry_id, "fresh");
     }
 
     fn event_schedule(key: &str) -> Schedule {

@@ -33,6 +33,7 @@ use rein_runtime::plugin::{BuiltPlugin, Interrupted};
 use rein_runtime::plugin::{
     ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, RequestErrorPayload, Verdict,
 };
+use rein_runtime::random::ChainPlace;
 use rein_runtime::session_log::retry_chains::RetryChains;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -233,10 +234,22 @@ async fn recover(
     let span = tracing::Span::current();
     span.record("retry.delay_ms", schedule.delay_ms);
     span.record("retry.number", schedule.retry);
-    let event =
-        schedule.event(payload.turn, payload.step, &payload.provider, &payload.failure, || {
-            jitter.retry_id()
-        });
+    let event = schedule.event(
+        payload.turn,
+        payload.step,
+        &payload.provider,
+        &payload.failure,
+        |policy_key| {
+            jitter.retry_id(&ChainPlace {
+                session: &payload.session,
+                turn: payload.turn,
+                step: payload.step,
+                attempt: payload.attempt,
+                provider: &payload.provider,
+                policy_key,
+            })
+        },
+    );
     let outcome = schedule::run(&recovery, Some(&switched_off), event).await;
     match &outcome {
         Scheduled::Started => tracing::debug!("retry started"),

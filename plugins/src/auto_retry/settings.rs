@@ -262,12 +262,12 @@ mod tests {
                 "enabled": true, "extraRetries": 3, "initialDelayMs": 1000, "maxDelayMs": 60000,
                 "jitterRatio": 0.2,
                 "retryableCodes": ["EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT",
-                                   "PROVIDER_ERROR", "PI_AI_ERROR"],
+                                   "PROVIDER_ERROR", "PI_AI_ERROR", "STREAM_CLOSED"],
             })
         );
         assert_eq!(
             settings.policy_key(),
-            r#"["auto-retry",3,["EMPTY_RESPONSE","PI_AI_ERROR","PROVIDER_ERROR","RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],1000,60000,0.2]"#
+            r#"["auto-retry",3,["EMPTY_RESPONSE","PI_AI_ERROR","PROVIDER_ERROR","RATE_LIMIT","SERVER","STREAM_CLOSED","TIMEOUT","TRANSPORT"],1000,60000,0.2]"#
         );
         assert!(!settings.is_inert());
     }
@@ -320,7 +320,8 @@ mod tests {
                     format!("{p}.extraRetries: must be an integer, got \"5\"; using the default 3"),
                     format!(
                         "{p}.retryableCodes: must be a list of codes, got \"SERVER\"; using the default \
-                         EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, PROVIDER_ERROR, PI_AI_ERROR"
+                         EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, PROVIDER_ERROR, PI_AI_ERROR, \
+                         STREAM_CLOSED"
                     ),
                 ],
             ),
@@ -330,7 +331,7 @@ mod tests {
                 defaults.clone(),
                 vec![format!(
                     "{p}.retryableCodes: lists no code; using the default list (EMPTY_RESPONSE, \
-                     RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, PROVIDER_ERROR, PI_AI_ERROR)"
+                     RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT, PROVIDER_ERROR, PI_AI_ERROR, STREAM_CLOSED)"
                 )],
             ),
             // Hard-floor codes are kept as written, with a warning that they do nothing.
@@ -452,8 +453,8 @@ mod tests {
             ),
             // Reordering the codes is not an edit; adding or removing one is.
             (
-                json!({"retryableCodes": ["PI_AI_ERROR", "PROVIDER_ERROR", "TRANSPORT", "TIMEOUT",
-                                          "SERVER", "RATE_LIMIT", "EMPTY_RESPONSE"]}),
+                json!({"retryableCodes": ["STREAM_CLOSED", "PI_AI_ERROR", "PROVIDER_ERROR", "TRANSPORT",
+                                          "TIMEOUT", "SERVER", "RATE_LIMIT", "EMPTY_RESPONSE"]}),
                 vec![],
             ),
             (json!({"retryableCodes": ["SERVER", "QUOTA"]}), vec!["retryableCodes"]),
@@ -467,7 +468,8 @@ mod tests {
         }
         let reordered = base
             .patched(&json!({"retryableCodes": ["TRANSPORT", "TIMEOUT", "SERVER", "RATE_LIMIT",
-                                                "EMPTY_RESPONSE", "PROVIDER_ERROR", "PI_AI_ERROR"]}))
+                                                "EMPTY_RESPONSE", "PROVIDER_ERROR", "PI_AI_ERROR",
+                                                "STREAM_CLOSED"]}))
             .unwrap()
             .settings;
         assert_eq!(reordered.retryable_codes(), base.retryable_codes(), "the order in force stays");

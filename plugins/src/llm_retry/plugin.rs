@@ -51,7 +51,7 @@ use rein_runtime::plugin::{
     BuiltPlugin, ConfigError, ConfigOutcome, DownstreamAnswer, Plugin, PluginSettings, Recovery,
     RequestErrorPayload, Verdict,
 };
-use rein_runtime::random::Jitter;
+use rein_runtime::random::{ChainPlace, Jitter};
 use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
 use serde_json::Value;
 use tracing::Instrument;
@@ -273,8 +273,8 @@ async fn recover(recovery: Recovery) -> Verdict {
 }
 
 /// The `llm/retry` event of a scheduled retry: `maxRetries` only in normal mode, a new UUID v4
-/// `retryId` from the runtime's randomness when the retry opens its chain (seeded in a scenario, so
-/// two runs write the same ids).
+/// `retryId` from the runtime's randomness when the retry opens its chain (derived from the seed
+/// and the chain's place in a seeded run, so two runs write the same ids and no two chains one).
 fn retry_event(
     payload: &RequestErrorPayload,
     policy: &RetryPolicy,
@@ -283,7 +283,14 @@ fn retry_event(
     randomness: &dyn Jitter,
 ) -> LlmRetryEvent {
     let retry_id = match scheduled.chain {
-        ChainId::New => randomness.retry_id(),
+        ChainId::New => randomness.retry_id(&ChainPlace {
+            session: &payload.session,
+            turn: payload.turn,
+            step: payload.step,
+            attempt: payload.attempt,
+            provider: &payload.provider,
+            policy_key: &policy_key,
+        }),
         ChainId::Continue(id) => id,
     };
     LlmRetryEvent {
@@ -310,7 +317,7 @@ mod tests {
     };
     use rein_runtime::failure::Failure;
     use rein_runtime::plugin::Downstream as DownstreamHandle;
-    use rein_runtime::random::Samples;
+    use rein_runtime::random::{Samples, derived_retry_id};
     use rein_runtime::retry_policy::{Backoff, RetryableCodes};
     use rein_runtime::session_log::SessionLog;
     use rein_runtime::store::memory::MemoryStore;
@@ -462,9 +469,21 @@ mod tests {
         assert_ne!(ids[0], ids[2], "another policy, another retryId");
         assert_ne!(ids[1], ids[2]);
         assert_eq!(ids[2], ids[3], "a chain keeps its retryId");
-        let seeded = Samples::new([], 0).unwrap();
-        let drawn: Vec<String> = (0..3).map(|_| seeded.retry_id()).collect();
-        assert_eq!(ids[..3], drawn, "new chains draw their ids from the runtime's randomness");
+        // New chains take their ids from the runtime's randomness: seeded, derived from the
+        // chain's place (the attempt that opened it, its provider and policy key).
+        let place = |attempt, provider, policy_key| ChainPlace {
+            session: "s",
+            turn: 1,
+            step: 1,
+            attempt,
+            provider,
+            policy_key,
+        };
+        let derived: Vec<String> = [place(1, "a", &*k1), place(3, "b", &*k1), place(4, "a", &*k2)]
+            .iter()
+            .map(|at| derived_retry_id(0, at))
+            .collect();
+        assert_eq!(ids[..3], derived);
         step.check().await;
     }
 

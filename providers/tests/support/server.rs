@@ -2,7 +2,9 @@
 //! the next reply of its script and records the request's headers and exact body bytes.
 //!
 //! A reply can stream SSE parts with pauses, keep-alive comments, a stall, a dropped connection
-//! or a clean end without `[DONE]`, or answer any status with any headers and body. Each
+//! or a clean end without `[DONE]`, or answer any status with any headers and body; it can add
+//! headers to another reply, or be made from the request's `Authorization` header (a server
+//! that echoes the credential it was sent). Each
 //! streamed body reports when the server dropped it (the connection ended), so a test can see
 //! that cancelling a call closed its connection.
 
@@ -52,6 +54,16 @@ pub enum Reply {
     Delay(Duration, Box<Reply>),
     /// Answer a 401 whose message echoes the request's Authorization header.
     EchoAuth,
+    /// `then`, with these headers added (replacing its own of the same name).
+    Headers(Vec<(String, String)>, Box<Reply>),
+    /// The reply made of the request's `Authorization` header (`""` when it has none).
+    FromAuth(fn(&str) -> Reply),
+}
+
+/// `then` with `headers` added.
+pub fn with_headers(headers: &[(&str, &str)], then: Reply) -> Reply {
+    let headers = headers.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    Reply::Headers(headers, Box::new(then))
 }
 
 /// A content delta chunk.
@@ -231,6 +243,18 @@ fn respond<'a>(
                 status(401, &[], &body.to_string())
             }
             Reply::Sse(parts) => sse(parts, shared.clone()),
+            Reply::Headers(headers, then) => {
+                let mut response = respond(*then, request, shared).await;
+                for (name, value) in headers {
+                    let name = axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap();
+                    response.headers_mut().insert(name, value.parse().unwrap());
+                }
+                response
+            }
+            Reply::FromAuth(make) => {
+                let auth = request.get("authorization").map(|v| v.to_str().unwrap().to_owned());
+                respond(make(auth.as_deref().unwrap_or("")), request, shared).await
+            }
         }
     })
 }

@@ -2,12 +2,14 @@
 //!
 //! - `--provider deepseek|openai|simulated` chooses; without it, DeepSeek when
 //!   `DEEPSEEK_API_KEY` is set, else the generic OpenAI-compatible preset when `OPENAI_API_KEY`
-//!   is, else the embedded simulated provider — so a fresh machine with no key and no network
-//!   still gets a conversation, with the retry machinery at work.
+//!   or `OPENAI_BASE_URL` is, else the embedded simulated provider — so a fresh machine with no
+//!   key and no network still gets a conversation, with the retry machinery at work.
 //! - The real presets read their variables (`<PREFIX>_API_KEY`, `_BASE_URL`, `_MODEL`) through
 //!   [`OpenAiConfig::from_lookup`]; an invalid value is an error naming the variable. Asking for
 //!   a real provider whose key is not set is an error before anything is written, not a turn
-//!   that fails `MISSING_CREDENTIAL`.
+//!   that fails `MISSING_CREDENTIAL` — except a keyless route ([`OpenAiConfig::keyless`]:
+//!   `OPENAI_BASE_URL` and no `OPENAI_API_KEY`, a local server such as Ollama, llama.cpp or
+//!   vLLM), whose requests carry no `Authorization` header, as its label says.
 //! - The simulated provider runs its default fault model with the chat's seed, keyed without
 //!   the session ([`SimulatedConfig::per_session`] off: a fresh session of one seed replays the
 //!   same faults and words), and a [`SIMULATED_WATCHDOG`] that ends a simulated stall after a
@@ -64,7 +66,8 @@ impl ProviderKind {
 }
 
 /// The provider to use: `flag` when given, else the first preset whose key `lookup` finds set
-/// (DeepSeek, then OpenAI), else the simulated provider.
+/// (DeepSeek, then OpenAI), else the generic preset when its base URL is set (a keyless local
+/// server), else the simulated provider.
 pub(crate) fn choose(
     flag: Option<ProviderKind>,
     lookup: &impl Fn(&str) -> Option<String>,
@@ -72,14 +75,21 @@ pub(crate) fn choose(
     if let Some(kind) = flag {
         return kind;
     }
-    let keyed =
-        |preset: Preset| lookup(&preset.var("API_KEY")).is_some_and(|k| !k.trim().is_empty());
-    if keyed(Preset::DEEPSEEK) {
+    let set = |name: String| lookup(&name).is_some_and(|v| !v.trim().is_empty());
+    if set(Preset::DEEPSEEK.var("API_KEY")) {
         ProviderKind::Deepseek
-    } else if keyed(Preset::OPENAI) {
+    } else if set(Preset::OPENAI.var("API_KEY")) || set(Preset::OPENAI.var("BASE_URL")) {
         ProviderKind::Openai
     } else {
         ProviderKind::Simulated
+    }
+}
+
+/// The other way out of a missing key, for a preset that can go keyless (`""` otherwise).
+fn keyless_hint(preset: Preset) -> String {
+    match preset.keyless_base_url {
+        true => format!("set {} to a local server that needs none", preset.var("BASE_URL")),
+        false => String::new(),
     }
 }
 
@@ -136,9 +146,11 @@ pub(crate) fn plan(
         ));
     }
     let config = OpenAiConfig::from_lookup(preset, lookup).map_err(|e| e.to_string())?;
-    if !config.has_api_key() {
+    if !config.has_api_key() && !config.keyless() {
+        let hint = keyless_hint(preset);
+        let or = if hint.is_empty() { String::new() } else { format!(", or {hint}") };
         return Err(format!(
-            "--provider {}: {} is not set (without a key, use --provider simulated)",
+            "--provider {}: {} is not set (without a key, use --provider simulated{or})",
             wanted.kind.flag(),
             preset.var("API_KEY")
         ));
@@ -225,9 +237,11 @@ pub(crate) fn plan_fallbacks(
             Some(preset) => {
                 let config = OpenAiConfig::from_lookup(preset, &lookup)
                     .map_err(|e| format!("--fallback {shown}: {e}"))?;
-                if !config.has_api_key() {
+                if !config.has_api_key() && !config.keyless() {
+                    let hint = keyless_hint(preset);
+                    let or = if hint.is_empty() { String::new() } else { format!(" (or {hint})") };
                     return Err(format!(
-                        "--fallback {shown}: {} is not set",
+                        "--fallback {shown}: {} is not set{or}",
                         preset.var("API_KEY")
                     ));
                 }
@@ -260,10 +274,21 @@ pub(crate) struct Route {
     pub(crate) model: String,
     /// The simulated provider's seed.
     pub(crate) seed: Option<u64>,
-    /// How the banner names it (`DeepSeek at https://api.deepseek.com`).
+    /// How the banner names it (`DeepSeek at https://api.deepseek.com`; a keyless route says so:
+    /// `OpenAI at http://127.0.0.1:11434/v1 · no API key: no Authorization header`).
     pub(crate) label: String,
     /// Its dead-air watchdog: the silence after which an attempt fails `TIMEOUT`.
     pub(crate) watchdog: Option<Duration>,
+}
+
+/// How a banner names a real route: the provider, where (user information redacted), and whether
+/// it goes without a key.
+fn label(config: &OpenAiConfig) -> String {
+    let mut label = format!("{} at {}", config.label(), config.base_url());
+    if config.keyless() {
+        label.push_str(" · no API key: no Authorization header");
+    }
+    label
 }
 
 /// Builds the adapter of `plan`.
@@ -272,7 +297,7 @@ pub(crate) fn build(plan: Plan) -> Result<Route, String> {
         Plan::Real(config) => {
             let name = config.name().to_owned();
             let model = config.model().to_owned();
-            let label = format!("{} at {}", config.label(), config.base_url());
+            let label = label(&config);
             let watchdog = Some(config.idle_timeout());
             let adapter = OpenAiCompatible::new(config).map_err(|e| e.to_string())?;
             Ok(Route { name, adapter: Arc::new(adapter), model, seed: None, label, watchdog })
@@ -310,10 +335,14 @@ mod tests {
     #[test]
     fn the_default_provider_follows_the_keys_that_are_set() {
         use ProviderKind::*;
-        let cases: [(Option<ProviderKind>, Vars, ProviderKind); 7] = [
+        let local = ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1");
+        let cases: [(Option<ProviderKind>, Vars, ProviderKind); 10] = [
             (None, &[], Simulated),
             (None, &[("DEEPSEEK_API_KEY", "sk-1")], Deepseek),
             (None, &[("OPENAI_API_KEY", "sk-2")], Openai),
+            (None, &[local], Openai),
+            (None, &[("OPENAI_BASE_URL", " ")], Simulated),
+            (None, &[local, ("DEEPSEEK_API_KEY", "sk-1")], Deepseek),
             (None, &[("DEEPSEEK_API_KEY", "sk-1"), ("OPENAI_API_KEY", "sk-2")], Deepseek),
             (None, &[("DEEPSEEK_API_KEY", "  "), ("DEEPSEEK_BASE_URL", "http://x")], Simulated),
             (Some(Simulated), &[("DEEPSEEK_API_KEY", "sk-1")], Simulated),
@@ -332,13 +361,28 @@ mod tests {
     fn refusals_name_the_flag_or_the_variable_and_never_the_key() {
         use ProviderKind::*;
         let key = ("DEEPSEEK_API_KEY", "sk-never-printed");
-        let cases: [(Wanted, Vars, &str); 6] = [
+        let cases: [(Wanted, Vars, &str); 8] = [
             (
                 wanted(Deepseek, None, None),
                 &[],
                 "--provider deepseek: DEEPSEEK_API_KEY is not set (without a key, use --provider simulated)",
             ),
-            (wanted(Openai, None, None), &[key], "--provider openai: OPENAI_API_KEY is not set"),
+            (
+                wanted(Deepseek, None, None),
+                &[("DEEPSEEK_BASE_URL", "http://127.0.0.1:9")],
+                "--provider deepseek: DEEPSEEK_API_KEY is not set (without a key, use --provider simulated)",
+            ),
+            (
+                wanted(Openai, None, None),
+                &[key],
+                "--provider openai: OPENAI_API_KEY is not set (without a key, use --provider \
+                 simulated, or set OPENAI_BASE_URL to a local server that needs none)",
+            ),
+            (
+                wanted(Openai, None, None),
+                &[("OPENAI_BASE_URL", "http://me:never@127.0.0.1:9/v1\r\nX: y")],
+                "OPENAI_BASE_URL: must not contain a control character (U+000D at byte 30)",
+            ),
             (
                 wanted(Deepseek, None, Some(3)),
                 &[key],
@@ -430,7 +474,8 @@ mod tests {
             (
                 &["openai:gpt"],
                 &[("DEEPSEEK_API_KEY", "sk-never")],
-                "--fallback openai:gpt: OPENAI_API_KEY is not set",
+                "--fallback openai:gpt: OPENAI_API_KEY is not set (or set OPENAI_BASE_URL to a \
+                 local server that needs none)",
             ),
             (
                 &["deepseek-chat"],
@@ -451,6 +496,38 @@ mod tests {
             assert!(error.starts_with(expected), "{error}");
             assert!(!error.contains("never"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_base_url_without_a_key_is_a_keyless_route_its_label_says_so_and_hides_the_password() {
+        let local = [("OPENAI_BASE_URL", "http://me:never@127.0.0.1:11434/v1")];
+        let Plan::Real(config) =
+            plan(&wanted(ProviderKind::Openai, None, None), 0, env(&local)).unwrap()
+        else {
+            panic!("real")
+        };
+        assert!(config.keyless() && !config.has_api_key());
+        assert_eq!(
+            label(&config),
+            "OpenAI at http://[redacted]@127.0.0.1:11434/v1 · no API key: no Authorization header"
+        );
+        let planned = plan_fallbacks(
+            &["openai:llama3".to_owned()],
+            ProviderKind::Deepseek,
+            "deepseek-chat",
+            0,
+            env(&local),
+        )
+        .unwrap();
+        let Plan::Real(fallback) = &planned[0].1 else { panic!("real") };
+        assert!(fallback.keyless());
+        let keyed = [local[0], ("OPENAI_API_KEY", "sk-never")];
+        let Plan::Real(config) =
+            plan(&wanted(ProviderKind::Openai, None, None), 0, env(&keyed)).unwrap()
+        else {
+            panic!("real")
+        };
+        assert_eq!(label(&config), "OpenAI at http://[redacted]@127.0.0.1:11434/v1");
     }
 
     #[test]
