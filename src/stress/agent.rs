@@ -25,6 +25,13 @@ pub(crate) fn session_id(index: usize) -> String {
     format!("agent-{index:05}")
 }
 
+/// Whether `session` is the session of one of agents `0..agents` (what a run of that many
+/// agents opens, and so what it may judge).
+pub(crate) fn is_agent_session(session: &str, agents: usize) -> bool {
+    let index = session.strip_prefix("agent-").and_then(|n| n.parse::<usize>().ok());
+    index.is_some_and(|index| index < agents && session_id(index) == session)
+}
+
 /// What every agent shares.
 pub(crate) struct Shared {
     /// The runtime.
@@ -277,6 +284,26 @@ mod tests {
             cancel_window: Duration::from_millis(10),
             progress: Progress::hidden(),
             watch: Watch::new(1),
+        }
+    }
+
+    #[test]
+    fn a_run_of_n_agents_owns_exactly_their_sessions() {
+        // (session, agents, owned)
+        let cases = [
+            ("agent-00000", 1, true),
+            ("agent-00001", 1, false),
+            ("agent-00011", 12, true),
+            ("agent-00012", 12, false),
+            ("agent-123456", 1_000_000, true),
+            ("agent-1", 12, false),
+            ("agent-+0001", 12, false),
+            ("agent-00001.x", 12, false),
+            ("other", 12, false),
+            ("agent-", 12, false),
+        ];
+        for (session, agents, owned) in cases {
+            assert_eq!(is_agent_session(session, agents), owned, "{session} of {agents}");
         }
     }
 

@@ -248,8 +248,13 @@ pub struct Summary {
     /// (absent where `/proc` has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ms: Option<u64>,
-    /// The logs' view.
+    /// The hang deadline the run used, in ms.
+    pub hang_deadline_ms: u64,
+    /// The logs' view (of the sessions this run opened).
     pub tally: Tally,
+    /// Logs in the store that this run did not open (an earlier run's with more agents, or
+    /// anything else): left alone, neither read nor judged.
+    pub other_logs: u64,
     /// Prompts and retries the runtime refused (a session that would not open, a prompt that
     /// could not start).
     pub agent_errors: u64,
@@ -268,6 +273,10 @@ pub struct Summary {
     /// Peak resident set size, KiB (`VmHWM`; absent where `/proc` has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_kib: Option<u64>,
+    /// Why the `--acks` file could not be written, after its path (the run then fails: the
+    /// lines it promised are missing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acks_error: Option<String>,
 }
 
 impl Summary {
@@ -291,6 +300,9 @@ impl Summary {
         }
         if self.agent_errors > 0 {
             failures.push(format!("{} agent error(s)", self.agent_errors));
+        }
+        if let Some(error) = &self.acks_error {
+            failures.push(format!("--acks {error}"));
         }
         failures
     }
@@ -364,8 +376,16 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "invariants  {} log(s), {} event(s): {} violation(s)",
-            t.logs, t.events, t.violations
+            "invariants  {} log(s), {} event(s): {} violation(s){}",
+            t.logs,
+            t.events,
+            t.violations,
+            match self.other_logs {
+                0 => String::new(),
+                n => format!(
+                    " ({n} other log(s) in the store not judged: this run did not open them)"
+                ),
+            }
         );
         for example in &t.violation_examples {
             let _ = writeln!(out, "  {example}");
@@ -376,7 +396,12 @@ impl Summary {
                 let _ = writeln!(out, "  {example}");
             }
         }
-        let _ = writeln!(out, "hung        {} turn(s)", self.hung);
+        let _ = writeln!(
+            out,
+            "hung        {} turn(s) (deadline {})",
+            self.hung,
+            seconds(self.hang_deadline_ms)
+        );
         for hung in &self.hung_turns {
             let _ = writeln!(out, "  {} turn {}", hung.session, hung.turn);
         }
@@ -613,6 +638,12 @@ mod tests {
                 Summary { hung: 2, agent_errors: 1, ..clean.clone() },
                 vec!["2 hung turn(s)", "1 agent error(s)"],
             ),
+            (
+                Summary { acks_error: Some("/dev/full: no space".into()), ..clean.clone() },
+                vec!["--acks /dev/full: no space"],
+            ),
+            // Logs the run did not open are not its failures.
+            (Summary { other_logs: 3, ..clean.clone() }, vec![]),
         ];
         for (summary, want) in cases {
             assert_eq!(summary.failures(), want);
@@ -643,7 +674,9 @@ mod tests {
             seed: 9,
             store: "memory".into(),
             elapsed_ms: 1234,
+            hang_deadline_ms: 30_000,
             tally,
+            other_logs: 2,
             cancellations: Cancellations {
                 requested: 3,
                 landed: 1,
@@ -660,8 +693,8 @@ mod tests {
             "turns       10 ended: aborted 1 (user 1), completed 7, error 2 (SERVER 2)",
             "retries     llm-retry 5",
             "cancels     3 requested, 1 landed; latency to a durable turn/end: p50 1.5 ms, p99 1.5 ms, max 1.5 ms (1 measured)",
-            "invariants  0 log(s), 0 event(s): 0 violation(s)",
-            "hung        0 turn(s)",
+            "invariants  0 log(s), 0 event(s): 0 violation(s) (2 other log(s) in the store not judged: this run did not open them)",
+            "hung        0 turn(s) (deadline 30.0 s)",
             "shutdown    0 actor(s), 0 task(s) alive",
             "memory      peak RSS 2.0 MiB",
         ] {
@@ -672,6 +705,11 @@ mod tests {
         assert_eq!(json["tally"]["retriesByPlugin"]["llm-retry"], 5);
         assert_eq!(json["cancellations"]["latency"]["p99Ms"], 1.5);
         assert_eq!(json["peakRssKib"], 2048);
+        assert_eq!(
+            (json["otherLogs"].as_u64(), json["hangDeadlineMs"].as_u64()),
+            (Some(2), Some(30_000))
+        );
+        assert!(json.get("acksError").is_none());
         assert!(json.get("logs").is_none());
     }
 
