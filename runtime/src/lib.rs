@@ -21,7 +21,8 @@
 //! [`projection`] (pure folds), [`validator`] (checks run before an append commits),
 //! [`session_log`] (the log actor's projections: retry chains, the open turn), [`census`] (live
 //! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
-//! [`cancel`] (cancellation causes), [`json_number`].
+//! [`cancel`] (cancellation causes), [`json_number`] and [`policy_key`] (numbers and keys written
+//! byte for byte as the JavaScript seed harness writes them).
 //!
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
@@ -130,6 +131,7 @@ pub mod json_number;
 pub mod panel;
 pub mod plugin;
 pub(crate) mod plugin_host;
+pub mod policy_key;
 pub mod projection;
 pub mod provider;
 pub mod random;
