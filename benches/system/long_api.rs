@@ -157,7 +157,7 @@ async fn read(mut turn: TurnHandle) -> anyhow::Result<()> {
     while let Some(event) = turn.next_event().await {
         last = Some(event);
     }
-    if !last.is_some_and(|e| e.kind() == "turn/end") {
+    if last.is_none_or(|e| e.kind() != "turn/end") {
         anyhow::bail!("a turn's events did not end with its turn/end");
     }
     let outcome = turn.outcome().await?;
