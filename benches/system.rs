@@ -28,6 +28,9 @@
 //!   hibernated session.
 //! - `long_session_turn_2000_vs_20_{memory,jsonl}` (`long_session`): turn 2,000 of a session
 //!   against its turn 20.
+//! - `long_session_scenario_2000_vs_500_turns`, `long_session_next_event_2000_vs_500_turns_{memory,jsonl}`
+//!   (`long_api`): long sessions through the public API — a 2,000-turn scenario run and a
+//!   2,000-turn session driven with `prompt` + `next_event` — against the same 500-turn run.
 //! - `stress_{1,10}k_agents_*` (`stress`): the `rein stress` engine against the same workload
 //!   done by a hand-rolled tokio + backon loop (`hand_rolled_stress`): turns per second,
 //!   cancellation latency p50 and p99, peak RSS per agent; no budget (`"budget": "none"`), each
@@ -91,6 +94,8 @@ mod heap;
 mod heap_budgets;
 #[path = "../runtime/tests/support/heap.rs"]
 mod heap_support;
+#[path = "system/long_api.rs"]
+mod long_api;
 #[path = "system/long_session.rs"]
 mod long_session;
 #[path = "system/mass_cancel.rs"]
@@ -154,6 +159,7 @@ const METRICS: &[(&str, Measure)] = &[
     (mass_cancel::NAME, mass_cancel::run),
     (heap_budgets::NAME, heap_budgets::run),
     (long_session::NAME, long_session::run),
+    (long_api::NAME, long_api::run),
     (stress::NAME, stress::run),
     (agents::NAME, agents::run),
 ];

@@ -7,6 +7,7 @@
 //! decisions behind the run are in `docs/runtime-semantics.md` ("rein stress").
 //!
 //! - [`plan`]: the seeded decisions (what each turn does, the fault split, settings patches).
+//! - [`limits`]: the bounds of the numbers, and the default hang deadline derived from the pace.
 //! - [`summary`]: the logs' tally, latency percentiles, the verdict, the text and JSON output.
 //! - `agent`: one agent's turns; the watch that finds hung turns.
 //! - `chaos`: the task that disposes, registers and reconfigures plugins.
@@ -49,6 +50,7 @@ mod agent;
 mod chaos;
 mod flaky;
 mod jitter;
+pub mod limits;
 pub mod plan;
 mod progress;
 pub mod summary;
@@ -78,23 +80,25 @@ pub struct StressConfig {
     pub backoff_ms: u64,
     /// How long a simulated stall lasts before its watchdog fails it `TIMEOUT`.
     pub stall_ms: u64,
-    /// A turn still running this long after the last turn ended is hung.
+    /// A turn still running this long after the last turn ended is hung (the `rein stress`
+    /// default is [`limits::default_hang_deadline_ms`] of the pace).
     pub hang_deadline_ms: u64,
     /// Whether progress goes to standard error.
     pub progress: bool,
 }
 
 impl StressConfig {
-    /// Checks the rates and the counts; the error names the `rein stress` flag.
+    /// Checks the rates and the numbers; the error names the `rein stress` flag and its range.
+    /// Every number must be within its bound ([`limits`]).
     pub fn check(&self) -> Result<(), String> {
         self.rates.check()?;
-        if self.agents == 0 {
-            return Err("--agents: must be at least 1".into());
-        }
-        if self.backoff_ms == 0 {
-            return Err("--backoff-ms: must be at least 1".into());
-        }
-        Ok(())
+        let agents = u64::try_from(self.agents).unwrap_or(u64::MAX);
+        limits::within("--agents", agents, &limits::AGENTS)?;
+        limits::within("--turns", u64::from(self.turns), &limits::TURNS)?;
+        limits::within("--latency-ms", self.latency_ms, &limits::LATENCY_MS)?;
+        limits::within("--backoff-ms", self.backoff_ms, &limits::BACKOFF_MS)?;
+        limits::within("--stall-ms", self.stall_ms, &limits::STALL_MS)?;
+        limits::within("--hang-deadline-ms", self.hang_deadline_ms, &limits::HANG_DEADLINE_MS)
     }
 
     /// The simulated provider of the run: the fault rate split over the fault kinds
@@ -282,10 +286,16 @@ pub async fn run(
         .ok()
         .and_then(|status| summary::peak_rss_kib(&status));
 
+    // Only the logs this run opened are judged; others in the store are left alone.
     let mut tally = Tally::default();
+    let mut other_logs = 0;
     let mut sessions = store.sessions().await.map_err(|e| format!("cannot list the logs: {e}"))?;
     sessions.sort();
     for session in sessions {
+        if !agent::is_agent_session(&session, config.agents) {
+            other_logs += 1;
+            continue;
+        }
         let loaded = store.load(&session).await.map_err(|e| format!("{session}: {e}"))?;
         tally.add_log(&session, &loaded.map(|l| l.events).unwrap_or_default());
     }
@@ -323,7 +333,9 @@ pub async fn run(
         logs: None,
         elapsed_ms: elapsed.as_millis() as u64,
         cpu_ms,
+        hang_deadline_ms: config.hang_deadline_ms,
         tally,
+        other_logs,
         agent_errors,
         agent_error_examples,
         hung: hung.len() as u64,
@@ -332,6 +344,7 @@ pub async fn run(
         plugins,
         leaks,
         peak_rss_kib,
+        acks_error: None,
     })
 }
 

@@ -147,7 +147,7 @@ fn the_text_summary_ends_ok_and_progress_goes_to_stderr() {
     for line in ["turns       40 ended:", "retries     ", "cancels     ", "invariants  20 logs"] {
         assert!(run.stdout.contains(line), "{line:?} in\n{}", run.stdout);
     }
-    assert!(run.stdout.contains("hung        0 turns\n"), "{}", run.stdout);
+    assert!(run.stdout.contains("hung        0 turns (deadline 30.0 s)\n"), "{}", run.stdout);
     assert!(run.stdout.contains("shutdown    0 actors, 0 tasks alive\n"), "{}", run.stdout);
     assert!(run.stdout.ends_with("\nok\n"), "{}", run.stdout);
     // Not a terminal: plain progress lines, one per tenth.
@@ -291,9 +291,18 @@ fn a_hung_turn_fails_the_run_and_shutdown_still_ends_it() {
 #[test]
 fn bad_flags_are_usage_errors() {
     let cases: [(&[&str], &str); 5] = [
-        (&["--cancel-rate", "1.5"], "error: --cancel-rate: must be within [0, 1], got 1.5"),
-        (&["--fault-rate=-0.1"], "error: --fault-rate: must be within [0, 1]"),
-        (&["--agents", "0"], "error: --agents: must be at least 1"),
+        (
+            &["--cancel-rate", "1.5"],
+            "error: invalid value '1.5' for '--cancel-rate <P>': must be a number within [0, 1]",
+        ),
+        (
+            &["--fault-rate=-0.1"],
+            "error: invalid value '-0.1' for '--fault-rate <P>': must be a number within [0, 1]",
+        ),
+        (
+            &["--agents", "0"],
+            "error: invalid value '0' for '--agents <N>': must be a whole number within [1, 1000000]",
+        ),
         (&["--dir", "/tmp/x"], "error: --dir: only for the jsonl and sqlite stores"),
         (&["--durability", "disk"], "error: --durability: only for the jsonl and sqlite stores"),
     ];
@@ -306,6 +315,156 @@ fn bad_flags_are_usage_errors() {
         assert!(run.stdout.is_empty(), "{flags:?}: {}", run.stdout);
     }
     assert_eq!(rein(&["stress", "--store", "nope"]).code, 2);
+}
+
+/// Every numeric flag refuses what lies outside its range — before anything runs: no
+/// allocation for 10^11 agents, no overflow for the largest number — naming the flag, the value
+/// and the range.
+#[test]
+fn every_numeric_flag_refuses_a_value_outside_its_range() {
+    let max = u64::MAX.to_string();
+    let beyond = "18446744073709551616";
+    // (flag, value, range)
+    let cases: Vec<(&str, &str, &str)> = vec![
+        ("--agents", &max, "[1, 1000000]"),
+        ("--agents", "100000000000", "[1, 1000000]"),
+        ("--agents", beyond, "[1, 1000000]"),
+        ("--agents", "1000001", "[1, 1000000]"),
+        ("--turns", "0", "[1, 1000000]"),
+        ("--turns", "4294967296", "[1, 1000000]"),
+        ("--latency-ms", &max, "[0, 600000]"),
+        ("--backoff-ms", "0", "[1, 100000]"),
+        ("--backoff-ms", "100001", "[1, 100000]"),
+        ("--stall-ms", "3600001", "[0, 3600000]"),
+        ("--hang-deadline-ms", "0", "[1, 604800000]"),
+        ("--hang-deadline-ms", &max, "[1, 604800000]"),
+        ("--seed", beyond, "[0, 18446744073709551615]"),
+        ("--agents", "1.5", "[1, 1000000]"),
+        ("--turns", "-3", "[1, 1000000]"),
+        ("--dispose-rate", "nan", "[0, 1]"),
+        ("--config-rate", "2", "[0, 1]"),
+        ("--crash-rate", "inf", "[0, 1]"),
+    ];
+    for (flag, value, range) in cases {
+        let run = rein(&["stress", &format!("{flag}={value}")]);
+        assert_eq!(run.code, 2, "{flag} {value}: {}{}", run.stdout, run.stderr);
+        let first = run.stderr.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!("error: invalid value '{value}' for '{flag} "))
+                && first.ends_with(&format!("within {range}")),
+            "{flag} {value}: {}",
+            run.stderr
+        );
+        assert!(run.stdout.is_empty(), "{flag} {value}: nothing ran: {}", run.stdout);
+    }
+    // The bounds themselves are accepted.
+    let run = rein(&["stress", "--agents", "1", "--turns", "1", "--latency-ms", "0", "--json"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}
+
+/// Without `--hang-deadline-ms`, a run waits for a quiet turn as long as its pace allows a turn
+/// to take, twice over: 30 s at the default pace, 20 minutes when a retry may wait 100 s.
+#[test]
+fn the_default_hang_deadline_follows_the_pace() {
+    let quick = ["stress", "--agents", "1", "--turns", "1", "--fault-rate", "0", "--json"];
+    let deadline = |extra: &[&str]| -> Value {
+        let run = rein(&[&quick[..], extra].concat());
+        assert_eq!(run.code, 0, "{extra:?}: {}{}", run.stdout, run.stderr);
+        json_of(&run)["hangDeadlineMs"].clone()
+    };
+    assert_eq!(deadline(&[]), 30_000);
+    // 2 × (7 × (10 + 100) + 6 × 20 × 5000)
+    assert_eq!(deadline(&["--backoff-ms", "5000"]), 1_201_540);
+    assert_eq!(deadline(&["--backoff-ms", "5000", "--hang-deadline-ms", "400"]), 400);
+}
+
+/// A second run on a directory with fewer agents judges only the sessions it opened: a turn a
+/// crash left open in a session it never opened is not its violation, and that log is left
+/// byte for byte as it was (the run that opens it next repairs it).
+#[test]
+fn a_reopened_dir_with_fewer_agents_judges_only_the_sessions_it_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let logs = dir.path().join("logs");
+    let logs = logs.to_str().unwrap();
+    let store = ["--store", "jsonl", "--dir", logs, "--json"];
+    let first = rein(&[&["stress", "--agents", "4", "--turns", "1"][..], &store].concat());
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    // Agent 3's log ends inside a turn, as a crash leaves it.
+    let left_open = dir.path().join("logs/agent-00003.jsonl");
+    let mut text = std::fs::read_to_string(&left_open).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let (seq, time) = (last["seq"].as_u64().unwrap() + 1, last["time"].as_u64().unwrap());
+    text.push_str(&format!(
+        "{{\"seq\":{seq},\"time\":{time},\"type\":\"user/message\",\"data\":{{\"text\":\"x\"}}}}\n\
+         {{\"seq\":{},\"time\":{time},\"type\":\"turn/start\",\"data\":{{\"turn\":2}}}}\n",
+        seq + 1
+    ));
+    std::fs::write(&left_open, &text).unwrap();
+
+    let second = rein(&[&["stress", "--agents", "2", "--turns", "1"][..], &store].concat());
+    assert_eq!(second.code, 0, "{}{}", second.stdout, second.stderr);
+    let summary = json_of(&second);
+    assert_eq!(summary["tally"]["logs"], 2, "{summary:#}");
+    assert_eq!(summary["tally"]["violations"], 0, "{summary:#}");
+    assert_eq!(summary["otherLogs"], 2, "{summary:#}");
+    assert_eq!(std::fs::read_to_string(&left_open).unwrap(), text, "left alone");
+    let plain =
+        rein(&["stress", "--agents", "2", "--turns", "1", "--store", "jsonl", "--dir", logs]);
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    assert!(
+        plain
+            .stdout
+            .contains("(2 other log(s) in the store not judged: this run did not open them)"),
+        "{}",
+        plain.stdout
+    );
+
+    // Opened again by a run of all four, it is repaired and judged clean.
+    let all = rein(&[&["stress", "--agents", "4", "--turns", "1"][..], &store].concat());
+    assert_eq!(all.code, 0, "{}{}", all.stdout, all.stderr);
+    let summary = json_of(&all);
+    assert_eq!(
+        (summary["tally"]["logs"].as_u64(), summary["otherLogs"].as_u64()),
+        (Some(4), Some(0))
+    );
+    assert_eq!(summary["tally"]["turns"]["interrupted"], 1, "{summary:#}");
+    let checked = rein(&["check", "--finished", left_open.to_str().unwrap()]);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+}
+
+/// An `--acks` file that cannot be created is a usage error before anything runs (exit 2); one
+/// whose writes fail (a full device) fails the run (exit 1), naming the file: the lines it
+/// promised are missing.
+#[test]
+fn an_acks_file_that_cannot_be_written_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("no/such/dir/acks");
+    let run =
+        rein(&["stress", "--agents", "2", "--turns", "1", "--acks", missing.to_str().unwrap()]);
+    assert_eq!(run.code, 2, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.starts_with(&format!("error: --acks {}: ", missing.display())),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "nothing ran: {}", run.stdout);
+
+    let full = Path::new("/dev/full");
+    if !full.exists() {
+        eprintln!("skipped the full-device half: this system has no /dev/full");
+        return;
+    }
+    let args = ["stress", "--agents", "2", "--turns", "1", "--acks", "/dev/full"];
+    let run = rein(&[&args[..], &["--json"]].concat());
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("error: --acks /dev/full: "), "{}", run.stderr);
+    let summary = json_of(&run);
+    assert_eq!(summary["ok"], false);
+    assert!(summary["acksError"].as_str().unwrap().starts_with("/dev/full: "), "{summary:#}");
+    let text = rein(&args);
+    assert_eq!(text.code, 1);
+    let last = text.stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with("FAILED: --acks /dev/full: "), "{}", text.stdout);
 }
 
 #[test]

@@ -61,6 +61,14 @@ impl<S: SessionStore> SessionStore for Stamped<S> {
         self.inner.load(session)
     }
 
+    fn load_from<'a>(
+        &'a self,
+        session: &'a str,
+        seq: u64,
+    ) -> BoxFuture<'a, Result<Vec<Envelope>, StoreError>> {
+        self.inner.load_from(session, seq)
+    }
+
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
     }

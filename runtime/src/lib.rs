@@ -21,8 +21,9 @@
 //! [`projection`] (pure folds), [`validator`] (checks run before an append commits),
 //! [`session_log`] (the log actor's projections: retry chains, the open turn), [`census`] (live
 //! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
-//! [`cancel`] (cancellation causes), [`json_number`], [`plural`] (counts in words: `1 time`,
-//! `2 times`).
+//! [`cancel`] (cancellation causes), [`json_number`] and [`policy_key`] (numbers and keys written
+//! byte for byte as the JavaScript seed harness writes them), [`plural`] (counts in words:
+//! `1 time`, `2 times`).
 //!
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
@@ -132,6 +133,7 @@ pub mod panel;
 pub mod plugin;
 pub(crate) mod plugin_host;
 pub mod plural;
+pub mod policy_key;
 pub mod projection;
 pub mod provider;
 pub mod random;

@@ -26,13 +26,12 @@
 mod declared;
 mod error;
 
-use serde_json::Value;
-
 pub use declared::{max_retries_from_declared, object, reject_unknown_keys};
 pub use error::{PolicyError, PolicyErrorKind, join as field_path};
 
 use crate::failure;
 use crate::json_number;
+use crate::policy_key::{self, Part};
 
 /// The largest delay a timer may be asked for, in milliseconds (2^31 − 1).
 pub const MAX_DELAY_MS: f64 = 2_147_483_647.0;
@@ -139,21 +138,21 @@ impl RetryPolicy {
     }
 
     /// The canonical key of the policy (`docs/runtime-semantics.md`, "Retry chains"): a compact
-    /// JSON array, numbers without a trailing `.0`, codes sorted. Two policies have the same key
-    /// exactly when they retry the same way, so a changed field starts a new chain.
+    /// JSON array, byte for byte what the JavaScript seed harness writes ([`policy_key`]):
+    /// numbers as `JSON.stringify` writes them, codes sorted by UTF-16 code units. Two policies
+    /// have the same key exactly when they retry the same way, so a changed field starts a new
+    /// chain.
     ///
     /// `["normal",2,["RATE_LIMIT","SERVER"],500,10000,0]`, `["always",500,10000,0.1]`.
     pub fn policy_key(&self) -> String {
         let b = self.backoff();
-        let curve = [b.initial_delay_ms, b.max_delay_ms, b.jitter_ratio]
-            .map(|n| Value::Number(json_number::number(n)));
-        let mut key = vec![Value::from(self.mode())];
+        let mut key = vec![Part::Text(self.mode())];
         if let RetryPolicy::Normal { max_retries, retryable_codes, .. } = self {
-            key.push(Value::from(*max_retries));
-            key.push(Value::from(retryable_codes.sorted()));
+            key.push(Part::Whole(*max_retries));
+            key.push(Part::Codes(retryable_codes.as_slice().iter().map(String::as_str).collect()));
         }
-        key.extend(curve);
-        Value::Array(key).to_string()
+        key.extend([b.initial_delay_ms, b.max_delay_ms, b.jitter_ratio].map(Part::Number));
+        policy_key::write(&key)
     }
 }
 
@@ -289,10 +288,10 @@ impl RetryableCodes {
         &self.0
     }
 
-    /// The codes sorted (the `policyKey` order).
+    /// The codes sorted (the `policyKey` order: JavaScript's, by UTF-16 code units).
     pub fn sorted(&self) -> Vec<String> {
         let mut codes = self.0.clone();
-        codes.sort_unstable();
+        policy_key::sort_codes(&mut codes);
         codes
     }
 }
@@ -367,6 +366,17 @@ mod tests {
             (
                 normal(1, &["A\"B", "a\\b"], (1.0, 1.0, 0.0)),
                 r#"["normal",1,["A\"B","a\\b"],1,1,0]"#,
+            ),
+            // Byte for byte what JavaScript writes: numbers as JSON.stringify does, codes in
+            // UTF-16 order (a character outside the BMP before U+E000).
+            (
+                normal(1, &["\u{E000}", "\u{1F600}", "A"], (0.000001, 0.0000015, 1e-7)),
+                "[\"normal\",1,[\"A\",\"\u{1F600}\",\"\u{E000}\"],0.000001,0.0000015,1e-7]",
+            ),
+            (always((0.00001, 2147483647.0, 5e-324)), r#"["always",0.00001,2147483647,5e-324]"#),
+            (
+                always((0.1 + 0.2, 450.00000000000006, 0.0)),
+                r#"["always",0.30000000000000004,450.00000000000006,0]"#,
             ),
         ];
         for (policy, key) in cases {

@@ -214,7 +214,10 @@ impl Session {
     }
 
     /// Cancels the running turn (it ends `aborted` with `cause`) and drops the prompts queued
-    /// behind it. Returns whether a turn was running.
+    /// behind it. Returns whether it cancelled a turn: true exactly when the running turn ends
+    /// `aborted` (with `cause`, unless another cancellation came first); false when no turn ran,
+    /// or the turn had already ended on its own (its last step completed or failed) and only its
+    /// `turn/end` was still to be written — that end stands.
     pub async fn cancel(&self, cause: CancelCause) -> Result<bool, SessionError> {
         if !self.is_awake() {
             // Hibernating: nothing runs and nothing is queued; no need to wake it.

@@ -363,8 +363,9 @@ impl SessionLog {
     }
 
     /// The events committed from `seq` on, then every later one as it commits: what was already
-    /// committed comes back as a list (read back from the store), the rest through the receiver
-    /// (no event twice, none missed).
+    /// committed comes back as a list (read back from the store from `seq` on, with
+    /// [`SessionStore::load_from`]: its cost follows what it returns, not the log's length),
+    /// the rest through the receiver (no event twice, none missed).
     pub async fn subscribe_from(
         &self,
         seq: u64,

@@ -136,6 +136,28 @@ pub trait SessionStore: Send + Sync + 'static {
     /// (and reported in [`Loaded::torn`]); any other corrupt line is [`StoreError::Corrupt`].
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>>;
 
+    /// Reads the events of `session`'s log from `seq` on, in `seq` order: what
+    /// [`SessionStore::load`] returns, less the events before `seq`. Empty when the log ends
+    /// before `seq` or the session does not exist. A corrupt line among those read is
+    /// [`StoreError::Corrupt`], as in a load; lines before `seq` are not looked at.
+    ///
+    /// This is how a reader that is behind catches up (a turn's events read back once it
+    /// started): its cost must follow what it returns, not the length of the log, or a long
+    /// session pays for its whole history on every turn. The stores of this crate read only
+    /// the part asked for (see each store); this default, for stores that have no better way,
+    /// loads the whole log and drops the events before `seq`.
+    fn load_from<'a>(
+        &'a self,
+        session: &'a str,
+        seq: u64,
+    ) -> BoxFuture<'a, Result<Vec<Envelope>, StoreError>> {
+        Box::pin(async move {
+            let loaded = self.load(session).await?;
+            let events = loaded.map(|loaded| loaded.events).unwrap_or_default();
+            Ok(events.into_iter().skip_while(|e| e.seq < seq).collect())
+        })
+    }
+
     /// The ids of every stored session.
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
 }

@@ -22,7 +22,10 @@
 //! the turn actor. Its `post_stop` cancels the scope (every wait of the turn — a provider
 //! stream, a plugin's backoff, a tool — races that scope's token or a child of it), then stops
 //! its step and waits for it (the step's own `post_stop` lets its waits settle, so nothing of
-//! the turn is written afterwards), and reports `aborted` with the recorded cause. A killed turn
+//! the turn is written afterwards), and reports `aborted` with the recorded cause. A turn that
+//! ends on its own seals its scope as it decides; a cause recorded before that still makes it
+//! `aborted`, and one recorded after it is refused (the session then answers that its cancel
+//! did not land — see [`CancelScope::seal`]). A killed turn
 //! runs no `post_stop`; its state's guard cancels the scope as the state is dropped, so its waits
 //! end all the same.
 //!
@@ -95,8 +98,14 @@ impl TurnActor {
         }
     }
 
-    /// The turn ended: keep the report and stop (the session reads it from the final state).
+    /// The turn ended: keep the report and stop (the session reads it from the final state). A
+    /// cancellation the session recorded before this decision wins — its caller was told it
+    /// landed — and one recorded after it does not land (the scope is sealed).
     fn end(&self, myself: &ActorRef<()>, state: &mut TurnState, reason: TurnEndReason) {
+        let reason = match state.scope.seal() {
+            Some(cause) => TurnEndReason::Aborted { cause },
+            None => reason,
+        };
         state.current = None;
         state.report = Some(TurnReport { reason, route: state.route.name.clone() });
         myself.stop(None);
@@ -191,6 +200,7 @@ impl Actor for TurnActor {
         state: &mut TurnState,
     ) -> Result<(), ActorProcessingErr> {
         if state.report.is_some() {
+            state.ctx.shared.faults.at_turn_end(state.ctx.turn).await;
             return Ok(());
         }
         // Stopped before it ended: cancelled (the session recorded why).

@@ -136,6 +136,41 @@ async fn cancelling_during_a_downstream_consultation_aborts_it() {
     assert_eq!(t.take(), ["asking", "waiting"]);
 }
 
+/// A cancel that reaches the session after the turn decided to end on its own (its step
+/// completed) but before the session wrote its `turn/end` — the turn's actor slow to stop, as
+/// another worker thread can make it at random — answers "not landed", and the turn ends
+/// `completed`; a cancel before the decision lands. Either way the answer is what the log then
+/// says.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_after_the_turn_decided_its_end_does_not_land_and_the_end_stands() {
+    let store = MemoryStore::new();
+    let slow = rein_runtime::fault::Faults::none().slow_turn_end(1, Duration::from_secs(1));
+    let runtime = Runtime::builder()
+        .validator(log::live_invariant)
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .route(Route::new("mock", Scripted::new(vec![reply(&["done"]), stall(&[])])).model("m"))
+        .faults(slow)
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
+    until(&mut turn, "assistant/message").await;
+    tokio::time::sleep(Duration::from_millis(500)).await; // the turn decided; still stopping
+    assert!(!session.cancel(CancelCause::User).await.unwrap(), "too late: the turn had ended");
+    assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
+
+    // Turn 2 is not slow, and its attempt never answers: a cancel lands.
+    let mut turn = session.prompt("again").unwrap();
+    until(&mut turn, "request/start").await;
+    assert!(session.cancel(CancelCause::User).await.unwrap());
+    let reason = turn.outcome().await.unwrap().reason;
+    assert_eq!(reason, TurnEndReason::Aborted { cause: CancelCause::User });
+    runtime.shutdown().await;
+    assert_valid(&store.events("s"));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_cancel_drops_the_prompts_queued_behind_the_running_turn() {
     let store = MemoryStore::new();

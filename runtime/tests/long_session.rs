@@ -4,6 +4,8 @@
 //! session whose turns grew with its log would allocate per turn in proportion to its history —
 //! thousands of allocations by turn 2,000 — where a linear one allocates the same few dozen as
 //! on its first turns. Counted, not timed: the figure does not depend on how busy the machine is.
+//! Both for a caller that only awaits each turn's outcome and for one that reads a turn's events
+//! after it started, which reads them back from the log (a `TurnHandle` catching up).
 
 #![allow(clippy::unwrap_used)]
 
@@ -41,21 +43,51 @@ impl Adapter for Instant {
     }
 }
 
-/// Allocations made by each of `TURNS` back-to-back turns of one session over `store`.
-async fn allocations_per_turn(store: Arc<dyn SessionStore>) -> Vec<usize> {
+/// How a turn's caller follows it.
+#[derive(Debug, Clone, Copy)]
+enum Reader {
+    /// Awaits its outcome only.
+    Outcome,
+    /// Reads its events with `next_event` after it ended: two prompts at a time, the second
+    /// read as it runs, the first read afterwards — caught up from the log.
+    Late,
+}
+
+/// Allocations made by each of `TURNS` back-to-back turns of one session over `store`, followed
+/// as `reader` says (per pair of turns for [`Reader::Late`]).
+async fn allocations_per_turn(store: Arc<dyn SessionStore>, reader: Reader) -> Vec<usize> {
     let runtime = Runtime::builder()
         .store(store)
         .route(Route::new("mock", Arc::new(Instant)).model("m"))
         .build()
         .await
         .unwrap();
-    let session = runtime.session("long").await.unwrap();
+    let session = runtime.session(&format!("long-{reader:?}")).await.unwrap();
     let mut counts = Vec::with_capacity(TURNS);
     for _ in 0..TURNS {
         let before = GLOBAL.stats().allocations + GLOBAL.stats().reallocations;
-        let outcome = session.prompt("again").unwrap().await.unwrap();
+        match reader {
+            Reader::Outcome => {
+                let outcome = session.prompt("again").unwrap().await.unwrap();
+                assert_eq!(outcome.reason, TurnEndReason::Completed);
+            }
+            Reader::Late => {
+                let mut first = session.prompt("again").unwrap();
+                let mut second = session.prompt("and again").unwrap();
+                let mut live = 0;
+                while second.next_event().await.is_some() {
+                    live += 1;
+                }
+                let mut late = 0;
+                while first.next_event().await.is_some() {
+                    late += 1;
+                }
+                assert_eq!((live, late), (8, 8), "user/message … turn/end, each");
+                assert_eq!(first.await.unwrap().reason, TurnEndReason::Completed);
+                assert_eq!(second.await.unwrap().reason, TurnEndReason::Completed);
+            }
+        }
         let after = GLOBAL.stats().allocations + GLOBAL.stats().reallocations;
-        assert_eq!(outcome.reason, TurnEndReason::Completed);
         counts.push(after - before);
     }
     let events = session.events().await.unwrap();
@@ -79,13 +111,17 @@ fn the_last_turns_of_a_long_session_cost_what_its_first_turns_did() {
         ("jsonl", Arc::new(JsonlStore::open(dir.path(), Durability::Os).unwrap())),
     ];
     for (name, store) in stores {
-        let counts = tokio.block_on(allocations_per_turn(store));
-        // The first window starts after a few turns (lazy initialisations of the first turns).
-        let first = median(&counts[10..10 + WINDOW]);
-        let last = median(&counts[TURNS - WINDOW..]);
-        assert!(
-            last * 4 <= first * 5,
-            "{name}: turns 10..110 made {first} allocations each, the last {WINDOW} turns {last}"
-        );
+        for reader in [Reader::Outcome, Reader::Late] {
+            let counts = tokio.block_on(allocations_per_turn(Arc::clone(&store), reader));
+            // The first window starts after a few turns (lazy initialisations of the first
+            // turns).
+            let first = median(&counts[10..10 + WINDOW]);
+            let last = median(&counts[TURNS - WINDOW..]);
+            assert!(
+                last * 4 <= first * 5,
+                "{name}, {reader:?}: turns 10..110 made {first} allocations each, the last \
+                 {WINDOW} turns {last}"
+            );
+        }
     }
 }

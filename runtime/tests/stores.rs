@@ -213,6 +213,91 @@ async fn every_store_refuses_what_it_could_not_read_back() {
     }
 }
 
+/// What `load` returns for `session` from `seq` on (what `load_from` must return).
+async fn loaded_from(store: &dyn SessionStore, session: &str, seq: u64) -> Vec<Envelope> {
+    let loaded = store.load(session).await.unwrap().map(|l| l.events).unwrap_or_default();
+    loaded.into_iter().filter(|e| e.seq >= seq).collect()
+}
+
+/// A log of `n` events in batches of 1, 2, 3, 1, 2, 3, …, some of them longer than a JSONL
+/// store's read chunk, some with newlines in their text.
+fn batches(n: u64) -> Vec<Vec<Envelope>> {
+    let event = |seq: u64| match seq % 5 {
+        0 => idle(seq),
+        1 => message(seq, &"long line ".repeat(8_000)),
+        2 => message(seq, "two\nlines \u{1F600}"),
+        _ => message(seq, &format!("event {seq}")),
+    };
+    let (mut out, mut seq, mut size) = (Vec::new(), 0, 1);
+    while seq < n {
+        let end = (seq + size).min(n);
+        out.push((seq..end).map(event).collect());
+        seq = end;
+        size = size % 3 + 1;
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_store_reads_a_log_from_any_seq_as_its_load_less_the_events_before_it() {
+    const N: u64 = 40;
+    let dir = tempfile::tempdir().unwrap();
+    for (name, store) in every_store(dir.path()) {
+        assert_eq!(store.load_from("s", 0).await.unwrap(), [], "{name}: no such session");
+        for bad in ["", "../escape"] {
+            assert!(store.load_from(bad, 0).await.is_err(), "{name} {bad:?}");
+        }
+        for batch in batches(N) {
+            store.append("s", &batch).await.unwrap();
+            // Read at once, as a subscriber catching up does.
+            let last = batch[batch.len() - 1].seq;
+            assert_eq!(store.load_from("s", batch[0].seq).await.unwrap(), batch, "{name}");
+            assert_eq!(store.load_from("s", last + 1).await.unwrap(), [], "{name}");
+        }
+        for seq in 0..N + 3 {
+            let from = store.load_from("s", seq).await.unwrap();
+            assert_eq!(from, loaded_from(&*store, "s", seq).await, "{name}: from {seq}");
+        }
+    }
+    // Reopened: the JSONL store finds the lines from a fresh handle, SQLite in its index.
+    let reopened: [(&str, Box<dyn SessionStore>); 2] = [
+        ("jsonl", Box::new(JsonlStore::open(dir.path().join("logs"), Durability::Os).unwrap())),
+        (
+            "sqlite",
+            Box::new(SqliteStore::open(dir.path().join("events.db"), Durability::Os).unwrap()),
+        ),
+    ];
+    let all: Vec<Envelope> = batches(N).into_iter().flatten().collect();
+    for (name, store) in reopened {
+        for seq in (0..N + 3).rev() {
+            let from = store.load_from("s", seq).await.unwrap();
+            let want: Vec<Envelope> = all.iter().filter(|e| e.seq >= seq).cloned().collect();
+            assert_eq!(from, want, "{name} reopened: from {seq}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_jsonl_read_from_a_seq_names_a_corrupt_line_it_reads_and_never_looks_before_it() {
+    let events = session_events();
+    let good = tempfile::tempdir().unwrap();
+    jsonl(good.path()).append("s", &events).await.unwrap();
+    let text = std::fs::read_to_string(good.path().join("s.jsonl")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // Line 2 (seq 1) is damaged, its length kept.
+    let damaged = "x".repeat(lines[1].len());
+    let content = format!("{}\n{damaged}\n{}\n{}\n", lines[0], lines[2], lines[3]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    std::fs::write(&path, &content).unwrap();
+    let store = jsonl(dir.path());
+    assert_eq!(store.load_from("s", 2).await.unwrap(), events[2..], "lines 3 and 4 only");
+    let err = store.load_from("s", 1).await.unwrap_err();
+    assert!(matches!(&err, StoreError::Corrupt { line: 2, .. }), "{err}");
+    assert!(err.to_string().starts_with(&format!("{}:2: ", path.display())), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), content, "nothing was rewritten");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Random appends reopen to the same events
 // ---------------------------------------------------------------------------------------------
@@ -434,6 +519,10 @@ async fn reopened_holds(
         let loaded = store.load(session).await.unwrap().unwrap();
         assert_eq!(loaded.torn, None);
         assert_eq!(&loaded.events, events, "{session}");
+        for seq in 0..=events.len() {
+            let from = store.load_from(session, seq as u64).await.unwrap();
+            assert_eq!(from, events[seq..], "{session} from {seq}");
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! run does and checks is the engine's; the decisions behind the output are in
 //! `docs/runtime-semantics.md` ("rein stress").
 
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::{Durability, SessionStore};
 use rein::stress::plan::Rates;
 use rein::stress::summary::Summary;
-use rein::stress::{StressConfig, acks};
+use rein::stress::{StressConfig, acks, limits};
 
 use super::output_file;
 
@@ -33,9 +34,15 @@ What runs:
   refused). All random choices come from --seed; the interleaving is the scheduler's.
 
 Checked at the end:
-  every session log against every invariant (as a finished log); every turn ended (a turn
-  still running --hang-deadline-ms after the last turn ended is hung: the run stops there and
-  shuts down); no actor and no task of the runtime alive after shutdown.
+  every session log this run opened against every invariant (as a finished log; other logs in
+  --dir are left alone and counted); every turn ended (a turn still running --hang-deadline-ms
+  after the last turn ended is hung: the run stops there and shuts down); no actor and no task
+  of the runtime alive after shutdown.
+
+Limits:
+  --agents and --turns [1, 1000000], --latency-ms [0, 600000], --backoff-ms [1, 100000],
+  --stall-ms [0, 3600000], --hang-deadline-ms [1, 604800000], the rates [0, 1]; a value outside
+  (or not a number) is a usage error naming the flag, the value and the range.
 
 Output:
   stdout   a summary: turns by outcome (errors by code, aborts by cause), retries by plugin
@@ -59,9 +66,10 @@ Stores:
 Exit status:
   0  every guarantee held
   1  an invariant violation, a hung turn, an actor or task alive after shutdown, a session
-     that would not open, a prompt that could not start, or an internal fault
-  2  a usage error (an invalid rate, --dir with the memory store, ...) or a store that cannot
-     be opened";
+     that would not open, a prompt that could not start, an --acks file that could not be
+     written, or an internal fault
+  2  a usage error (a number out of its range, --dir with the memory store, ...), a store that
+     cannot be opened, or an --acks file that cannot be created";
 
 /// The store a run writes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -87,29 +95,29 @@ pub(crate) enum DurabilityArg {
 #[derive(Debug, clap::Args)]
 pub(crate) struct StressArgs {
     /// Concurrent agents (sessions).
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    agents: usize,
+    #[arg(long, default_value_t = 100, value_name = "N", value_parser = whole(limits::AGENTS))]
+    agents: u64,
     /// Turns per agent, one after another.
-    #[arg(long, default_value_t = 3, value_name = "T")]
-    turns: u32,
+    #[arg(long, default_value_t = 3, value_name = "T", value_parser = whole(limits::TURNS))]
+    turns: u64,
     /// Share of turns cancelled at a random moment (within 2 × latency + 4 × backoff of the
     /// prompt).
-    #[arg(long, default_value_t = 0.1, value_name = "P")]
+    #[arg(long, default_value_t = 0.1, value_name = "P", value_parser = rate)]
     cancel_rate: f64,
     /// Share of turns that dispose a random plugin (registered again within 5 × latency).
-    #[arg(long, default_value_t = 0.002, value_name = "P")]
+    #[arg(long, default_value_t = 0.002, value_name = "P", value_parser = rate)]
     dispose_rate: f64,
     /// Share of turns that change a random plugin's run-time settings.
-    #[arg(long, default_value_t = 0.01, value_name = "P")]
+    #[arg(long, default_value_t = 0.01, value_name = "P", value_parser = rate)]
     config_rate: f64,
     /// Share of provider attempts that fail.
-    #[arg(long, default_value_t = 0.2, value_name = "P")]
+    #[arg(long, default_value_t = 0.2, value_name = "P", value_parser = rate)]
     fault_rate: f64,
     /// Share of failures on which the `flaky` plugin panics (0: no flaky plugin).
-    #[arg(long, default_value_t = 0.0, value_name = "P")]
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = rate)]
     crash_rate: f64,
     /// The seed of every random choice.
-    #[arg(long, default_value_t = 0, value_name = "S")]
+    #[arg(long, default_value_t = 0, value_name = "S", value_parser = whole(0..=u64::MAX))]
     seed: u64,
     /// Where the session logs go.
     #[arg(long, value_enum, default_value_t = StoreKind::Memory)]
@@ -122,18 +130,20 @@ pub(crate) struct StressArgs {
     durability: DurabilityArg,
     /// The simulated provider's longest wait before its first word (each attempt draws within
     /// 0..=MS).
-    #[arg(long, default_value_t = 10, value_name = "MS")]
+    #[arg(long, default_value_t = 10, value_name = "MS", value_parser = whole(limits::LATENCY_MS))]
     latency_ms: u64,
     /// The plugins' first backoff (llm-retry and auto-retry; their ceiling is 20 ×), and a
     /// quarter of the longest Retry-After the simulated 429s send.
-    #[arg(long, default_value_t = 5, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(long, default_value_t = 5, value_name = "MS", value_parser = whole(limits::BACKOFF_MS))]
     backoff_ms: u64,
     /// How long a simulated stall lasts before its watchdog fails it `TIMEOUT`.
-    #[arg(long, default_value_t = 100, value_name = "MS")]
+    #[arg(long, default_value_t = 100, value_name = "MS", value_parser = whole(limits::STALL_MS))]
     stall_ms: u64,
-    /// A turn still running this long after the last turn ended is hung.
-    #[arg(long, default_value_t = 30_000, value_name = "MS")]
-    hang_deadline_ms: u64,
+    /// A turn still running this long after the last turn ended is hung [default: twice the
+    /// longest a turn can take at this pace — 7 attempts of --latency-ms + --stall-ms, 6 retry
+    /// waits of 20 × --backoff-ms — and at least 30000].
+    #[arg(long, value_name = "MS", value_parser = whole(limits::HANG_DEADLINE_MS))]
+    hang_deadline_ms: Option<u64>,
     /// Write `ack SESSION SEQ` per acknowledged event to PATH (`-`: stdout).
     #[arg(long, value_name = "PATH")]
     acks: Option<PathBuf>,
@@ -147,9 +157,14 @@ const USAGE: u8 = 2;
 
 /// Runs `rein stress`.
 pub(crate) fn run(args: &StressArgs) -> ExitCode {
+    if let Err(error) = check_args(args) {
+        eprintln!("error: {error}");
+        return ExitCode::from(USAGE);
+    }
     let config = StressConfig {
-        agents: args.agents,
-        turns: args.turns,
+        // In range (checked above).
+        agents: usize::try_from(args.agents).unwrap_or(usize::MAX),
+        turns: u32::try_from(args.turns).unwrap_or(u32::MAX),
         rates: Rates {
             cancel: args.cancel_rate,
             dispose: args.dispose_rate,
@@ -161,24 +176,27 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         latency_ms: args.latency_ms,
         backoff_ms: args.backoff_ms,
         stall_ms: args.stall_ms,
-        hang_deadline_ms: args.hang_deadline_ms,
+        hang_deadline_ms: args.hang_deadline_ms.unwrap_or_else(|| {
+            limits::default_hang_deadline_ms(args.latency_ms, args.backoff_ms, args.stall_ms)
+        }),
         progress: true,
     };
-    if let Err(error) = config.check().and_then(|()| check_args(args)) {
+    if let Err(error) = config.check() {
         eprintln!("error: {error}");
         return ExitCode::from(USAGE);
     }
-    let (store, logs) = match open_store(args) {
+    let (store, logs) = match open_store(args, config.agents) {
         Ok(opened) => opened,
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(USAGE);
         }
     };
+    let acks_path = args.acks.as_deref().map(|path| path.display().to_string());
     let acks = match args.acks.as_deref().map(acks::Acks::open).transpose() {
         Ok(acks) => acks,
         Err(error) => {
-            eprintln!("error: --acks: {error}");
+            eprintln!("error: --acks {}: {error}", acks_path.unwrap_or_default());
             return ExitCode::from(USAGE);
         }
     };
@@ -193,15 +211,18 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         tokio.block_on(rein::stress::run(&config, store, acks.as_ref().map(|a| a.sender())));
     // Nothing of the run is left to wait for (shutdown waited for every task it tracks).
     tokio.shutdown_timeout(Duration::from_secs(1));
-    if let Some(acks) = acks {
-        if let Err(error) = acks.close() {
-            eprintln!("error: --acks: {error}");
-        }
+    // An ack file that could not be written lacks lines it promised: the run fails.
+    let acks_error = acks
+        .and_then(|acks| acks.close().err())
+        .map(|error| format!("{}: {error}", acks_path.unwrap_or_default()));
+    if let Some(error) = &acks_error {
+        eprintln!("error: --acks {error}");
     }
     let summary = match summary {
         Ok(summary) => Summary {
             store: store_name(args.store).to_owned(),
             logs: logs.map(|p| p.display().to_string()),
+            acks_error,
             ..summary
         }
         .settle(),
@@ -224,6 +245,27 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
     if summary.ok { ExitCode::SUCCESS } else { ExitCode::from(FAILED) }
 }
 
+/// A parser of a whole number within `range` (the flag's [`limits`]): anything else — a sign, a
+/// fraction, a number beyond the range or beyond `u64` — is a usage error naming the flag (clap
+/// adds it), the value and the range.
+fn whole(
+    range: RangeInclusive<u64>,
+) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |text| {
+        let number = text.parse::<u64>().ok().filter(|n| range.contains(n));
+        number.ok_or_else(|| {
+            format!("must be a whole number within [{}, {}]", range.start(), range.end())
+        })
+    }
+}
+
+/// A parser of a rate: a number within [0, 1].
+fn rate(text: &str) -> Result<f64, String> {
+    let rate = text.parse::<f64>().ok().filter(|r| (0.0..=1.0).contains(r));
+    rate.ok_or_else(|| "must be a number within [0, 1]".to_owned())
+}
+
+/// The flags that need a store.
 fn check_args(args: &StressArgs) -> Result<(), String> {
     if args.store == StoreKind::Memory {
         if args.dir.is_some() {
@@ -237,7 +279,10 @@ fn check_args(args: &StressArgs) -> Result<(), String> {
 }
 
 /// The store, and where its logs are (durable stores).
-fn open_store(args: &StressArgs) -> Result<(Arc<dyn SessionStore>, Option<PathBuf>), String> {
+fn open_store(
+    args: &StressArgs,
+    agents: usize,
+) -> Result<(Arc<dyn SessionStore>, Option<PathBuf>), String> {
     let durability = match args.durability {
         DurabilityArg::Os => Durability::Os,
         DurabilityArg::Disk => Durability::Disk,
@@ -254,7 +299,7 @@ fn open_store(args: &StressArgs) -> Result<(Arc<dyn SessionStore>, Option<PathBu
         StoreKind::Jsonl => {
             let store = JsonlStore::open(&dir, durability)
                 .map_err(|e| e.to_string())?
-                .with_max_open_files(open_files::for_agents(args.agents));
+                .with_max_open_files(open_files::for_agents(agents));
             (Arc::new(store), Some(dir))
         }
         _ => {

@@ -25,6 +25,13 @@ pub(crate) fn session_id(index: usize) -> String {
     format!("agent-{index:05}")
 }
 
+/// Whether `session` is the session of one of agents `0..agents` (what a run of that many
+/// agents opens, and so what it may judge).
+pub(crate) fn is_agent_session(session: &str, agents: usize) -> bool {
+    let index = session.strip_prefix("agent-").and_then(|n| n.parse::<usize>().ok());
+    index.is_some_and(|index| index < agents && session_id(index) == session)
+}
+
 /// What every agent shares.
 pub(crate) struct Shared {
     /// The runtime.
@@ -201,22 +208,22 @@ async fn one_turn(
         }
         handle.outcome().await
     };
-    let cancel = async {
+    let moment = async {
         match cancel_after {
-            Some(after) => {
-                tokio::time::sleep(after).await;
-                let sent = Instant::now();
-                (sent, session.cancel(CancelCause::User).await)
-            }
+            Some(after) => tokio::time::sleep(after).await,
             None => std::future::pending().await,
         }
     };
     tokio::pin!(ended);
     let mut cancelled = None;
+    // Only the moment races the turn: once the cancel is sent its answer is awaited in full, so
+    // a cancel whose answer and the turn's end are ready together is counted (racing the whole
+    // cancel call against the end dropped the answer half of the time).
     let outcome = tokio::select! {
         outcome = &mut ended => outcome,
-        sent = cancel => {
-            cancelled = Some(sent);
+        () = moment => {
+            let sent = Instant::now();
+            cancelled = Some((sent, session.cancel(CancelCause::User).await));
             ended.await
         }
     };
@@ -241,6 +248,106 @@ async fn one_turn(
     if let Err(error) = outcome {
         if !shared.watch.stopping() {
             report.error(format!("{id} turn {turn}: {error}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::{Simulated, SimulatedConfig};
+    use crate::runtime::runtime::Route;
+    use crate::runtime::store::memory::MemoryStore;
+
+    /// A runtime whose provider streams nothing and never answers (every attempt stalls until
+    /// cancelled), over `store`, and what its agents share.
+    async fn stalling(store: &MemoryStore) -> Shared {
+        let config = SimulatedConfig {
+            stall_rate: 1.0,
+            idle_timeout: None,
+            first_chunk_latency_ms: 0..=0,
+            ..SimulatedConfig::faultless(1)
+        };
+        let simulated = Simulated::new(config).unwrap();
+        let runtime = Runtime::builder()
+            .store(Arc::new(store.clone()))
+            .route(Route::new("simulated", Arc::new(simulated)).model("simulated-1"))
+            .build()
+            .await
+            .unwrap();
+        let rates = Rates { cancel: 1.0, dispose: 0.0, config: 0.0, fault: 0.0, crash: 0.0 };
+        Shared {
+            runtime,
+            seed: 1,
+            turns: 1,
+            rates,
+            cancel_window: Duration::from_millis(10),
+            progress: Progress::hidden(),
+            watch: Watch::new(1),
+        }
+    }
+
+    #[test]
+    fn a_run_of_n_agents_owns_exactly_their_sessions() {
+        // (session, agents, owned)
+        let cases = [
+            ("agent-00000", 1, true),
+            ("agent-00001", 1, false),
+            ("agent-00011", 12, true),
+            ("agent-00012", 12, false),
+            ("agent-123456", 1_000_000, true),
+            ("agent-1", 12, false),
+            ("agent-+0001", 12, false),
+            ("agent-00001.x", 12, false),
+            ("other", 12, false),
+            ("agent-", 12, false),
+        ];
+        for (session, agents, owned) in cases {
+            assert_eq!(is_agent_session(session, agents), owned, "{session} of {agents}");
+        }
+    }
+
+    /// A cancel whose answer and the turn's end are both ready when the agent next looks is
+    /// counted, landed, with its latency: the agent is polled by hand, once before the cancel
+    /// moment, once as it sends the cancel, and again only after the session answered it, ended
+    /// the turn and resolved its outcome. (Racing the whole cancel call against the turn's end
+    /// dropped the answer whenever `select!` happened to look at the end first: half the time,
+    /// so the round is repeated.)
+    #[tokio::test(start_paused = true)]
+    async fn a_cancel_answered_as_the_turn_ends_is_counted() {
+        for round in 0..32 {
+            let store = MemoryStore::new();
+            let shared = stalling(&store).await;
+            let session = shared.runtime.session("agent-00000").await.unwrap();
+            let mut report = AgentReport::default();
+            let after = Duration::from_millis(5);
+            {
+                let turn = one_turn(&shared, &session, 1, Some(after), None, &mut report);
+                tokio::pin!(turn);
+                assert!(futures::poll!(&mut turn).is_pending(), "the turn runs");
+                tokio::time::sleep(after).await;
+                assert!(futures::poll!(&mut turn).is_pending(), "the cancel is sent");
+                // The session answers it, the turn ends, its outcome resolves: all before the
+                // agent looks again.
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                turn.await;
+            }
+            assert_eq!((report.requested, report.landed), (1, 1), "round {round}");
+            assert_eq!(report.latencies.len(), 1, "round {round}");
+            assert_eq!(report.errors, 0, "{:?}", report.error_examples);
+            shared.runtime.shutdown().await;
+            let ends: Vec<String> = store
+                .events("agent-00000")
+                .iter()
+                .filter_map(|e| match &e.event {
+                    crate::runtime::event::Event::TurnEnd(end) => Some(format!("{:?}", end.reason)),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(
+                ends,
+                [format!("{:?}", TurnEndReason::Aborted { cause: CancelCause::User })]
+            );
         }
     }
 }

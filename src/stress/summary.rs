@@ -249,8 +249,13 @@ pub struct Summary {
     /// (absent where `/proc` has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_ms: Option<u64>,
-    /// The logs' view.
+    /// The hang deadline the run used, in ms.
+    pub hang_deadline_ms: u64,
+    /// The logs' view (of the sessions this run opened).
     pub tally: Tally,
+    /// Logs in the store that this run did not open (an earlier run's with more agents, or
+    /// anything else): left alone, neither read nor judged.
+    pub other_logs: u64,
     /// Prompts and retries the runtime refused (a session that would not open, a prompt that
     /// could not start).
     pub agent_errors: u64,
@@ -269,6 +274,10 @@ pub struct Summary {
     /// Peak resident set size, KiB (`VmHWM`; absent where `/proc` has none).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub peak_rss_kib: Option<u64>,
+    /// Why the `--acks` file could not be written, after its path (the run then fails: the
+    /// lines it promised are missing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acks_error: Option<String>,
 }
 
 impl Summary {
@@ -294,6 +303,9 @@ impl Summary {
         }
         if self.agent_errors > 0 {
             failures.push(count(self.agent_errors, "agent error", "agent errors"));
+        }
+        if let Some(error) = &self.acks_error {
+            failures.push(format!("--acks {error}"));
         }
         failures
     }
@@ -367,10 +379,17 @@ impl Summary {
         );
         let _ = writeln!(
             out,
-            "invariants  {}, {}: {}",
+            "invariants  {}, {}: {}{}",
             count(t.logs, "log", "logs"),
             count(t.events, "event", "events"),
-            count(t.violations, "violation", "violations")
+            count(t.violations, "violation", "violations"),
+            match self.other_logs {
+                0 => String::new(),
+                n => format!(
+                    " ({} in the store not judged: this run did not open them)",
+                    count(n, "other log", "other logs")
+                ),
+            }
         );
         for example in &t.violation_examples {
             let _ = writeln!(out, "  {example}");
@@ -382,7 +401,12 @@ impl Summary {
                 let _ = writeln!(out, "  {example}");
             }
         }
-        let _ = writeln!(out, "hung        {}", count(self.hung, "turn", "turns"));
+        let _ = writeln!(
+            out,
+            "hung        {} (deadline {})",
+            count(self.hung, "turn", "turns"),
+            seconds(self.hang_deadline_ms)
+        );
         for hung in &self.hung_turns {
             let _ = writeln!(out, "  {} turn {}", hung.session, hung.turn);
         }
@@ -619,6 +643,12 @@ mod tests {
                 Summary { hung: 2, agent_errors: 1, ..clean.clone() },
                 vec!["2 hung turns", "1 agent error"],
             ),
+            (
+                Summary { acks_error: Some("/dev/full: no space".into()), ..clean.clone() },
+                vec!["--acks /dev/full: no space"],
+            ),
+            // Logs the run did not open are not its failures.
+            (Summary { other_logs: 3, ..clean.clone() }, vec![]),
         ];
         for (summary, want) in cases {
             assert_eq!(summary.failures(), want);
@@ -649,7 +679,9 @@ mod tests {
             seed: 9,
             store: "memory".into(),
             elapsed_ms: 1234,
+            hang_deadline_ms: 30_000,
             tally,
+            other_logs: 2,
             cancellations: Cancellations {
                 requested: 3,
                 landed: 1,
@@ -666,8 +698,8 @@ mod tests {
             "turns       10 ended: aborted 1 (user 1), completed 7, error 2 (SERVER 2)",
             "retries     llm-retry 5",
             "cancels     3 requested, 1 landed; latency to a durable turn/end: p50 1.5 ms, p99 1.5 ms, max 1.5 ms (1 measured)",
-            "invariants  0 logs, 0 events: 0 violations",
-            "hung        0 turns",
+            "invariants  0 logs, 0 events: 0 violations (2 other logs in the store not judged: this run did not open them)",
+            "hung        0 turns (deadline 30.0 s)",
             "shutdown    0 actors, 0 tasks alive",
             "memory      peak RSS 2.0 MiB",
         ] {
@@ -678,6 +710,11 @@ mod tests {
         assert_eq!(json["tally"]["retriesByPlugin"]["llm-retry"], 5);
         assert_eq!(json["cancellations"]["latency"]["p99Ms"], 1.5);
         assert_eq!(json["peakRssKib"], 2048);
+        assert_eq!(
+            (json["otherLogs"].as_u64(), json["hangDeadlineMs"].as_u64()),
+            (Some(2), Some(30_000))
+        );
+        assert!(json.get("acksError").is_none());
         assert!(json.get("logs").is_none());
     }
 

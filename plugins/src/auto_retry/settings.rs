@@ -21,8 +21,9 @@
 //! `initialDelayMs` above it simply waits `maxDelayMs` each time.
 
 use rein_runtime::json_number;
+use rein_runtime::policy_key::{self, Part};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::catalogue::{self, DEFAULT_CODES};
 use crate::settings::file::{FileReader, Warning, WarningKind};
@@ -164,20 +165,18 @@ impl AutoRetrySettings {
 
     /// The `policyKey` of `auto-retry`'s chains:
     /// `["auto-retry",extraRetries,[sorted codes],initialDelayMs,maxDelayMs,jitterRatio]`,
-    /// numbers written canonically (`0.2`, `1000`). `enabled` is not part of it: switching off
+    /// numbers and code order as JavaScript writes them (`0.2`, `1000`; `rein_runtime::policy_key`).
+    /// `enabled` is not part of it: switching off
     /// and on again continues the same chain.
     pub fn policy_key(&self) -> String {
-        let mut codes: Vec<&str> = self.retryable_codes.iter().map(String::as_str).collect();
-        codes.sort_unstable();
-        json!([
-            super::NAME,
-            self.extra_retries,
-            codes,
-            self.initial_delay_ms,
-            self.max_delay_ms,
-            Value::Number(json_number::number(self.jitter_ratio)),
+        policy_key::write(&[
+            Part::Text(super::NAME),
+            Part::Whole(u64::from(self.extra_retries)),
+            Part::Codes(self.retryable_codes.iter().map(String::as_str).collect()),
+            Part::Whole(u64::from(self.initial_delay_ms)),
+            Part::Whole(u64::from(self.max_delay_ms)),
+            Part::Number(self.jitter_ratio),
         ])
-        .to_string()
     }
 
     /// The settings as JSON, with the file's and a patch's keys (what a settings page shows).

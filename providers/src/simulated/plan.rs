@@ -7,6 +7,13 @@
 //! the order in which sessions run, so a seed replays exactly. With
 //! [`SimulatedConfig::per_session`] off, the session is left out of both keys.
 //!
+//! An attempt reads its history from the newest message back to the last user message, no
+//! further (`read_history`): the answer quotes that prompt, and `usage.input_tokens` counts the
+//! words the request adds since the model's last answer (the prompt, or the tool results), like
+//! a provider's uncached input. So an attempt of turn 2,000 costs what one of turn 1 did — a
+//! count over the whole history made every attempt of a long simulated session (`rein stress`,
+//! a long `rein chat`) cost more than the one before.
+//!
 //! HTTP faults are built by the real classification ([`classify::http_failure`]) from the status,
 //! headers and body a server would send, so they carry what the adapter's failures carry.
 
@@ -48,8 +55,9 @@ pub(crate) enum Outcome {
 
 /// The plan of `request`'s attempt under `config`.
 pub(crate) fn plan(config: &SimulatedConfig, request: &Request) -> Plan {
+    let read = read_history(request.messages.iter());
     let step_key = key(config, request, None);
-    let text = answer::answer(last_prompt(&request.messages), &mut rng(step_key));
+    let text = answer::answer(read.prompt, &mut rng(step_key));
     let words = answer::words(&text);
     let mut rng = rng(key(config, request, Some(request.attempt)));
 
@@ -86,14 +94,7 @@ pub(crate) fn plan(config: &SimulatedConfig, request: &Request) -> Plan {
         let cut = rng.random_range(0..=words.len() / 2);
         return Plan { chunks: streamed(cut), outcome: Outcome::Stall };
     }
-    let usage = Usage {
-        input_tokens: request
-            .messages
-            .iter()
-            .map(|m| text_of(m).split_whitespace().count() as u64)
-            .sum(),
-        output_tokens: words.len() as u64,
-    };
+    let usage = Usage { input_tokens: read.new_words, output_tokens: words.len() as u64 };
     Plan { chunks: streamed(words.len()), outcome: Outcome::Reply(usage) }
 }
 
@@ -130,23 +131,39 @@ fn server_error(status: u16) -> Failure {
     failure
 }
 
-/// The text of the last user message (what the answer is about).
-fn last_prompt(messages: &[Message]) -> &str {
-    messages
-        .iter()
-        .rev()
-        .find_map(|m| match m {
-            Message::User { text } => Some(text.as_str()),
-            _ => None,
-        })
-        .unwrap_or("")
+/// What an attempt reads of its history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Read<'a> {
+    /// The text of the last user message (what the answer is about; empty when there is none).
+    prompt: &'a str,
+    /// The words of the messages after the model's last answer (the prompt, or the tool results
+    /// it is to answer): the attempt's `input_tokens`.
+    new_words: u64,
 }
 
-fn text_of(message: &Message) -> &str {
-    match message {
-        Message::User { text } | Message::Assistant { text, .. } => text,
-        Message::Tool { output, .. } => output,
+/// Reads `messages` (oldest first) from the newest back to the last user message, and no
+/// further: the work is that of the current turn, whatever the length of the history before it.
+fn read_history<'a>(messages: impl DoubleEndedIterator<Item = &'a Message>) -> Read<'a> {
+    let mut read = Read { prompt: "", new_words: 0 };
+    let mut answered = false;
+    for message in messages.rev() {
+        let text = match message {
+            Message::User { text } => text,
+            Message::Assistant { .. } => {
+                answered = true;
+                continue;
+            }
+            Message::Tool { output, .. } => output,
+        };
+        if !answered {
+            read.new_words += text.split_whitespace().count() as u64;
+        }
+        if let Message::User { text } = message {
+            read.prompt = text;
+            break;
+        }
     }
+    read
 }
 
 /// A stable 64-bit key (FNV-1a) of the seed and the attempt's place (the session left out unless
@@ -290,6 +307,83 @@ mod tests {
         let dropped = plan(&config, &request("s", 1, 1));
         assert!(!dropped.chunks.is_empty(), "a drop happens mid-stream");
         assert!(matches!(&dropped.outcome, Outcome::Fail(_, f) if f.code() == "TRANSPORT"));
+    }
+
+    /// A history of `turns` earlier turns (a prompt and an answer each), then `tail`.
+    fn history(turns: usize, tail: &[Message]) -> Vec<Message> {
+        let mut messages = Vec::new();
+        for n in 0..turns {
+            messages.push(Message::User { text: format!("earlier prompt {n}") });
+            messages
+                .push(Message::Assistant { text: "an earlier answer".into(), tool_calls: vec![] });
+        }
+        messages.extend_from_slice(tail);
+        messages
+    }
+
+    /// Iterates `messages`, counting every message it hands out.
+    struct Counting<'a> {
+        inner: std::slice::Iter<'a, Message>,
+        visits: &'a std::cell::Cell<usize>,
+    }
+
+    impl<'a> Iterator for Counting<'a> {
+        type Item = &'a Message;
+        fn next(&mut self) -> Option<&'a Message> {
+            self.visits.set(self.visits.get() + 1);
+            self.inner.next()
+        }
+    }
+
+    impl DoubleEndedIterator for Counting<'_> {
+        fn next_back(&mut self) -> Option<Self::Item> {
+            self.visits.set(self.visits.get() + 1);
+            self.inner.next_back()
+        }
+    }
+
+    #[test]
+    fn an_attempt_reads_its_turn_not_its_history() {
+        let prompt = || Message::User { text: "tell me about retries".into() };
+        let call = || Message::Assistant { text: "let me look".into(), tool_calls: vec![] };
+        let result = || Message::Tool {
+            id: "c1".into(),
+            output: "three words here".into(),
+            is_error: false,
+        };
+        // (the messages after the history, the prompt read, its new words, messages visited)
+        let cases: [(Vec<Message>, &str, u64, usize); 3] = [
+            (vec![prompt()], "tell me about retries", 4, 1),
+            // A later step of a tool turn: the tool's output is the new input.
+            (vec![prompt(), call(), result()], "tell me about retries", 3, 3),
+            // Nothing after the last answer (a retried turn that has no new message).
+            (vec![prompt(), call()], "tell me about retries", 0, 2),
+        ];
+        for (tail, want_prompt, want_words, want_visits) in cases {
+            for turns in [0, 10, 10_000] {
+                let messages = history(turns, &tail);
+                let visits = std::cell::Cell::new(0);
+                let read = read_history(Counting { inner: messages.iter(), visits: &visits });
+                assert_eq!((read.prompt, read.new_words), (want_prompt, want_words), "{tail:?}");
+                assert_eq!(visits.get(), want_visits, "{turns} earlier turns: {tail:?}");
+            }
+        }
+        assert_eq!(read_history([].iter()), Read { prompt: "", new_words: 0 });
+    }
+
+    #[test]
+    fn an_answer_and_its_usage_do_not_depend_on_the_history_before_its_turn() {
+        let config = SimulatedConfig::faultless(4);
+        let at = |turns: usize| {
+            let mut r = request("s", 7, 1);
+            r.messages = history(turns, &[Message::User { text: "and now?".into() }]).into();
+            plan(&config, &r)
+        };
+        let short = at(1);
+        assert_eq!(at(5_000), short);
+        let Outcome::Reply(usage) = short.outcome else { panic!("a faultless reply") };
+        assert_eq!(usage.input_tokens, 2, "the words of the prompt");
+        assert_eq!(usage.output_tokens, short.chunks.len() as u64);
     }
 
     #[test]

@@ -412,14 +412,18 @@ impl SessionActor {
         myself.stop(None);
     }
 
-    /// Stops the running turn with `cause` (its stop cascades to its step; it reports `aborted`).
+    /// Stops the running turn with `cause` (its stop cascades to its step; it reports `aborted`);
+    /// true exactly when it will. A turn that already decided to end on its own keeps its end:
+    /// false (see `CancelScope::seal`).
     fn cancel(state: &mut SessionState, cause: CancelCause) -> bool {
         drop_queue(state, cause.clone());
         match &state.running {
             Some(running) => {
-                running.scope.record(cause);
-                running.actor.stop(None);
-                true
+                let landed = running.scope.record(cause);
+                if landed {
+                    running.actor.stop(None);
+                }
+                landed
             }
             None => false,
         }

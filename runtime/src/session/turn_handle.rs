@@ -16,8 +16,9 @@
 //! before the turn started (the usual streaming loop) gets a subscription the session takes
 //! right before the turn's first append, so every event arrives live and nothing is read back. A
 //! caller that starts reading later gets what was committed since the turn's first event read
-//! back from the store (a cost that grows with the log, paid only by late readers), then the
-//! rest live; once the session hibernated, the whole turn is read from the store.
+//! back from the store from that event on (a cost that grows with the turn, not with the
+//! session: [`SessionStore::load_from`]), then the rest live; once the session hibernated, the
+//! whole turn is read from the store the same way.
 
 use std::collections::VecDeque;
 use std::future::IntoFuture;
@@ -193,9 +194,9 @@ async fn catch_up(
     }
     let (events, live) = match started.log.subscribe_from(started.from_seq).await {
         Ok((events, live)) => (events, Some(live)),
-        Err(_) => match started.store.load(started.log.session()).await {
-            Ok(Some(loaded)) => (loaded.events, None),
-            _ => (Vec::new(), None),
+        Err(_) => match started.store.load_from(started.log.session(), started.from_seq).await {
+            Ok(events) => (events, None),
+            Err(_) => (Vec::new(), None),
         },
     };
     let mut out = VecDeque::new();

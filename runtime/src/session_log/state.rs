@@ -3,7 +3,9 @@
 //! The state is small on purpose: the session id, the store and clock handles, the next `seq`
 //! and last `time`, the projections, the validators and the subscribers. It never holds the
 //! events themselves; what needs the history (installing a validator or a projection late,
-//! [`LogState::events`], a subscription from an earlier `seq`) reads it back from the store.
+//! [`LogState::events`]) reads it back from the store, and a subscription from an earlier `seq`
+//! reads back only the events from there ([`SessionStore::load_from`]): a reader catching up
+//! with a turn of a long session pays for that turn, not for the session.
 //!
 //! # Why the append steps are in this order
 //!
@@ -180,8 +182,9 @@ impl LogState {
         let committed = if seq >= next {
             Vec::new()
         } else {
-            let log = history(&*self.store, &self.session, next).await?;
-            log.into_iter().filter(|e| e.seq >= seq).collect()
+            let tail = self.store.load_from(&self.session, seq).await?;
+            check_tail(&self.session, seq, next, &tail)?;
+            tail
         };
         Ok((committed, self.subscribe()))
     }
@@ -233,6 +236,24 @@ impl LogState {
     pub(crate) async fn events(&mut self) -> Result<Vec<Envelope>, LogError> {
         history(&*self.store, &self.session, self.sequencer.next_seq()).await
     }
+}
+
+/// Checks that `tail`, read from `seq` on, holds exactly the events `seq..written` this log
+/// wrote: contiguous (the store checks that) and ending where the log ends.
+fn check_tail(session: &str, seq: u64, written: u64, tail: &[Envelope]) -> Result<(), LogError> {
+    let stored = tail.last().map_or(seq, |e| e.seq + 1);
+    let first = tail.first().map_or(seq, |e| e.seq);
+    if first != seq {
+        return Err(LogError::NotContiguous {
+            session: session.to_owned(),
+            expected: seq,
+            found: first,
+        });
+    }
+    if stored != written {
+        return Err(LogError::Diverged { session: session.to_owned(), written, stored });
+    }
+    Ok(())
 }
 
 /// Loads `session`'s log and checks it holds exactly the `written` events this log wrote.

@@ -771,10 +771,13 @@ async fn a_projection_registered_late_folds_the_whole_history() {
     log.close().await;
 }
 
-/// A [`MemoryStore`] that counts its loads.
+/// A [`MemoryStore`] that counts its loads and the events it read back (loads and reads from a
+/// `seq`).
+#[derive(Default)]
 struct CountingStore {
     inner: MemoryStore,
     loads: AtomicU64,
+    read: AtomicU64,
 }
 
 impl SessionStore for CountingStore {
@@ -789,8 +792,24 @@ impl SessionStore for CountingStore {
         self.inner.append(session, events)
     }
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
-        self.loads.fetch_add(1, Ordering::SeqCst);
-        self.inner.load(session)
+        Box::pin(async move {
+            self.loads.fetch_add(1, Ordering::SeqCst);
+            let loaded = self.inner.load(session).await?;
+            let n = loaded.as_ref().map_or(0, |l| l.events.len() as u64);
+            self.read.fetch_add(n, Ordering::SeqCst);
+            Ok(loaded)
+        })
+    }
+    fn load_from<'a>(
+        &'a self,
+        session: &'a str,
+        seq: u64,
+    ) -> BoxFuture<'a, Result<Vec<Envelope>, StoreError>> {
+        Box::pin(async move {
+            let events = self.inner.load_from(session, seq).await?;
+            self.read.fetch_add(events.len() as u64, Ordering::SeqCst);
+            Ok(events)
+        })
     }
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
@@ -798,8 +817,40 @@ impl SessionStore for CountingStore {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_subscription_from_a_recent_seq_reads_back_only_the_events_from_there() {
+    let store = Arc::new(CountingStore::default());
+    let (log, _) = open_on(store.clone(), "s1").await;
+    for n in 0..500 {
+        log.append(vec![user(&format!("message {n}"))]).await.unwrap();
+    }
+    let read_before = store.read.load(Ordering::SeqCst);
+    // Seqs 0..=500 are committed; a reader behind by three events catches up.
+    let (committed, mut live) = log.subscribe_from(498).await.unwrap();
+    assert_eq!(committed.iter().map(|e| e.seq).collect::<Vec<_>>(), [498, 499, 500]);
+    assert_eq!(store.read.load(Ordering::SeqCst) - read_before, 3, "three events read back");
+    log.append(vec![idle()]).await.unwrap();
+    assert_eq!(live.recv().await.map(|e| e.seq), Some(501), "then every later one, live");
+    // A reader that is not behind reads nothing.
+    let (committed, _) = log.subscribe_from(502).await.unwrap();
+    assert!(committed.is_empty());
+    assert_eq!(store.read.load(Ordering::SeqCst) - read_before, 3);
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscription_from_a_seq_the_store_does_not_hold_as_written_is_reported() {
+    let store = MemoryStore::new();
+    let (log, _) = open_memory(&store, "s1").await;
+    log.append(vec![user("hi")]).await.unwrap();
+    store.append("s1", &stamped(vec![user("intruder")], 2, 0)).await.unwrap();
+    let err = log.subscribe_from(1).await.unwrap_err();
+    assert!(matches!(err, LogError::Diverged { written: 2, stored: 3, .. }), "{err}");
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn opening_with_projections_and_validators_reads_the_log_once_and_they_see_the_repair() {
-    let store = Arc::new(CountingStore { inner: MemoryStore::new(), loads: AtomicU64::new(0) });
+    let store = Arc::new(CountingStore::default());
     let crashed = vec![session_start("s1"), user("hi"), turn(1), step(1, 1), request(1, 1, 1)];
     store.inner.append("s1", &stamped(crashed, 0, 40)).await.unwrap();
     let (validator, calls) = Recording::new("tool/call");

@@ -28,10 +28,19 @@
 //! - At [`Durability::Os`], an append is one `write` to the page cache, cheaper than a hop to
 //!   the blocking pool: appends go to the store's own writer thread (`writer`), which takes them
 //!   in order while they keep coming, with no thread wake-up per append.
-//! - Loads and listings run on the blocking pool.
+//! - Loads, reads from a `seq` and listings run on the blocking pool.
 //!
 //! Appends and loads of one session are serialized by that session's slot lock (the session log
 //! already sends one at a time; the lock makes the store safe on its own).
+//!
+//! # Why a read from a `seq` walks back from the end
+//!
+//! [`SessionStore::load_from`] is how a reader catches up with a turn that already started: it
+//! asks for the newest events of a long log. The session's open handle knows the file's length
+//! and its next `seq`, and every line holds one event, so the first event asked for starts right
+//! after the `next_seq - seq`th newline from the end. Walking back to it and parsing forward
+//! reads only the lines returned, whatever the log's length, and needs no index kept beside the
+//! file.
 //!
 //! # Why open files are cached, and bounded
 //!
@@ -277,6 +286,34 @@ impl Inner {
         }))
     }
 
+    /// The events from `seq` on, read from the end of the file through the session's open
+    /// handle (opened from the file's last line when not cached), on the blocking pool. A log
+    /// the handle cannot be opened for (read-only, say) is loaded whole instead.
+    fn load_from_blocking(&self, session: &str, seq: u64) -> Result<Vec<Envelope>, StoreError> {
+        let path = self.log_path(session);
+        let slot = self.slot(session);
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if slot.log.is_none() {
+            match LogFile::open(&path, &self.torn_path(session), self.mode()) {
+                Ok(None) => return Ok(Vec::new()),
+                Ok(log) => slot.log = log,
+                Err(_) => {
+                    drop(slot);
+                    let loaded = self.load_blocking(session)?;
+                    let events = loaded.map(|loaded| loaded.events).unwrap_or_default();
+                    return Ok(events.into_iter().skip_while(|e| e.seq < seq).collect());
+                }
+            }
+        }
+        let Some(log) = slot.log.as_ref() else { return Ok(Vec::new()) };
+        let read = log.read_from(seq, &path);
+        if read.is_err() {
+            // Not what the handle knew: the next append or load re-reads the file.
+            slot.log = None;
+        }
+        read
+    }
+
     fn sessions_blocking(&self) -> Result<Vec<String>, StoreError> {
         let entries = std::fs::read_dir(&self.dir).map_err(|e| io_error(&self.dir, e))?;
         let mut ids = Vec::new();
@@ -370,6 +407,19 @@ impl SessionStore for JsonlStore {
             let inner = self.inner.clone();
             let session = session.to_owned();
             blocking(&self.inner.dir, move || inner.load_blocking(&session)).await
+        })
+    }
+
+    fn load_from<'a>(
+        &'a self,
+        session: &'a str,
+        seq: u64,
+    ) -> BoxFuture<'a, Result<Vec<Envelope>, StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            let inner = self.inner.clone();
+            let session = session.to_owned();
+            blocking(&self.inner.dir, move || inner.load_from_blocking(&session, seq)).await
         })
     }
 

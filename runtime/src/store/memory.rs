@@ -10,7 +10,8 @@
 //! every reallocation is a "large" request to the system allocator — which glibc answers by first
 //! consolidating every small free chunk in the heap. With a hundred thousand sessions appending
 //! at once (a mass cancel), that consolidation was a quarter of the runtime's CPU. Batches stay
-//! small; reading a log back copies them out in order, as it copied the vector before.
+//! small; reading a log back copies them out in order, as it copied the vector before, and reading
+//! it from a `seq` on finds the first batch it needs by a binary search.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -55,6 +56,17 @@ impl Log {
         let mut events = Vec::with_capacity(usize::try_from(self.len).unwrap_or(0));
         for batch in &self.batches {
             events.extend_from_slice(batch);
+        }
+        events
+    }
+
+    /// The events from `seq` on: the batches before the one holding `seq` are skipped by a
+    /// binary search (each batch is non-empty and its `seq`s follow the previous one's).
+    fn events_from(&self, seq: u64) -> Vec<Envelope> {
+        let first = self.batches.partition_point(|b| b.last().is_some_and(|e| e.seq < seq));
+        let mut events = Vec::new();
+        for batch in &self.batches[first..] {
+            events.extend(batch.iter().filter(|e| e.seq >= seq).cloned());
         }
         events
     }
@@ -107,6 +119,18 @@ impl SessionStore for MemoryStore {
             check_session_id(session)?;
             let logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
             Ok(logs.get(session).map(|log| Loaded { events: log.events(), torn: None }))
+        })
+    }
+
+    fn load_from<'a>(
+        &'a self,
+        session: &'a str,
+        seq: u64,
+    ) -> BoxFuture<'a, Result<Vec<Envelope>, StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            let logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+            Ok(logs.get(session).map(|log| log.events_from(seq)).unwrap_or_default())
         })
     }
 

@@ -16,7 +16,8 @@
 //! worker ever blocks in SQLite. Reads use a second connection (`query_only`) behind a mutex, on
 //! tokio's blocking pool; in WAL mode they never wait for the writer. Reading a session is one
 //! range scan of the index (joined to its rows) plus the session's events in the tail, both from
-//! one snapshot. A stored line that does not parse, or a gap or a repeat in a session's `seq`s,
+//! one snapshot; reading it from a `seq` on ([`SessionStore::load_from`]) is the same scan started
+//! at that `seq` in the index. A stored line that does not parse, or a gap or a repeat in a session's `seq`s,
 //! is [`StoreError::Corrupt`] with the path `<db>#<session>` and line `seq + 1`; so is a line over
 //! the line limit, which the reader's length limit ([`reader_length_limit`]) makes SQLite refuse
 //! before it allocates it. Nothing is ever rewritten. Transactions are atomic, so there is never a
@@ -38,7 +39,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
-use self::tail::SharedTail;
+use self::tail::{SharedTail, TailLine};
 use self::writer::{Request, Writer};
 use super::sync::{Fdatasync, Syncer};
 use super::{
@@ -192,50 +193,86 @@ fn load_rows(
 ) -> Result<Option<Loaded>, StoreError> {
     let sqlite = |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", db.display()));
     let (_read, tail_lines) = snapshot(conn, tail, |tail| tail.lines(session)).map_err(sqlite)?;
-    let mut decoder = Decoder { db, session, events: Vec::new() };
+    let mut decoder = Decoder { db, session, first: 0, events: Vec::new() };
     let mut query = conn
         .prepare_cached(
             "SELECT e.seq, e.line FROM events_by_session b JOIN events e ON e.rowid = b.row \
              WHERE b.session = ?1 ORDER BY b.seq",
         )
         .map_err(sqlite)?;
-    let mut rows = query.query(params![session]).map_err(sqlite)?;
-    loop {
-        let row = match rows.next() {
-            Ok(Some(row)) => row,
-            Ok(None) => break,
-            Err(e) if is_too_big(&e) => {
-                let limit = line::MAX_LINE_BYTES;
-                return Err(decoder.corrupt(format!("the line is over the limit of {limit} bytes")));
-            }
-            Err(e) => return Err(sqlite(e)),
-        };
-        let seq: i64 = row.get(0).map_err(sqlite)?;
-        match row.get_ref(1).map_err(sqlite)? {
-            rusqlite::types::ValueRef::Text(bytes) => decoder.push(seq, bytes)?,
-            other => {
-                return Err(decoder.corrupt(format!("line is {}, not TEXT", other.data_type())));
-            }
-        }
-    }
-    for (seq, line) in &tail_lines {
-        decoder.push(*seq, line)?;
-    }
+    let rows = query.query(params![session]).map_err(sqlite)?;
+    decoder.rows(rows, &tail_lines)?;
     let events = decoder.events;
     Ok(if events.is_empty() { None } else { Some(Loaded { events, torn: None }) })
 }
 
-/// Decodes a session's rows in order, checking their `seq`s.
+/// Reads one session's events from `from` on (its indexed rows with `seq >= from`, a range
+/// of the index, then its tail events from there) and decodes them, checking that `seq` runs
+/// `from, from + 1, …`.
+fn load_rows_from(
+    conn: &Connection,
+    tail: &SharedTail,
+    db: &Path,
+    session: &str,
+    from: u64,
+) -> Result<Vec<Envelope>, StoreError> {
+    let sqlite = |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", db.display()));
+    let Ok(start) = i64::try_from(from) else { return Ok(Vec::new()) };
+    let (_read, tail_lines) =
+        snapshot(conn, tail, |tail| tail.lines_from(session, start)).map_err(sqlite)?;
+    let mut decoder = Decoder { db, session, first: from, events: Vec::new() };
+    let mut query = conn
+        .prepare_cached(
+            "SELECT e.seq, e.line FROM events_by_session b JOIN events e ON e.rowid = b.row \
+             WHERE b.session = ?1 AND b.seq >= ?2 ORDER BY b.seq",
+        )
+        .map_err(sqlite)?;
+    let rows = query.query(params![session, start]).map_err(sqlite)?;
+    decoder.rows(rows, &tail_lines)?;
+    Ok(decoder.events)
+}
+
+/// Decodes a session's rows in order from `seq` `first` on, checking their `seq`s.
 struct Decoder<'a> {
     db: &'a Path,
     session: &'a str,
+    first: u64,
     events: Vec<Envelope>,
 }
 
 impl Decoder<'_> {
+    /// The indexed `rows` (`seq`, `line`), then the tail's lines.
+    fn rows(&mut self, mut rows: rusqlite::Rows<'_>, tail: &[TailLine]) -> Result<(), StoreError> {
+        let sqlite = |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", self.db.display()));
+        loop {
+            let row = match rows.next() {
+                Ok(Some(row)) => row,
+                Ok(None) => break,
+                Err(e) if is_too_big(&e) => {
+                    let limit = line::MAX_LINE_BYTES;
+                    return Err(
+                        self.corrupt(format!("the line is over the limit of {limit} bytes"))
+                    );
+                }
+                Err(e) => return Err(sqlite(e)),
+            };
+            let seq: i64 = row.get(0).map_err(sqlite)?;
+            match row.get_ref(1).map_err(sqlite)? {
+                rusqlite::types::ValueRef::Text(bytes) => self.push(seq, bytes)?,
+                other => {
+                    return Err(self.corrupt(format!("line is {}, not TEXT", other.data_type())));
+                }
+            }
+        }
+        for (seq, line) in tail {
+            self.push(*seq, line)?;
+        }
+        Ok(())
+    }
+
     /// The next row, stored with `seq` and holding `line`.
     fn push(&mut self, seq: i64, line: &[u8]) -> Result<(), StoreError> {
-        let expected = self.events.len() as u64;
+        let expected = self.first + self.events.len() as u64;
         if u64::try_from(seq).ok() != Some(expected) {
             let what =
                 if u64::try_from(seq).is_ok_and(|s| s < expected) { "a repeat" } else { "a gap" };
@@ -252,7 +289,7 @@ impl Decoder<'_> {
     fn corrupt(&self, message: String) -> StoreError {
         StoreError::Corrupt {
             path: format!("{}#{}", self.db.display(), self.session),
-            line: self.events.len() as u64 + 1,
+            line: self.first + self.events.len() as u64 + 1,
             message,
         }
     }
@@ -340,6 +377,22 @@ impl SessionStore for SqliteStore {
             let (db, tail) = (self.path.clone(), self.tail.clone());
             let session = session.to_owned();
             read(&self.reader, &self.path, move |conn| load_rows(conn, &tail, &db, &session)).await
+        })
+    }
+
+    fn load_from<'a>(
+        &'a self,
+        session: &'a str,
+        seq: u64,
+    ) -> BoxFuture<'a, Result<Vec<Envelope>, StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            let (db, tail) = (self.path.clone(), self.tail.clone());
+            let session = session.to_owned();
+            read(&self.reader, &self.path, move |conn| {
+                load_rows_from(conn, &tail, &db, &session, seq)
+            })
+            .await
         })
     }
 

@@ -91,6 +91,14 @@ impl SessionStore for NotifyingStore {
         self.inner.load(session)
     }
 
+    fn load_from<'a>(
+        &'a self,
+        session: &'a str,
+        seq: u64,
+    ) -> BoxFuture<'a, Result<Vec<Envelope>, StoreError>> {
+        self.inner.load_from(session, seq)
+    }
+
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
     }

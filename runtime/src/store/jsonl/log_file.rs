@@ -16,7 +16,8 @@ use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::parse::{TornLine, parse_log};
-use crate::store::line::MAX_LINE_BYTES;
+use crate::event::Envelope;
+use crate::store::line::{LineRead, MAX_LINE_BYTES, decode, read_line};
 use crate::store::sync::Syncer;
 use crate::store::{Durability, Loaded, StoreError, TornTail};
 
@@ -139,6 +140,74 @@ impl LogFile {
         self.next_seq += count;
         Ok(())
     }
+}
+
+impl LogFile {
+    /// The events from `seq` on. The file's last `next_seq - seq` lines are found by walking back
+    /// from its end, a chunk at a time ([`start_of_last_lines`]), then decoded forward, each
+    /// checked for its `seq`: the work follows the bytes returned, not the file's length. A line
+    /// that does not parse, or a file shorter than this handle knows, is [`StoreError::Corrupt`]
+    /// at its line (`seq + 1`); the caller then drops this handle.
+    pub(super) fn read_from(&self, seq: u64, path: &Path) -> Result<Vec<Envelope>, StoreError> {
+        if seq >= self.next_seq {
+            return Ok(Vec::new());
+        }
+        let lines = self.next_seq - seq;
+        let mut file = &self.file;
+        let start =
+            start_of_last_lines(&mut file, self.len, lines).map_err(|e| io_error(path, e))?;
+        file.seek(SeekFrom::Start(start)).map_err(|e| io_error(path, e))?;
+        let mut reader = BufReader::with_capacity(64 * 1024, file.take(self.len - start));
+        let mut events = Vec::with_capacity(usize::try_from(lines).unwrap_or(0));
+        let mut buf = Vec::new();
+        for expected in seq..self.next_seq {
+            let corrupt = |message: String| StoreError::Corrupt {
+                path: path.display().to_string(),
+                line: expected + 1,
+                message,
+            };
+            match read_line(&mut reader, &mut buf, MAX_LINE_BYTES).map_err(|e| io_error(path, e))? {
+                LineRead::Line => events.push(decode(&buf, expected).map_err(corrupt)?),
+                LineRead::TooLong { bytes, .. } => {
+                    return Err(corrupt(format!(
+                        "the line is {bytes} bytes, over the limit of {MAX_LINE_BYTES} bytes"
+                    )));
+                }
+                LineRead::End | LineRead::Torn => {
+                    return Err(corrupt(format!(
+                        "the log ends before seq {expected}, which the store wrote"
+                    )));
+                }
+            }
+        }
+        Ok(events)
+    }
+}
+
+/// Where the last `lines` lines (`lines >= 1`) of a file of length `len` start, its complete
+/// lines each ending in `\n`: walks back from the end a chunk at a time, counting newlines. 0
+/// when the file has no more lines than that.
+fn start_of_last_lines(file: &mut (impl Read + Seek), len: u64, lines: u64) -> io::Result<u64> {
+    const CHUNK: u64 = 64 * 1024;
+    // The file's final newline ends its last line; the `lines`th newline before it ends the
+    // line before the first one asked.
+    let mut end = len.saturating_sub(1);
+    let mut seen = 0u64;
+    let mut chunk = Vec::new();
+    while end > 0 {
+        let from = end.saturating_sub(CHUNK);
+        chunk.resize(usize::try_from(end - from).unwrap_or(0), 0);
+        file.seek(SeekFrom::Start(from))?;
+        file.read_exact(&mut chunk)?;
+        for (at, _) in chunk.iter().enumerate().rev().filter(|(_, b)| **b == b'\n') {
+            seen += 1;
+            if seen == lines {
+                return Ok(from + at as u64 + 1);
+            }
+        }
+        end = from;
+    }
+    Ok(0)
 }
 
 /// Loads a log: parses every line (streaming, one line of at most [`MAX_LINE_BYTES`] in memory),
@@ -285,4 +354,25 @@ fn count_lines(file: &mut File) -> io::Result<u64> {
 /// An I/O error on `path`.
 pub(super) fn io_error(path: &Path, source: io::Error) -> StoreError {
     StoreError::Io { path: path.display().to_string(), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_lines_start_after_the_newline_before_them() {
+        let long = "x".repeat(200_000); // longer than a chunk: the walk crosses chunks
+        let text = format!("a\nbb\n{long}\nccc\n");
+        let at = |line: &str| text.find(&format!("{line}\n")).unwrap() as u64;
+        // (lines asked, where they start)
+        let cases = [(1, at("ccc")), (2, at(&long)), (3, at("bb")), (4, 0), (5, 0), (99, 0)];
+        for (lines, start) in cases {
+            let mut file = io::Cursor::new(text.as_bytes());
+            let found = start_of_last_lines(&mut file, text.len() as u64, lines).unwrap();
+            assert_eq!(found, start, "{lines} line(s)");
+        }
+        let mut one = io::Cursor::new(&b"only\n"[..]);
+        assert_eq!(start_of_last_lines(&mut one, 5, 1).unwrap(), 0);
+    }
 }

@@ -67,6 +67,13 @@ impl Tail {
         self.sessions.get(session).cloned().unwrap_or_default()
     }
 
+    /// A copy of the session's tail events from `seq` `from` on.
+    pub(super) fn lines_from(&self, session: &str, from: i64) -> Vec<TailLine> {
+        let Some(held) = self.sessions.get(session) else { return Vec::new() };
+        let first = held.partition_point(|(seq, _)| *seq < from);
+        held[first..].to_vec()
+    }
+
     /// The sessions that have tail events.
     pub(super) fn sessions(&self) -> impl Iterator<Item = &str> {
         self.sessions.keys().map(String::as_str)
