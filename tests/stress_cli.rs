@@ -414,7 +414,7 @@ fn a_reopened_dir_with_fewer_agents_judges_only_the_sessions_it_opened() {
     assert!(
         plain
             .stdout
-            .contains("(2 other log(s) in the store not judged: this run did not open them)"),
+            .contains("(2 other logs in the store not judged: this run did not open them)"),
         "{}",
         plain.stdout
     );
