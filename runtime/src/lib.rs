@@ -21,7 +21,8 @@
 //! [`projection`] (pure folds), [`validator`] (checks run before an append commits),
 //! [`session_log`] (the log actor's projections: retry chains, the open turn), [`census`] (live
 //! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
-//! [`cancel`] (cancellation causes), [`json_number`].
+//! [`cancel`] (cancellation causes), [`json_number`], [`file`] (regular files only, read within a
+//! limit: what every reader of a log or a scenario file opens through).
 //!
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
@@ -124,6 +125,7 @@ pub(crate) mod crash;
 pub mod event;
 pub mod failure;
 pub mod fault;
+pub mod file;
 mod first_poll;
 pub mod history;
 pub mod json_number;

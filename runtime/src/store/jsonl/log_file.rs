@@ -7,18 +7,21 @@
 //!
 //! An append is one `write` of all its lines. If that write (or, for `Disk`, the sync) fails, the
 //! file is truncated back to its length before the append and the open handle is dropped, so a
-//! failed append never shows up on reload, not even as complete lines. If the truncation itself
-//! fails, the next append or load re-reads the file's tail and treats whatever it finds by the
-//! usual rules (a missing newline is torn).
+//! failed append never shows up on reload, not even as complete lines (a full disk can take half
+//! of a write: the half is cut). If the truncation itself fails, the store remembers the length
+//! the file must be cut back to, and cuts it before the session's next append or load (which fail
+//! while it cannot): the file never grows past its last acknowledged end with what nobody was
+//! told.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use super::parse::{TornLine, parse_log};
+use crate::file;
 use crate::store::line::MAX_LINE_BYTES;
 use crate::store::sync::Syncer;
-use crate::store::{Durability, Loaded, StoreError, TornTail};
+use crate::store::{Durability, Loaded, MAX_LOG_BYTES, StoreError, TornTail};
 
 /// How the store writes: its durability and syncer.
 #[derive(Clone, Copy)]
@@ -65,12 +68,8 @@ impl LogFile {
 
     /// Creates the log of a new session (its first append must start at seq 0).
     pub(super) fn create(path: &Path, mode: WriteMode<'_>) -> Result<Self, StoreError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| io_error(path, e))?;
+        let options = OpenOptions::new().read(true).append(true).create(true).clone();
+        let file = file::open(path, &options).map_err(|e| io_error(path, e))?;
         if let Some(dir) = path.parent() {
             mode.sync_dir(dir)?;
         }
@@ -85,12 +84,12 @@ impl LogFile {
         torn_path: &Path,
         mode: WriteMode<'_>,
     ) -> Result<Option<Self>, StoreError> {
-        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+        let mut file = match file::open(path, OpenOptions::new().read(true).append(true)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_error(path, e)),
         };
-        let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+        let len = file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
         if len == 0 {
             return Ok(Some(Self { file, len, next_seq: 0 }));
         }
@@ -103,7 +102,7 @@ impl LogFile {
             LastLine::Complete(line) => line,
             LastLine::Torn => {
                 drop(file);
-                return Ok(load(path, torn_path, mode)?.and_then(|(_, log)| log));
+                return Ok(load(path, torn_path, mode, Cut::Allowed)?.and_then(|(_, log)| log));
             }
             LastLine::TooLong => {
                 let message = format!("the line is over the limit of {MAX_LINE_BYTES} bytes");
@@ -112,28 +111,40 @@ impl LogFile {
         };
         let envelope = serde_json::from_slice::<crate::event::Envelope>(&line)
             .map_err(|e| corrupt(&mut file, e.to_string()))?;
-        Ok(Some(Self { file, len, next_seq: envelope.seq + 1 }))
+        let Some(next_seq) = envelope.seq.checked_add(1) else {
+            return Err(corrupt(&mut file, format!("seq {} cannot be followed", envelope.seq)));
+        };
+        Ok(Some(Self { file, len, next_seq }))
     }
 
     /// Appends `bytes` (whole lines holding `count` events) with one write, then syncs when
     /// `Disk`. On error the file is cut back to its previous length; the caller must then drop
-    /// this handle (its state is no longer trusted).
+    /// this handle (its state is no longer trusted), and, if the cut failed, cut the file back to
+    /// [`AppendFailed::cut_back_to`] before anything else touches it.
     pub(super) fn append(
         &mut self,
         bytes: &[u8],
         count: u64,
         path: &Path,
         mode: WriteMode<'_>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), AppendFailed> {
+        let after = self.len.saturating_add(bytes.len() as u64);
+        if after > MAX_LOG_BYTES {
+            let message = format!(
+                "the append would take the log to {after} bytes, over the limit of {}",
+                file::size(MAX_LOG_BYTES)
+            );
+            let error = io_error(path, io::Error::new(io::ErrorKind::FileTooLarge, message));
+            return Err(AppendFailed { error, cut_back_to: None });
+        }
         let written = self
             .file
             .write_all(bytes)
             .map_err(|e| io_error(path, e))
             .and_then(|()| mode.sync(&self.file, path));
-        if let Err(e) = written {
-            // Best effort: the error that matters is the one we return.
-            let _ = self.file.set_len(self.len);
-            return Err(e);
+        if let Err(error) = written {
+            let cut = self.file.set_len(self.len).is_ok() && mode.sync(&self.file, path).is_ok();
+            return Err(AppendFailed { error, cut_back_to: (!cut).then_some(self.len) });
         }
         self.len += bytes.len() as u64;
         self.next_seq += count;
@@ -141,25 +152,59 @@ impl LogFile {
     }
 }
 
-/// Loads a log: parses every line (streaming, one line of at most [`MAX_LINE_BYTES`] in memory),
-/// cuts a torn tail (keeping its bytes in `torn_path`), and returns the events, with the file
-/// opened for appending when it is writable. `None` when the file does not exist. On
-/// [`StoreError::Corrupt`] the file is not modified.
+/// A failed append: its error, and the length the file must still be cut back to when cutting
+/// it back failed too.
+#[derive(Debug)]
+pub(super) struct AppendFailed {
+    pub(super) error: StoreError,
+    pub(super) cut_back_to: Option<u64>,
+}
+
+/// Cuts the log at `path` back to `len` (the end of its last acknowledged append).
+pub(super) fn cut_back(path: &Path, len: u64) -> Result<(), StoreError> {
+    let file = file::open(path, OpenOptions::new().write(true)).map_err(|e| io_error(path, e))?;
+    file.set_len(len).and_then(|()| file.sync_data()).map_err(|e| io_error(path, e))?;
+    tracing::warn!(file = %path.display(), len, "cut a failed append back");
+    Ok(())
+}
+
+/// Whether a load may cut a torn tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cut {
+    /// Nobody else writes the log: a torn tail is a crash's, and is cut.
+    Allowed,
+    /// Another process holds the session: the tail may be its append in flight, so the load
+    /// only reports it (and opens nothing for appending).
+    ReadOnly,
+}
+
+/// Loads a log: parses every line (streaming, one line of at most [`MAX_LINE_BYTES`] in memory,
+/// a file of at most [`MAX_LOG_BYTES`]), cuts a torn tail when `cut` allows (keeping its bytes in
+/// `torn_path`), and returns the events, with the file opened for appending when it is writable
+/// (and cutting was allowed). `None` when the file does not exist. On [`StoreError::Corrupt`]
+/// the file is not modified.
 pub(super) fn load(
     path: &Path,
     torn_path: &Path,
     mode: WriteMode<'_>,
+    cut: Cut,
 ) -> Result<Option<(Loaded, Option<LogFile>)>, StoreError> {
-    let file = match File::open(path) {
+    let file = match file::open_read(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(path, e)),
     };
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let size = file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file.take(size));
     let parsed = parse_log(&mut reader, path, MAX_LINE_BYTES)?;
-    let mut len = reader.get_mut().stream_position().map_err(|e| io_error(path, e))?;
+    let mut len = reader.get_mut().get_mut().stream_position().map_err(|e| io_error(path, e))?;
+    if cut == Cut::ReadOnly {
+        let torn =
+            parsed.torn.map(|t| TornTail { line: t.line, bytes: len - t.start, kept_in: None });
+        return Ok(Some((Loaded { events: parsed.events, torn }, None)));
+    }
     // A read-only log still loads (when it needs no cut); it just cannot be appended to.
-    let writable = OpenOptions::new().read(true).append(true).open(path);
+    let writable = file::open(path, OpenOptions::new().read(true).append(true));
     let torn = match parsed.torn {
         Some(torn) => {
             let file = writable.as_ref().map_err(|e| io_error(path, clone_io(e)))?;
@@ -190,10 +235,7 @@ fn cut_torn(
     mode: WriteMode<'_>,
 ) -> Result<TornTail, StoreError> {
     let existed = torn_path.exists();
-    let mut keep = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(torn_path)
+    let mut keep = file::open(torn_path, OpenOptions::new().append(true).create(true))
         .map_err(|e| io_error(torn_path, e))?;
     let mut source = file;
     source.seek(SeekFrom::Start(torn.start)).map_err(|e| io_error(path, e))?;
