@@ -44,10 +44,11 @@
 //! the session does can be recorded any more, and going on would write a session that never was.
 //! However the session learns it — an append of its own failing, or the log actor's failure
 //! through the link — it answers every caller waiting on it with [`SessionError::LogFailed`]
-//! naming the store's error (the running turn's outcome, the queued prompts), takes no more
-//! turns, and fails. Its turn and step die with it; its lease wakes a fresh session when a turn
-//! was open, whose reopened log closes that turn `interrupted`, as after a crash (if the store
-//! still fails, that open fails, and the next call tries again).
+//! naming the store's error (the running turn's outcome, the queued prompts, and every message
+//! still on its way, like a session whose log could not be opened), takes no more turns and
+//! hibernates; its turn and step stop with it. When a turn was left open in the log, its lease
+//! then wakes a fresh session at once, whose reopened log closes that turn `interrupted`, as
+//! after a crash (if the store still fails, that open fails, and the next call tries again).
 //!
 //! # Why `pre_start` never fails
 //!
@@ -157,8 +158,6 @@ pub(crate) struct SessionState {
     shutting_down: bool,
     /// This actor is closing its log and stopping.
     hibernating: bool,
-    /// The log failed under it: the actor fails once the current message is handled.
-    failed: bool,
     /// The idle grace timer, when armed (dropping it disarms it).
     grace: Option<DropGuard>,
     /// Which arming of the grace timer is current.
@@ -361,26 +360,32 @@ impl SessionActor {
 
     /// The log ended under the session (`why`: the store's error): every caller waiting on the
     /// session — `sink`, the running turn, the queued prompts — gets [`SessionError::LogFailed`],
-    /// and the actor fails once the current message is handled (see the module docs).
+    /// and so does every later message; the running turn stops, and the session hibernates as
+    /// soon as it is idle, waking a fresh one if a turn was left open (see the module docs).
     fn lost(&self, state: &mut SessionState, why: String, sink: Option<TurnSink>) {
-        let error = SessionError::LogFailed { session: self.id.to_string(), message: why };
-        if !state.failed {
-            tracing::error!(session.id = %self.id, %error, "the session's log failed: the session closes");
+        if state.log.is_err() {
+            return;
         }
-        state.failed = true;
+        let error = SessionError::LogFailed { session: self.id.to_string(), message: why };
+        tracing::error!(session.id = %self.id, %error, "the session's log failed: the session closes");
         // The turn before was closed durably: its outcome stands.
         resolve_ended(state);
-        let running = state.running.take().map(|running| running.sink);
+        let running = state.running.take().map(|running| {
+            running.actor.stop(None);
+            running.sink
+        });
         let queued = std::mem::take(&mut state.queue).into_iter().map(|queued| queued.sink);
         for sink in sink.into_iter().chain(running).chain(queued) {
             sink.finish(Err(error.clone()));
         }
+        state.idle_due = false;
+        state.lease.repair_when_gone();
         state.log = Err(error);
     }
 
     /// After every message: start queued work, or settle idle (grace period, then hibernation).
     async fn settle(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
-        if state.running.is_some() || state.hibernating || state.failed {
+        if state.running.is_some() || state.hibernating {
             return;
         }
         if state.shutting_down {
@@ -599,14 +604,6 @@ impl SessionActor {
         self.settle(myself, state).await;
         Ok(())
     }
-
-    /// `Err` once the log failed: the actor must fail (see the module docs).
-    fn verdict(&self, state: &SessionState) -> Result<(), String> {
-        match state.failed {
-            true => Err(format!("session {}: its log failed under it", self.id)),
-            false => Ok(()),
-        }
-    }
 }
 
 /// Why an append of the session failed, for [`SessionError::LogFailed`]: the store's error when
@@ -675,7 +672,6 @@ impl Actor for SessionActor {
             closers: Vec::new(),
             shutting_down: false,
             hibernating: false,
-            failed: false,
             grace: None,
             generation: 0,
             lease,
@@ -690,7 +686,7 @@ impl Actor for SessionActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         Box::pin(self.message(&myself, message, state)).await;
-        self.verdict(state).map_err(Into::into)
+        Ok(())
     }
 
     async fn handle_supervisor_evt(
@@ -699,7 +695,6 @@ impl Actor for SessionActor {
         event: SupervisionEvent,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        Box::pin(self.supervision(&myself, event, state)).await?;
-        self.verdict(state).map_err(Into::into)
+        Box::pin(self.supervision(&myself, event, state)).await.map_err(Into::into)
     }
 }

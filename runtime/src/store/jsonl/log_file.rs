@@ -328,3 +328,30 @@ fn count_lines(file: &mut File) -> io::Result<u64> {
 pub(super) fn io_error(path: &Path, source: io::Error) -> StoreError {
     StoreError::Io { path: path.display().to_string(), source }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::sync::CountingSyncer;
+
+    #[test]
+    fn an_append_that_would_take_the_log_past_its_limit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let syncer = CountingSyncer::fdatasync();
+        let mode = WriteMode { durability: Durability::Os, syncer: &syncer };
+        let mut log = LogFile::create(&path, mode).unwrap();
+        log.append(b"{}\n", 1, &path, mode).unwrap();
+        // As if the log had grown to a few bytes short of the limit.
+        log.len = MAX_LOG_BYTES - 4;
+        let failed = log.append(b"{\"x\":1}\n", 1, &path, mode).unwrap_err();
+        assert_eq!(failed.cut_back_to, None, "nothing to cut back");
+        let want = format!(
+            "{}: the append would take the log to {} bytes, over the limit of 4 GiB",
+            path.display(),
+            MAX_LOG_BYTES + 4
+        );
+        assert_eq!(failed.error.to_string(), want);
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}\n");
+    }
+}
