@@ -124,7 +124,7 @@ pub enum StoreError {
     /// process has open. Nothing was read or written.
     #[error("{what} is in use by {}", Holder::describe(.holder.as_ref(), lock))]
     Locked {
-        /// What is held: `session ID`, or `database PATH`.
+        /// What is held: a session's log file (JSONL), or a whole database (SQLite).
         what: String,
         /// The lock file.
         lock: String,

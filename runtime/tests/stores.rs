@@ -620,16 +620,20 @@ async fn a_jsonl_session_claimed_by_one_store_is_refused_to_another_naming_the_h
     first.append("s", &session_events()).await.unwrap();
 
     let refused = second.claim("s").await.unwrap_err();
-    let lock = dir.path().join("s.jsonl.lock");
+    let (log, lock) = (dir.path().join("s.jsonl"), dir.path().join("s.jsonl.lock"));
     match &refused {
         StoreError::Locked { what, lock: named, holder } => {
-            assert_eq!((what.as_str(), named.as_str()), ("session s", &*lock.to_string_lossy()));
+            assert_eq!(
+                (what.as_str(), named.as_str()),
+                (&*log.to_string_lossy(), &*lock.to_string_lossy())
+            );
             assert_eq!(holder.map(|h| h.pid), Some(std::process::id()), "{refused}");
         }
         other => panic!("{other:?}"),
     }
     let text = refused.to_string();
-    assert!(text.starts_with("session s is in use by another store in this process (since "));
+    let want = format!("{} is in use by another store in this process (since ", log.display());
+    assert!(text.starts_with(&want), "{text}");
     // Another session of the same directory is free; the claimed one is again once let go.
     drop(second.claim("t").await.unwrap());
     drop(held);
@@ -673,7 +677,7 @@ async fn a_sqlite_database_belongs_to_one_store_at_a_time() {
     let refused = SqliteStore::open(&db, Durability::Os).unwrap_err();
     match &refused {
         StoreError::Locked { what, lock, holder } => {
-            assert_eq!(what, &format!("database {}", db.display()));
+            assert_eq!(what, &db.display().to_string());
             assert_eq!(lock, &format!("{}.lock", db.display()));
             assert_eq!(holder.map(|h| h.pid), Some(std::process::id()));
         }
@@ -732,7 +736,9 @@ async fn a_hibernated_session_lets_its_lock_go_and_waking_takes_it_again() {
     match &refused {
         SessionError::Open { session, source } => {
             assert_eq!(session, "s");
-            assert!(source.to_string().starts_with("session s is in use by "), "{refused}");
+            let log = dir.path().join("s.jsonl");
+            let want = format!("{} is in use by ", log.display());
+            assert!(source.to_string().starts_with(&want), "{refused}");
         }
         other => panic!("{other:?}"),
     }

@@ -302,7 +302,8 @@ impl Inner {
 
     /// Takes the lock file of a session claimed in this process (on the blocking pool).
     fn lock_blocking(&self, session: &str) -> Result<LockFile, StoreError> {
-        let lock = LockFile::acquire(&self.lock_path(session), &format!("session {session}"))?;
+        let what = self.log_path(session).display().to_string();
+        let lock = LockFile::acquire(&self.lock_path(session), &what)?;
         // Another process may have written the log while this store did not hold it.
         let slot = self.slot(session);
         slot.lock().unwrap_or_else(PoisonError::into_inner).log = None;

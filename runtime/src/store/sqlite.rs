@@ -132,8 +132,7 @@ impl SqliteStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(source) => return Err(StoreError::Io { path: path.display().to_string(), source }),
         }
-        let lock =
-            LockFile::acquire(&lock_file::beside(&path), &format!("database {}", path.display()))?;
+        let lock = LockFile::acquire(&lock_file::beside(&path), &path.display().to_string())?;
         let conn = Connection::open(&path).map_err(sqlite)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         let mode: String =
