@@ -151,3 +151,76 @@ fn scenario_run_refuses_a_fifo_dev_zero_and_a_file_over_its_limit() {
     assert_eq!(run.code, Some(2), "{run:?}");
     assert!(run.stderr.contains("over the limit of 16 MiB"), "{run:?}");
 }
+
+/// The JSON lines of `values`, one per line.
+fn lines(values: &[serde_json::Value]) -> String {
+    values.iter().map(|v| format!("{v}\n")).collect()
+}
+
+fn session_start(session: &str) -> serde_json::Value {
+    serde_json::json!({"seq": 0, "time": 0, "type": "session/start",
+        "data": {"session": session, "format": 1}})
+}
+
+#[test]
+fn a_value_of_100k_characters_is_cut_in_every_message_that_quotes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "x".repeat(100_000);
+    let log = dir.path().join("long.jsonl");
+    std::fs::write(
+        &log,
+        lines(&[
+            session_start("s"),
+            serde_json::json!({"seq": 1, "time": 0, "type": long, "data": {}}),
+            serde_json::json!({"seq": 2, "time": 0, "type": "turn/start", "data": {"turn": long}}),
+        ]),
+    )
+    .unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::write(store.join("s.jsonl"), lines(&[session_start(&long)])).unwrap();
+    let scenario = dir.path().join("scenario.json");
+    std::fs::write(&scenario, serde_json::json!({"seed": 1, long.clone(): 1}).to_string()).unwrap();
+
+    let log_arg = log.to_str().unwrap();
+    let check = rein(dir.path(), &["check", log_arg]);
+    let show = rein(dir.path(), &["show", log_arg]);
+    let chat = rein(dir.path(), &["chat", "--store", "store", "--session", "s", "hi"]);
+    let run = rein(dir.path(), &["scenario", "run", scenario.to_str().unwrap()]);
+    assert_eq!(check.code, Some(1), "{check:?}");
+    assert!(check.stdout.contains("unknown event type \"xxxx"), "{check:?}");
+    assert!(check.stdout.contains("…\" (100000 characters)"), "{check:?}");
+    assert!(check.stdout.contains("characters cut]…"), "{check:?}");
+    assert!(
+        show.stderr.contains(&format!("error: {log_arg}:2: corrupt log line: unknown variant")),
+        "{show:?}"
+    );
+    assert!(chat.stderr.contains("the log belongs to session \"xxxx"), "{chat:?}");
+    assert!(run.stderr.contains("invalid scenario: "), "{run:?}");
+    for (name, out) in [("check", &check), ("show", &show), ("chat", &chat), ("scenario", &run)] {
+        assert_ne!(out.code, Some(0), "{name}: {out:?}");
+        for line in out.stdout.lines().chain(out.stderr.lines()) {
+            assert!(line.chars().count() < 600, "{name}: a line of {} characters", line.len());
+        }
+    }
+}
+
+#[test]
+fn chat_refuses_a_crafted_log_whose_open_turn_has_the_largest_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    let text = lines(&[
+        session_start("s"),
+        serde_json::json!({"seq": 1, "time": 0, "type": "user/message", "data": {"text": "hi"}}),
+        serde_json::json!({"seq": 2, "time": 0, "type": "turn/start", "data": {"turn": u32::MAX}}),
+    ]);
+    std::fs::write(store.join("s.jsonl"), &text).unwrap();
+    let run = rein(dir.path(), &["chat", "--store", "store", "--session", "s", "again"]);
+    assert_eq!(run.code, Some(2), "{run:?}");
+    let want = "error: store/s.jsonl:3: corrupt log line: turn 4294967295 is the largest there can \
+                be: no turn can follow it: the log cannot be continued";
+    assert!(run.stderr.contains(want), "{run:?}");
+    assert_eq!(std::fs::read_to_string(store.join("s.jsonl")).unwrap(), text, "nothing rewritten");
+    assert_eq!(listing(&store), ["s.jsonl"]);
+}

@@ -22,7 +22,8 @@
 //! [`session_log`] (the log actor's projections: retry chains, the open turn), [`census`] (live
 //! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
 //! [`cancel`] (cancellation causes), [`json_number`], [`file`] (regular files only, read within a
-//! limit: what every reader of a log or a scenario file opens through).
+//! limit: what every reader of a log or a scenario file opens through), [`quote`] (a value from a
+//! file, cut for a message).
 //!
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
@@ -134,6 +135,7 @@ pub mod plugin;
 pub(crate) mod plugin_host;
 pub mod projection;
 pub mod provider;
+pub mod quote;
 pub mod random;
 pub mod retry_policy;
 pub mod runtime;

@@ -809,3 +809,60 @@ async fn a_log_over_the_size_limit_is_refused_before_a_byte_is_read() {
     assert_eq!(read_log(&path).unwrap_err().to_string(), want);
     assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_LOG_BYTES + 1, "nothing cut");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Counters that cannot be incremented
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_log_whose_open_turn_has_the_largest_number_is_refused_naming_file_and_line() {
+    use rein_runtime::clock::VirtualClock;
+    use rein_runtime::session_log::{LogError, SessionLog};
+    let crafted = [
+        envelope(0, Event::SessionStart(SessionStart { session: "s".into(), format: LOG_FORMAT })),
+        message(1, "hi"),
+        envelope(2, Event::TurnStart(TurnStart { turn: u32::MAX })),
+    ];
+    let text: String = crafted.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    std::fs::write(&path, &text).unwrap();
+    let want = format!(
+        "{}:3: corrupt log line: turn 4294967295 is the largest there can be: no turn can follow \
+         it: the log cannot be continued",
+        path.display()
+    );
+
+    // Loaded, reopened as a session, or appended to without a load: refused, never continued.
+    assert_eq!(jsonl(dir.path()).load("s").await.unwrap_err().to_string(), want);
+    let opened =
+        SessionLog::open(Arc::new(jsonl(dir.path())), Arc::new(VirtualClock::start()), "s");
+    match opened.await {
+        Err(LogError::Store(error)) => assert_eq!(error.to_string(), want),
+        other => panic!("{other:?}"),
+    }
+    let appended = jsonl(dir.path()).append("s", &[idle(3)]).await.unwrap_err();
+    assert_eq!(appended.to_string(), want);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "nothing rewritten");
+
+    // The same rows in a SQLite store: the same refusal, at `db#session`.
+    let db = dir.path().join("events.db");
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    store.append("s", &crafted[..2]).await.unwrap();
+    drop(store);
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    let line = serde_json::to_string(&crafted[2]).unwrap();
+    raw.execute("INSERT INTO events VALUES ('s', 2, ?1)", [line]).unwrap();
+    drop(raw);
+    let err = SqliteStore::open(&db, Durability::Os).unwrap().load("s").await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt { path, line: 3, message }
+            if *path == format!("{}#s", db.display()) && message.contains("turn 4294967295")),
+        "{err}"
+    );
+
+    // And no store writes one: a session that would reach it fails its append there.
+    let refused = jsonl(dir.path()).append("t", &crafted).await.unwrap_err().to_string();
+    assert!(refused.contains("cannot be written: turn 4294967295 is the largest"), "{refused}");
+    assert!(!dir.path().join("t.jsonl").exists());
+}

@@ -113,12 +113,13 @@ pub(crate) fn run_text(
 ) -> ExitCode {
     let scenario = match Scenario::from_json(text) {
         Ok(scenario) => scenario,
-        Err(e) => return fail(INVALID, &format!("{file}: invalid scenario: {e}")),
+        // The error quotes the file (an unknown key, a bad value): cut to a readable length.
+        Err(e) => return fail(INVALID, &format!("{file}: invalid scenario: {}", quote(&e))),
     };
     let outcome = match rein::scenario::runner().run(&scenario) {
         Ok(outcome) => outcome,
         Err(RunError::Invalid(e)) => {
-            return fail(INVALID, &format!("{file}: invalid scenario: {e}"));
+            return fail(INVALID, &format!("{file}: invalid scenario: {}", quote(&e)));
         }
         Err(e) => return fail(FAULT, &format!("{file}: {e}")),
     };
@@ -147,6 +148,11 @@ pub(crate) fn run_text(
         // A closed pipe (`| head`) is not worth a message, but it is not a success either.
         Err(_) => ExitCode::from(FAULT),
     }
+}
+
+/// An error about the scenario file, cut to a readable length (it quotes the file).
+fn quote(error: &dyn std::fmt::Display) -> String {
+    rein::runtime::quote::message(&error.to_string()).into_owned()
 }
 
 fn fail(code: u8, message: &str) -> ExitCode {

@@ -110,11 +110,11 @@ impl LogFile {
             }
         };
         let envelope = serde_json::from_slice::<crate::event::Envelope>(&line)
-            .map_err(|e| corrupt(&mut file, e.to_string()))?;
-        let Some(next_seq) = envelope.seq.checked_add(1) else {
-            return Err(corrupt(&mut file, format!("seq {} cannot be followed", envelope.seq)));
-        };
-        Ok(Some(Self { file, len, next_seq }))
+            .map_err(|e| corrupt(&mut file, crate::quote::message(&e.to_string()).into_owned()))?;
+        if let Some(counter) = envelope.exhausted() {
+            return Err(corrupt(&mut file, format!("{counter}: the log cannot be continued")));
+        }
+        Ok(Some(Self { file, len, next_seq: envelope.seq + 1 }))
     }
 
     /// Appends `bytes` (whole lines holding `count` events) with one write, then syncs when
