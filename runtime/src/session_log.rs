@@ -224,8 +224,9 @@ impl SessionLog {
     /// gets that `agent/idle`; a closed log gets nothing.
     ///
     /// The log's actor is not linked to any supervisor: it runs until [`SessionLog::close`].
-    /// Opening the same session twice at once (two writers) is the caller's bug: the runtime's
-    /// session directory keeps one log per session.
+    /// It holds the session's claim ([`SessionStore::claim`]) until then: a second open of the
+    /// same session through the same store waits for this log to close, and one through another
+    /// store or process fails with the store's `Locked` error, writing nothing.
     pub async fn open(
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
