@@ -224,3 +224,63 @@ fn chat_refuses_a_crafted_log_whose_open_turn_has_the_largest_number() {
     assert_eq!(std::fs::read_to_string(store.join("s.jsonl")).unwrap(), text, "nothing rewritten");
     assert_eq!(listing(&store), ["s.jsonl"]);
 }
+
+/// Whether the process `pid` has a file whose path ends with `name` open.
+#[cfg(target_os = "linux")]
+fn has_open(pid: u32, name: &str) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+    fds.filter_map(Result::ok)
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target.ends_with(name)))
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn ctrl_c_while_chat_reads_a_long_log_ends_it_at_once_and_writes_nothing() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    // 40 MB of valid events: a second or so of reading for a debug build.
+    let path = store.join("long.jsonl");
+    let mut log = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    writeln!(log, "{}", session_start("long")).unwrap();
+    let text = "x".repeat(100);
+    for seq in 1..=300_000 {
+        let line = serde_json::json!({"seq": seq, "time": 0, "type": "user/message",
+            "data": {"text": text}});
+        writeln!(log, "{line}").unwrap();
+    }
+    drop(log);
+    let before = std::fs::metadata(&path).unwrap().len();
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["chat", "--store", "store", "--session", "long", "hi"])
+        .current_dir(dir.path())
+        .env_remove("DEEPSEEK_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once it reads the log (its handlers are installed before), press Ctrl-C.
+    let started = Instant::now();
+    while !has_open(child.id(), "long.jsonl") {
+        assert!(started.elapsed() < DEADLINE, "the chat never opened its log");
+        assert!(child.try_wait().unwrap().is_none(), "the chat ended before reading its log");
+        std::thread::yield_now();
+    }
+    let pressed = Instant::now();
+    let kill = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("error: interrupted while the session's log was read; nothing was written"),
+        "{stderr}"
+    );
+    assert!(pressed.elapsed() < Duration::from_secs(5), "it took {:?}", pressed.elapsed());
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), "", "no turn ran");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), before, "nothing written");
+}
