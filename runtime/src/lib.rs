@@ -21,7 +21,7 @@
 //! [`projection`] (pure folds), [`validator`] (checks run before an append commits),
 //! [`session_log`] (the log actor's projections: retry chains, the open turn), [`census`] (live
 //! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
-//! [`cancel`] (cancellation causes), [`json_number`], [`file`] (regular files only, read within a
+//! [`cancel`] (cancellation causes), [`json_number`], [`file`](mod@file) (regular files only, read within a
 //! limit: what every reader of a log or a scenario file opens through), [`quote`] (a value from a
 //! file, cut for a message).
 //!

@@ -12,9 +12,9 @@
 //!   hibernating (its log still closing) or was killed (its state not dropped yet) to the fresh
 //!   actor woken for the next call. Within one runtime the session directory already keeps one
 //!   actor per session, so nobody else waits here.
-//! - **Across processes**, an advisory lock on a file ([`LockFile`](super::lock_file)) that the
+//! - **Across processes**, an advisory lock on a file (`lock_file`) that the
 //!   operating system releases when its holder's process ends, however it ends: a crash never
-//!   leaves a stale lock. A second process is refused at once with [`StoreError::Locked`], which
+//!   leaves a stale lock. A second process is refused at once with [`StoreError::Locked`](super::StoreError::Locked), which
 //!   names the holder (its pid, and since when) and writes nothing. The JSONL store locks
 //!   `<session>.jsonl.lock` beside each log; the SQLite store locks its whole database (see
 //!   there for why).
