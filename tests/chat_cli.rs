@@ -577,4 +577,6 @@ fn a_second_chat_on_a_session_another_chat_holds_is_refused_naming_it_and_writes
         rein(dir.path(), &["chat", "--seed", "12", "--session", "shared", "after"], &[], "");
     assert_eq!(after.code, Some(0), "{after:?}");
     assert_eq!(turn_ends(&checked_log(&log)), vec![TurnEndReason::Completed; 3]);
+    let checked = rein(dir.path(), &["check", "--finished", log.to_str().unwrap()], &[], "");
+    assert_eq!(checked.code, Some(0), "{checked:?}");
 }
