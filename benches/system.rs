@@ -186,6 +186,11 @@ pub(crate) fn temp_dir() -> anyhow::Result<tempfile::TempDir> {
 }
 
 fn main() -> ExitCode {
+    // Every awake JSONL session holds a descriptor for the lock on its log, beside the store's
+    // cache of open files: 10,000 agents at once need more than the usual soft limit of 1,024.
+    if let Err(error) = rlimit::increase_nofile_limit(u64::MAX) {
+        eprintln!("could not raise the open-file limit: {error}");
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     if let Some((kind, agents, turns)) = child::parse(&args) {
         return stress::child(kind, agents, turns);

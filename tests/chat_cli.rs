@@ -629,3 +629,75 @@ fn piped_stderr_gets_no_waiting_line_while_an_attempt_is_quiet() {
     assert!(!run.stderr.contains('\r') && !run.stderr.contains('\u{1b}'), "{run:?}");
     checked_log(&log_path(dir.path(), &session_id(&run)));
 }
+
+/// An interactive `rein chat` on session `id` in `dir`, once its banner says the session is
+/// open (and its lock held); the rest of its stderr is left to read.
+fn holding(
+    dir: &Path,
+    id: &str,
+    seed: &str,
+) -> (std::process::Child, std::io::BufReader<std::process::ChildStderr>) {
+    use std::io::BufRead;
+    let mut child = command(dir, &["chat", "--seed", seed, "--session", id], &[])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("one prompt per line") {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the chat ended before its banner");
+    }
+    (child, stderr)
+}
+
+#[test]
+fn a_second_chat_on_a_session_another_chat_holds_is_refused_naming_it_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each run its own seed: retry ids come from it (and must not repeat in one log).
+    let (mut first, mut first_stderr) = holding(dir.path(), "shared", "9");
+    let log = log_path(dir.path(), "shared");
+    let before = std::fs::read(&log).unwrap();
+
+    let second =
+        rein(dir.path(), &["chat", "--seed", "9", "--session", "shared", "hello"], &[], "");
+    assert_eq!(second.code, Some(2), "{second:?}");
+    let want = format!(
+        "error: .rein/sessions/shared.jsonl: session shared: .rein/sessions/shared.jsonl is in use \
+         by another process (pid {}, since ",
+        first.id()
+    );
+    assert!(second.stderr.contains(&want), "{second:?}");
+    assert!(second.stderr.contains("lock file .rein/sessions/shared.jsonl.lock)"), "{second:?}");
+    assert_eq!(second.stdout, "");
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the second chat wrote nothing");
+
+    // The first goes on as if nothing happened.
+    let mut stdin = first.stdin.take().unwrap();
+    stdin.write_all(b"first prompt\n/exit\n").unwrap();
+    drop(stdin);
+    let out = first.wait_with_output().unwrap();
+    let mut rest = String::new();
+    first_stderr.read_to_string(&mut rest).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{rest}");
+    assert_eq!(turn_ends(&checked_log(&log)), [TurnEndReason::Completed]);
+
+    // Its lock went with its process: the session is free again, and the log continues.
+    let again =
+        rein(dir.path(), &["chat", "--seed", "10", "--session", "shared", "again"], &[], "");
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert_eq!(turn_ends(&checked_log(&log)), [TurnEndReason::Completed, TurnEndReason::Completed]);
+
+    // A holder killed outright leaves no stale lock either.
+    let (mut crashed, _stderr) = holding(dir.path(), "shared", "11");
+    crashed.kill().unwrap();
+    crashed.wait().unwrap();
+    let after =
+        rein(dir.path(), &["chat", "--seed", "12", "--session", "shared", "after"], &[], "");
+    assert_eq!(after.code, Some(0), "{after:?}");
+    assert_eq!(turn_ends(&checked_log(&log)), vec![TurnEndReason::Completed; 3]);
+    let checked = rein(dir.path(), &["check", "--finished", log.to_str().unwrap()], &[], "");
+    assert_eq!(checked.code, Some(0), "{checked:?}");
+}

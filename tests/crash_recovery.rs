@@ -130,7 +130,12 @@ fn crash_and_recover(store: Store) {
             *max = (*max).max(seq);
         }
         let context = format!("{context}, kill {kill} (child seed {child_seed})");
-        tokio.block_on(reopen_and_check(store, dir.path(), &acked, &mut seen, &context));
+        let opened =
+            tokio.block_on(reopen_and_check(store, dir.path(), &acked, &mut seen, &context));
+        // The next child must find the sessions (and a SQLite database) unlocked: wait until the
+        // last reference to this process's store is gone (an actor task of the runtime that was
+        // shut down may still be letting go of one), so that its locks are released.
+        tokio.block_on(released(opened));
     }
     eprintln!("{context}: {kills} kills: {seen:?}");
     assert!(seen.acks > 0, "{context}: the children acknowledged nothing: {seen:?}");
@@ -206,13 +211,22 @@ fn open_turn(events: &[Envelope]) -> Option<u32> {
     open
 }
 
+/// Resolves once `store` is the last reference to its store, then drops it.
+async fn released(store: Arc<dyn SessionStore>) {
+    while Arc::strong_count(&store) > 1 {
+        tokio::task::yield_now().await;
+    }
+    drop(store);
+}
+
+/// Reopens the store the children wrote and checks it; returns the store, for [`released`].
 async fn reopen_and_check(
     store: Store,
     dir: &Path,
     acked: &BTreeMap<String, u64>,
     seen: &mut Seen,
     context: &str,
-) {
+) -> Arc<dyn SessionStore> {
     let opened = store.open(dir);
     let sessions = opened.sessions().await.unwrap();
     for (session, seq) in acked {
@@ -326,6 +340,7 @@ async fn reopen_and_check(
     runtime.shutdown().await;
     let census = runtime.census();
     assert_eq!((census.actors(), census.tasks()), (0, 0), "{context}");
+    opened
 }
 
 /// Wraps a plugin and panics in its recovery of the `crash_on`-th failure offered (from 1),

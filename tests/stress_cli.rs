@@ -182,9 +182,10 @@ fn durable_stores_leave_logs_that_check_clean() {
     let mut logs: Vec<String> = std::fs::read_dir(&jsonl)
         .unwrap()
         .map(|e| e.unwrap().path().to_str().unwrap().to_owned())
+        .filter(|path| path.ends_with(".jsonl"))
         .collect();
     logs.sort();
-    assert_eq!(logs.len(), 12);
+    assert_eq!(logs.len(), 12, "beside each log, its lock file");
     assert!(logs[0].ends_with("agent-00000.jsonl"), "{logs:?}");
     let mut check = vec!["check", "--finished"];
     check.extend(logs.iter().map(String::as_str));
@@ -493,4 +494,49 @@ fn the_help_states_what_runs_the_output_and_the_exit_status() {
     ] {
         assert!(run.stdout.contains(needle), "--help lacks {needle:?}:\n{}", run.stdout);
     }
+}
+
+#[test]
+fn a_second_run_on_a_sqlite_store_another_run_holds_is_refused_and_a_killed_holder_frees_it() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("sqlite");
+    let store_arg = store.to_str().unwrap();
+    let db = store.join("stress.db");
+    // Turns that wait up to 2 s for their first word: the run is far from over when its first
+    // acknowledgement (the sessions' `session/start`) comes out.
+    let mut first = Command::new(env!("CARGO_BIN_EXE_rein"))
+        .args(["stress", "--agents", "2", "--turns", "5", "--latency-ms", "2000", "--cancel-rate"])
+        .args(["0", "--store", "sqlite", "--dir", store_arg, "--acks", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut acks = std::io::BufReader::new(first.stdout.take().unwrap());
+    let mut line = String::new();
+    acks.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ack agent-0000"), "{line:?}");
+
+    let second =
+        rein(&["stress", "--agents", "2", "--turns", "1", "--store", "sqlite", "--dir", store_arg]);
+    assert_eq!(second.code, 2, "{}{}", second.stdout, second.stderr);
+    let want = format!("{} is in use by another process (pid {}, since ", db.display(), first.id());
+    assert!(second.stderr.contains(&want), "{}", second.stderr);
+    assert!(
+        second.stderr.contains(&format!("lock file {}.lock)", db.display())),
+        "{}",
+        second.stderr
+    );
+
+    // Killed outright, the holder leaves no stale lock: the next run reopens the database,
+    // closes the turns the kill left open (interrupted) and goes on.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let third = rein(&[
+        "stress", "--agents", "2", "--turns", "1", "--store", "sqlite", "--dir", store_arg,
+        "--json",
+    ]);
+    assert_eq!(third.code, 0, "{}{}", third.stdout, third.stderr);
+    let checked = rein(&["check", "--finished", "--sqlite", db.to_str().unwrap()]);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
 }

@@ -390,6 +390,13 @@ impl<S: SessionStore> SessionStore for Counted<S> {
         self.inner.append(session, events)
     }
 
+    fn claim<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<rein_runtime::store::Claim, StoreError>> {
+        self.inner.claim(session)
+    }
+
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         self.inner.load(session)
     }

@@ -57,6 +57,13 @@ impl<S: SessionStore> SessionStore for Stamped<S> {
         self.inner.append(session, events)
     }
 
+    fn claim<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<rein_runtime::store::Claim, StoreError>> {
+        self.inner.claim(session)
+    }
+
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         self.inner.load(session)
     }

@@ -13,6 +13,7 @@ use std::fmt;
 
 use rein_runtime::event::{Envelope, Event};
 use rein_runtime::failure::Failure;
+use rein_runtime::quote;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -62,16 +63,22 @@ impl fmt::Display for LineError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LineError::Corrupt { message } => {
+                let message = quote::message(message);
                 write!(f, "corrupt line, not JSON: {message} [{}]", Rule::CorruptLine)
             }
             LineError::Schema { seq, kind, rule, message } => {
+                // The type is the line's own: a long one is quoted and cut.
+                let kind = kind.as_deref().map(|k| match k.chars().count() <= quote::VALUE_CHARS {
+                    true => k.to_owned(),
+                    false => quote::value(k),
+                });
                 match (kind, seq) {
                     (Some(kind), Some(seq)) => write!(f, "{kind} seq {seq}: ")?,
                     (Some(kind), None) => write!(f, "{kind} (no readable seq): ")?,
                     (None, Some(seq)) => write!(f, "event seq {seq}: ")?,
                     (None, None) => write!(f, "not an event: ")?,
                 }
-                write!(f, "{message} [{rule}]")
+                write!(f, "{} [{rule}]", quote::message(message))
             }
         }
     }
@@ -102,7 +109,7 @@ fn classify(value: &Value, message: String) -> LineError {
     let kind = value.get("type").and_then(Value::as_str).map(str::to_owned);
     let (rule, message) = match kind.as_deref() {
         Some(k) if !Event::KINDS.contains(&k) => {
-            (Rule::EventSchema, format!("unknown event type {k:?}"))
+            (Rule::EventSchema, format!("unknown event type {}", quote::value(k)))
         }
         Some("llm/retry") => {
             value.get("data").and_then(retry_rule).unwrap_or((Rule::EventSchema, message))

@@ -1,8 +1,10 @@
 //! A broken rule, as data: which event, which rule, and what a person needs to know.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use rein_runtime::event::Envelope;
+use rein_runtime::quote;
 use rein_runtime::validator::Rejection;
 
 use crate::rules::Rule;
@@ -25,14 +27,21 @@ pub struct Violation {
 }
 
 impl Violation {
-    /// A violation of `rule` by `event`.
+    /// A violation of `rule` by `event`. The message quotes values from the log, so it is cut
+    /// to a readable length ([`quote::message`]).
     pub fn new(event: &Envelope, rule: Rule, message: impl Into<String>) -> Self {
-        Self { seq: event.seq, kind: event.kind().to_owned(), rule, message: message.into() }
+        Self::at(event.seq, event.kind(), rule, message)
     }
 
-    /// A violation of `rule` by the event with `seq` and `kind`.
+    /// A violation of `rule` by the event with `seq` and `kind` (the message cut like
+    /// [`Violation::new`]'s).
     pub fn at(seq: u64, kind: impl Into<String>, rule: Rule, message: impl Into<String>) -> Self {
-        Self { seq, kind: kind.into(), rule, message: message.into() }
+        let message = message.into();
+        let message = match quote::message(&message) {
+            Cow::Borrowed(_) => message,
+            Cow::Owned(cut) => cut,
+        };
+        Self { seq, kind: kind.into(), rule, message }
     }
 }
 
@@ -68,5 +77,14 @@ mod tests {
             "llm/retry seq 7: retry 3 must equal 2 in chain [mock, x] [retry-continues-chain]"
         );
         assert_eq!(Rejection::from(v).to_string(), text);
+    }
+
+    #[test]
+    fn a_message_quoting_a_long_value_is_cut() {
+        let id = "i".repeat(100_000);
+        let v =
+            Violation::at(7, "llm/retry", Rule::RetryIdOwnedByOneChain, format!("retryId {id:?}"));
+        assert!(v.message.len() < 500, "{}", v.message.len());
+        assert!(v.message.starts_with("retryId \"iiii") && v.message.ends_with("iii\""));
     }
 }

@@ -9,12 +9,19 @@
 //! `llm/retry.mode` is a `String`, not an enum: the log is checked by the `invariant` crate, and a
 //! log written by a faulty plugin must still parse so the checker can name the broken rule
 //! (`mode "sometimes"`) instead of failing the whole file.
+//!
+//! - `counters`: the counters a line carries (`seq`, `turn`, `step`, `attempt`, `retry`) and
+//!   [`Envelope::exhausted`], the one at its largest value, which no reader or writer accepts.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::failure::Failure;
 use crate::json_number;
+
+mod counters;
+
+pub use counters::Exhausted;
 
 /// The format version written in `session/start`.
 pub const LOG_FORMAT: u32 = 1;

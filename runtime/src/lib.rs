@@ -23,7 +23,9 @@
 //! actors by kind and tasks), [`fault`] (panics injected on purpose, to test supervision),
 //! [`cancel`] (cancellation causes), [`json_number`] and [`policy_key`] (numbers and keys written
 //! byte for byte as the JavaScript seed harness writes them), [`plural`] (counts in words:
-//! `1 time`, `2 times`).
+//! `1 time`, `2 times`), [`file`](mod@file) (regular files only, read within a limit: what every
+//! reader of a log or a scenario file opens through), [`quote`] (a value from a file, cut for a
+//! message).
 //!
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
@@ -126,6 +128,7 @@ pub(crate) mod crash;
 pub mod event;
 pub mod failure;
 pub mod fault;
+pub mod file;
 mod first_poll;
 pub mod history;
 pub mod json_number;
@@ -136,6 +139,7 @@ pub mod plural;
 pub mod policy_key;
 pub mod projection;
 pub mod provider;
+pub mod quote;
 pub mod random;
 pub mod retry_policy;
 pub mod runtime;

@@ -102,6 +102,19 @@ pub enum SessionError {
         /// Why.
         message: String,
     },
+    /// The session's log ended under it — the store failed an append (a full disk), or the log
+    /// failed — so the turn could not be recorded: the session closed, and its next call reopens
+    /// the log, which closes a turn left open `interrupted`, as after a crash. Queued prompts
+    /// fail the same way.
+    #[error(
+        "session {session}: its log failed, so the session closed (the next call reopens and repairs it): {message}"
+    )]
+    LogFailed {
+        /// The session.
+        session: String,
+        /// Why the log failed.
+        message: String,
+    },
     /// The prompt was queued behind another turn and was dropped before it started, because the
     /// session was cancelled or closed.
     #[error("the queued prompt was dropped before it started (cancelled: {cause:?})")]

@@ -20,7 +20,7 @@
 //!
 //! ```
 //! # tokio_test::block_on(async {
-//! use std::sync::Arc;
+//! use std::sync::{Arc, OnceLock};
 //! use rein_runtime::clock::WallClock;
 //! use rein_runtime::event::{Event, TurnStart, UserMessage};
 //! use rein_runtime::session_log::SessionLog;
@@ -85,7 +85,7 @@
 //! `agent/idle`, written before anyone holds a handle, so the projections read by the first
 //! caller equal a fresh fold of the repaired log.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ractor::{Actor, ActorCell, ActorRef, ActorStatus, SpawnErr};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -127,6 +127,8 @@ use state::LogState;
 pub struct SessionLog {
     actor: ActorRef<LogMsg>,
     session: Arc<str>,
+    /// Why the log failed, once it did (the store failed an append).
+    failure: Arc<OnceLock<String>>,
 }
 
 impl std::fmt::Debug for SessionLog {
@@ -222,8 +224,9 @@ impl SessionLog {
     /// gets that `agent/idle`; a closed log gets nothing.
     ///
     /// The log's actor is not linked to any supervisor: it runs until [`SessionLog::close`].
-    /// Opening the same session twice at once (two writers) is the caller's bug: the runtime's
-    /// session directory keeps one log per session.
+    /// It holds the session's claim ([`SessionStore::claim`]) until then: a second open of the
+    /// same session through the same store waits for this log to close, and one through another
+    /// store or process fails with the store's `Locked` error, writing nothing.
     pub async fn open(
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
@@ -271,8 +274,16 @@ impl SessionLog {
             let session: Arc<str> = Arc::from(session);
             let (report, opened) = oneshot::channel();
             let (supervisor, census) = link.unzip();
-            let args =
-                OpenArgs { store, clock, session: Arc::clone(&session), options, report, census };
+            let failure = Arc::new(OnceLock::new());
+            let args = OpenArgs {
+                store,
+                clock,
+                session: Arc::clone(&session),
+                options,
+                report,
+                census,
+                failure: Arc::clone(&failure),
+            };
             let spawned = match supervisor {
                 Some(supervisor) => {
                     Actor::spawn_linked(None, SessionLogActor, args, supervisor).await
@@ -282,7 +293,7 @@ impl SessionLog {
             let (actor, _task) = spawned.map_err(open_error)?;
             let report = opened.await.map_err(|_| LogError::Closed)?;
             tracing::debug!(events = report.events, created = report.created, "session log open");
-            Ok((SessionLog { actor, session }, report))
+            Ok((SessionLog { actor, session, failure }, report))
         }
         .instrument(span)
         .await
@@ -291,6 +302,12 @@ impl SessionLog {
     /// The session id.
     pub fn session(&self) -> &str {
         &self.session
+    }
+
+    /// Why the log failed, once the store failed one of its appends (every later operation
+    /// fails `Closed`); `None` while it runs, or when it was closed or failed otherwise.
+    pub fn failure(&self) -> Option<&str> {
+        self.failure.get().map(String::as_str)
     }
 
     /// Whether the log is open: its actor runs (not closed, not failed).

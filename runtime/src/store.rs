@@ -6,9 +6,12 @@
 //!   for many sessions; a single writer batches the appends of all sessions into one transaction
 //!   (group commit).
 //!
-//! Shared by the durable stores:
+//! Shared by the stores:
 //! - [`line`](mod@line): one log line: encoding an append, decoding a line with its `seq` checked.
 //! - [`sync`]: the [`sync::Syncer`] that makes [`Durability::Disk`] real (and countable in tests).
+//! - [`claim`]: one writer per session — the [`Claim`] a session log holds while it is open,
+//!   and `lock_file`, the advisory lock the operating system releases with its holder's process.
+//! - [`faulty`]: a store that fails on purpose, for tests of what a failed write does.
 //!
 //! # Why every store checks `seq`
 //!
@@ -27,12 +30,23 @@
 use crate::BoxFuture;
 use crate::event::Envelope;
 
+pub mod claim;
+pub mod faulty;
 pub mod jsonl;
 pub mod line;
+mod lock_file;
 pub mod memory;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod sync;
+
+pub use claim::Claim;
+pub use lock_file::Holder;
+
+/// The longest session log a store or a reader reads, in bytes: 4 GiB. A longer file is refused
+/// whole (nothing of it is read, nothing cut), and a store refuses an append that would take a
+/// log past it ([`StoreError::Unwritable`]): what a store acknowledged, it can read back.
+pub const MAX_LOG_BYTES: u64 = 4 << 30;
 
 /// How durable an acknowledged append is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -106,6 +120,17 @@ pub enum StoreError {
     /// The store's writer is gone.
     #[error("the store is closed")]
     Closed,
+    /// What a writer needs is held by another: a session (or a whole SQLite database) another
+    /// process has open. Nothing was read or written.
+    #[error("{what} is in use by {}", Holder::describe(.holder.as_ref(), lock))]
+    Locked {
+        /// What is held: a session's log file (JSONL), or a whole database (SQLite).
+        what: String,
+        /// The lock file.
+        lock: String,
+        /// Who holds it, as the lock file records it (`None`: not recorded yet, or unreadable).
+        holder: Option<Holder>,
+    },
     /// An append that does not continue the session's log (a duplicate or a gap in `seq`).
     /// Nothing was written.
     #[error("{session}: append out of order: got seq {found}, the log's next seq is {expected}")]
@@ -131,6 +156,13 @@ pub trait SessionStore: Send + Sync + 'static {
         session: &'a str,
         events: &'a [Envelope],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Claims `session` for writing until the returned [`Claim`] is dropped (see [`claim`]): a
+    /// second claimant through the same store waits for the first to let go; a session another
+    /// process holds is [`StoreError::Locked`], naming the holder. A session log claims its
+    /// session before it reads it and holds the claim while it is open; `append` trusts that its
+    /// caller holds it.
+    fn claim<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>>;
 
     /// Reads a session's log; `None` when the session does not exist. A torn last line is cut
     /// (and reported in [`Loaded::torn`]); any other corrupt line is [`StoreError::Corrupt`].

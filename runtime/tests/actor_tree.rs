@@ -340,6 +340,12 @@ impl SessionStore for CountingStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.inner.append(session, events)
     }
+    fn claim<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<rein_runtime::store::Claim, StoreError>> {
+        self.inner.claim(session)
+    }
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         self.loads.fetch_add(1, Ordering::SeqCst);
         self.inner.load(session)

@@ -67,6 +67,13 @@ impl rein_runtime::store::SessionStore for Batches {
         self.inner.append(session, events)
     }
 
+    fn claim<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<rein_runtime::store::Claim, rein_runtime::store::StoreError>> {
+        self.inner.claim(session)
+    }
+
     fn load<'a>(
         &'a self,
         session: &'a str,

@@ -370,7 +370,11 @@ async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_its_log_is_rep
     let session = runtime.session("s").await.unwrap();
 
     let turn = session.prompt("one").unwrap();
-    assert!(matches!(turn.outcome().await, Err(SessionError::Stopped)));
+    let outcome = turn.outcome().await;
+    assert!(
+        matches!(&outcome, Err(SessionError::LogFailed { session, .. }) if session == "s"),
+        "{outcome:?}"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(woke.load(std::sync::atomic::Ordering::SeqCst), "the turn's token fired");
     // The failed session's lease woke a fresh one at once, whose reopened log closed the turn
@@ -415,7 +419,7 @@ async fn a_panicking_validator_fails_the_log_not_the_runtime_and_the_next_prompt
     // The panic stays in the log: the prompt is refused, nothing of it is written, the runtime
     // and its other actors live on, and the session's failed actor is replaced.
     let refused = session.prompt("boom").unwrap().outcome().await;
-    assert!(matches!(refused, Err(SessionError::NotStarted { .. })), "{refused:?}");
+    assert!(matches!(refused, Err(SessionError::LogFailed { .. })), "{refused:?}");
     tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(!session.is_awake(), "the session whose log failed is gone");
     assert_eq!(kinds(&store.events("s")), ["session/start"]);

@@ -696,3 +696,262 @@ async fn a_session_written_by_one_store_reads_the_same_from_the_other() {
     let text = std::fs::read_to_string(files.path("s").unwrap()).unwrap();
     assert_eq!(text, lines.iter().map(|l| format!("{l}\n")).collect::<String>());
 }
+
+// ---------------------------------------------------------------------------------------------
+// One writer per session
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_jsonl_session_claimed_by_one_store_is_refused_to_another_naming_the_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, second) = (jsonl(dir.path()), jsonl(dir.path()));
+    let held = first.claim("s").await.unwrap();
+    first.append("s", &session_events()).await.unwrap();
+
+    let refused = second.claim("s").await.unwrap_err();
+    let (log, lock) = (dir.path().join("s.jsonl"), dir.path().join("s.jsonl.lock"));
+    match &refused {
+        StoreError::Locked { what, lock: named, holder } => {
+            assert_eq!(
+                (what.as_str(), named.as_str()),
+                (&*log.to_string_lossy(), &*lock.to_string_lossy())
+            );
+            assert_eq!(holder.map(|h| h.pid), Some(std::process::id()), "{refused}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let text = refused.to_string();
+    let want = format!("{} is in use by another store in this process (since ", log.display());
+    assert!(text.starts_with(&want), "{text}");
+    // Another session of the same directory is free; the claimed one is again once let go.
+    drop(second.claim("t").await.unwrap());
+    drop(held);
+    let taken = second.claim("s").await.unwrap();
+    assert_eq!(second.load("s").await.unwrap().unwrap().events, session_events());
+    drop(taken);
+}
+
+#[tokio::test]
+async fn a_load_without_the_claim_cuts_nothing_while_another_store_holds_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let writer = jsonl(dir.path());
+    let held = writer.claim("s").await.unwrap();
+    writer.append("s", &session_events()).await.unwrap();
+    let path = writer.path("s").unwrap();
+    // What an append in flight looks like from outside: a line without its newline yet.
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(br#"{"seq":4,"ti"#);
+    std::fs::write(&path, &bytes).unwrap();
+
+    let reader = jsonl(dir.path());
+    let loaded = reader.load("s").await.unwrap().unwrap();
+    assert_eq!(loaded.events, session_events());
+    assert_eq!(loaded.torn, Some(TornTail { line: 5, bytes: 12, kept_in: None }));
+    assert_eq!(std::fs::read(&path).unwrap(), bytes, "the holder's file is not touched");
+
+    // Once nobody holds it, the tail is a crash's: a load cuts it.
+    drop(held);
+    let loaded = reader.load("s").await.unwrap().unwrap();
+    assert_eq!(loaded.torn.map(|t| t.line), Some(5));
+    assert_eq!(loaded.events, session_events());
+    assert_eq!(std::fs::read(&path).unwrap(), &bytes[..bytes.len() - 12]);
+}
+
+#[tokio::test]
+async fn a_sqlite_database_belongs_to_one_store_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("events.db");
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    store.append("s", &session_events()).await.unwrap();
+    let refused = SqliteStore::open(&db, Durability::Os).unwrap_err();
+    match &refused {
+        StoreError::Locked { what, lock, holder } => {
+            assert_eq!(what, &db.display().to_string());
+            assert_eq!(lock, &format!("{}.lock", db.display()));
+            assert_eq!(holder.map(|h| h.pid), Some(std::process::id()));
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(store);
+    let reopened = SqliteStore::open(&db, Durability::Os).unwrap();
+    assert_eq!(reopened.load("s").await.unwrap().unwrap().events, session_events());
+}
+
+#[tokio::test]
+async fn a_session_log_cannot_open_a_session_another_store_holds_and_writes_nothing() {
+    use rein_runtime::clock::VirtualClock;
+    use rein_runtime::session_log::{LogError, SessionLog};
+    let dir = tempfile::tempdir().unwrap();
+    let open =
+        |store: JsonlStore| SessionLog::open(Arc::new(store), Arc::new(VirtualClock::start()), "s");
+    let (log, _) = open(jsonl(dir.path())).await.unwrap();
+    log.append(vec![Event::UserMessage(UserMessage { text: "hi".into() })]).await.unwrap();
+    let path = dir.path().join("s.jsonl");
+    let before = std::fs::read(&path).unwrap();
+
+    let refused = open(jsonl(dir.path())).await.unwrap_err();
+    assert!(matches!(refused, LogError::Store(StoreError::Locked { .. })), "{refused}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the second opener wrote nothing");
+
+    log.close().await;
+    let (again, report) = open(jsonl(dir.path())).await.unwrap();
+    assert_eq!(report.events, 2);
+    again.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hibernated_session_lets_its_lock_go_and_waking_takes_it_again() {
+    use rein_runtime::runtime::{Route, Runtime};
+    use rein_runtime::session::SessionError;
+    let dir = tempfile::tempdir().unwrap();
+    let adapter = Arc::new(Answer);
+    let runtime = Runtime::builder()
+        .store(Arc::new(jsonl(dir.path())))
+        .clock(Arc::new(rein_runtime::clock::VirtualClock::start()))
+        .route(Route::new("mock", adapter).model("m"))
+        .idle_grace(std::time::Duration::ZERO)
+        .build()
+        .await
+        .unwrap();
+    let session = runtime.session("s").await.unwrap();
+    session.ask("one").await.unwrap();
+    session.close().await.unwrap();
+    assert!(!session.is_awake());
+
+    // Hibernated, the session is free for another process (here, another store).
+    let elsewhere = jsonl(dir.path());
+    let held = elsewhere.claim("s").await.unwrap();
+    let refused = session.ask("two").await.unwrap_err();
+    match &refused {
+        SessionError::Open { session, source } => {
+            assert_eq!(session, "s");
+            let log = dir.path().join("s.jsonl");
+            let want = format!("{} is in use by ", log.display());
+            assert!(source.to_string().starts_with(&want), "{refused}");
+        }
+        other => panic!("{other:?}"),
+    }
+    drop(held);
+    let outcome = session.ask("three").await.unwrap();
+    assert_eq!(outcome.turn, 2, "the refused prompt wrote nothing");
+    runtime.shutdown().await;
+    let events = jsonl(dir.path()).load("s").await.unwrap().unwrap().events;
+    assert!(rein_invariant::check_finished_log(&events).is_empty());
+}
+
+/// Answers every request with one chunk.
+struct Answer;
+
+impl rein_runtime::provider::Adapter for Answer {
+    fn call(
+        &self,
+        _: rein_runtime::provider::Request,
+        chunks: rein_runtime::provider::ChunkSink,
+    ) -> rein_runtime::BoxFuture<'static, Result<rein_runtime::provider::Completion, Failure>> {
+        let _ = chunks.send("ok".into());
+        Box::pin(async { Ok(rein_runtime::provider::Completion::default()) })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hostile files
+// ---------------------------------------------------------------------------------------------
+
+#[cfg(unix)]
+#[tokio::test]
+async fn a_log_that_is_a_fifo_or_a_device_is_refused_by_every_reader_never_read() {
+    use rein_runtime::store::jsonl::read_log;
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("f.jsonl");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("z.jsonl")).unwrap();
+    let store = jsonl(dir.path());
+    for (session, what) in [("f", "a FIFO"), ("z", "a character device")] {
+        let path = dir.path().join(format!("{session}.jsonl"));
+        let want = format!("{}: not a regular file: {what}", path.display());
+        assert_eq!(store.load(session).await.unwrap_err().to_string(), want);
+        assert_eq!(store.append(session, &[idle(0)]).await.unwrap_err().to_string(), want);
+        assert_eq!(read_log(&path).unwrap_err().to_string(), want);
+    }
+    let db = dir.path().join("events.db");
+    assert!(std::process::Command::new("mkfifo").arg(&db).status().unwrap().success());
+    let err = SqliteStore::open(&db, Durability::Os).unwrap_err().to_string();
+    assert_eq!(err, format!("{}: not a regular file: a FIFO", db.display()));
+}
+
+#[tokio::test]
+async fn a_log_over_the_size_limit_is_refused_before_a_byte_is_read() {
+    use rein_runtime::store::MAX_LOG_BYTES;
+    use rein_runtime::store::jsonl::read_log;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    // Sparse: 4 GiB of nothing on the disk.
+    std::fs::File::create(&path).unwrap().set_len(MAX_LOG_BYTES + 1).unwrap();
+    let want = format!(
+        "{}: the file is {} bytes, over the limit of 4 GiB",
+        path.display(),
+        MAX_LOG_BYTES + 1
+    );
+    let store = jsonl(dir.path());
+    assert_eq!(store.load("s").await.unwrap_err().to_string(), want);
+    assert_eq!(store.append("s", &[idle(0)]).await.unwrap_err().to_string(), want);
+    assert_eq!(read_log(&path).unwrap_err().to_string(), want);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), MAX_LOG_BYTES + 1, "nothing cut");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counters that cannot be incremented
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_log_whose_open_turn_has_the_largest_number_is_refused_naming_file_and_line() {
+    use rein_runtime::clock::VirtualClock;
+    use rein_runtime::session_log::{LogError, SessionLog};
+    let crafted = [
+        envelope(0, Event::SessionStart(SessionStart { session: "s".into(), format: LOG_FORMAT })),
+        message(1, "hi"),
+        envelope(2, Event::TurnStart(TurnStart { turn: u32::MAX })),
+    ];
+    let text: String = crafted.iter().map(|e| serde_json::to_string(e).unwrap() + "\n").collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.jsonl");
+    std::fs::write(&path, &text).unwrap();
+    let want = format!(
+        "{}:3: corrupt log line: turn 4294967295 is the largest there can be: no turn can follow \
+         it: the log cannot be continued",
+        path.display()
+    );
+
+    // Loaded, reopened as a session, or appended to without a load: refused, never continued.
+    assert_eq!(jsonl(dir.path()).load("s").await.unwrap_err().to_string(), want);
+    let opened =
+        SessionLog::open(Arc::new(jsonl(dir.path())), Arc::new(VirtualClock::start()), "s");
+    match opened.await {
+        Err(LogError::Store(error)) => assert_eq!(error.to_string(), want),
+        other => panic!("{other:?}"),
+    }
+    let appended = jsonl(dir.path()).append("s", &[idle(3)]).await.unwrap_err();
+    assert_eq!(appended.to_string(), want);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "nothing rewritten");
+
+    // The same rows in a SQLite store: the same refusal, at `db#session`.
+    let db = dir.path().join("events.db");
+    let store = SqliteStore::open(&db, Durability::Os).unwrap();
+    store.append("s", &crafted[..2]).await.unwrap();
+    drop(store);
+    let raw = rusqlite::Connection::open(&db).unwrap();
+    let line = serde_json::to_string(&crafted[2]).unwrap();
+    raw.execute("INSERT INTO events VALUES ('s', 2, ?1)", [line]).unwrap();
+    drop(raw);
+    let err = SqliteStore::open(&db, Durability::Os).unwrap().load("s").await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Corrupt { path, line: 3, message }
+            if *path == format!("{}#s", db.display()) && message.contains("turn 4294967295")),
+        "{err}"
+    );
+
+    // And no store writes one: a session that would reach it fails its append there.
+    let refused = jsonl(dir.path()).append("t", &crafted).await.unwrap_err().to_string();
+    assert!(refused.contains("cannot be written: turn 4294967295 is the largest"), "{refused}");
+    assert!(!dir.path().join("t.jsonl").exists());
+}

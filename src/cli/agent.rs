@@ -108,16 +108,19 @@ pub(crate) fn routes(planned: Planned) -> Result<Routes, String> {
 /// Starts the runtime: the primary route (the default) and the fallback routes, the default
 /// plugin chain with each plugin's default settings (`fallback` first, naming the fallback
 /// routes, when there are any), the simulated provider's seed as every plugin's jitter seed,
-/// and `store` for the session logs.
+/// `store` for the session logs, and how long an idle session stays awake (holding its log and
+/// the lock on it) before it hibernates.
 pub(crate) async fn build(
     routes: &Routes,
     store: Arc<dyn SessionStore>,
+    idle_grace: std::time::Duration,
 ) -> Result<Runtime, String> {
     let route = &routes.primary;
     let names: Vec<String> = routes.fallbacks.iter().map(|r| r.name.clone()).collect();
     let chain = plugins::chain(&names)?;
     let mut builder = Runtime::builder()
         .store(store)
+        .idle_grace(idle_grace)
         .route(Route::new(route.name.clone(), route.adapter.clone()).model(route.model.clone()))
         .default_route(route.name.clone());
     for fallback in &routes.fallbacks {

@@ -100,14 +100,16 @@ Output:
 
 Exit status:
   0  the last turn completed (or no turn ran)
-  1  the last turn failed or was cancelled, or the runtime failed
+  1  the last turn failed or was cancelled, the runtime failed, or Ctrl-C or SIGTERM came while
+     the session's log was read (nothing written)
   2  bad input, nothing written: a usage error, an invalid provider variable, a missing key for
      the --provider asked or a --fallback route, an invalid or repeated --fallback, an invalid
      --session id, a store that is not a readable directory, a session log that cannot be read
-     (the error names the file and line)";
+     (the error names the file and line; a FIFO or a device is refused, not read), a session
+     another process has open (the error names its pid and since when)";
 
 /// Arguments of `rein chat`.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ChatArgs {
     /// The prompt (one turn); without it, prompts are read from stdin, one per line.
     #[arg(value_name = "PROMPT")]
@@ -160,21 +162,39 @@ async fn chat(args: &ChatArgs) -> u8 {
     };
     telemetry::init();
 
-    let (routes, place) = match prepare(args) {
+    // Reading the session's log (up to the log limit, 4 GiB) happens off this task, so that
+    // Ctrl-C and SIGTERM are heard while it lasts.
+    let preparing = tokio::task::spawn_blocking({
+        let args = args.clone();
+        move || prepare(&args)
+    });
+    let prepared = tokio::select! {
+        prepared = preparing => prepared.unwrap_or_else(|e| Err(format!("cannot prepare: {e}"))),
+        Some(_) = signals.recv() => return interrupted(&mut console),
+    };
+    let (routes, place) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
             console.error(&e);
             return BAD_INPUT;
         }
     };
-    let runtime = match agent::build(&routes, Arc::new(place.store.clone())).await {
+    // The chat holds its one session — and the lock on its log — for its whole run: hibernating
+    // between two lines would let another process take the session, and the next line fail.
+    let hold = std::time::Duration::MAX;
+    let runtime = match agent::build(&routes, Arc::new(place.store.clone()), hold).await {
         Ok(runtime) => runtime,
         Err(e) => {
             console.error(&e);
             return FAILED;
         }
     };
-    let session = match runtime.session(&place.id).await {
+    let opened = tokio::select! {
+        opened = runtime.session(&place.id) => opened,
+        // The open goes on in the runtime's blocking pool, which the process does not wait for.
+        Some(_) = signals.recv() => return interrupted(&mut console),
+    };
+    let session = match opened {
         Ok(session) => session,
         Err(e) => {
             console.error(&format!("{}: {e}", place.path.display()));
@@ -203,6 +223,12 @@ async fn chat(args: &ChatArgs) -> u8 {
         Ok(last) => view::exit_status(last.as_ref()),
         Err(status) => status,
     }
+}
+
+/// Ctrl-C or SIGTERM while the session's log was being read: nothing was written.
+fn interrupted(console: &mut Console) -> u8 {
+    console.error("interrupted while the session's log was read; nothing was written");
+    FAILED
 }
 
 /// The routes and the session's place, checked: every refusal is bad input.

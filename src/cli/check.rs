@@ -28,12 +28,13 @@
 
 use std::borrow::Cow;
 use std::ffi::OsString;
-use std::fs::File;
-use std::io::{self, BufReader, Write};
+use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rein::runtime::plural::count;
+use rein::runtime::file;
+use rein::runtime::store::MAX_LOG_BYTES;
 use rein::runtime::store::line::{self, LineRead, MAX_LINE_BYTES};
 use rein::runtime::store::sqlite::{is_too_big, reader_length_limit};
 use rein_invariant::{Checker, Rule, Violation, parse_line};
@@ -304,11 +305,15 @@ fn claims_session_start(bytes: &[u8]) -> bool {
 fn check_jsonl(path: &Path, name: &str, finished: bool) -> Checked {
     let cannot_read =
         |e: io::Error| Checked::unreadable(name.to_owned(), format!("cannot be read: {e}"));
-    let file = match File::open(path) {
-        Ok(file) => file,
+    // A regular file only (a FIFO or a device would be read forever), of at most the log limit,
+    // read up to the length it had when it was opened.
+    let opened =
+        file::open_read(path).and_then(|f| file::within(&f, MAX_LOG_BYTES).map(|n| (f, n)));
+    let (log, len) = match opened {
+        Ok(opened) => opened,
         Err(e) => return cannot_read(e),
     };
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let mut reader = BufReader::with_capacity(64 * 1024, log.take(len));
     let mut check = LogCheck::new(name);
     let mut buffer = Vec::new();
     let mut number = 0u64;
@@ -338,6 +343,11 @@ fn check_jsonl(path: &Path, name: &str, finished: bool) -> Checked {
 /// `seq` order. An unknown session cannot be checked.
 fn check_sqlite(db: &Path, wanted: &[String], finished: bool) -> Result<Vec<Checked>, String> {
     let fail = |e: rusqlite::Error| e.to_string();
+    // SQLite would block on a FIFO, and read a device as an empty database.
+    match file::open_read(db) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.to_string()),
+        _ => {}
+    }
     let conn = open_read_only(db).map_err(fail)?;
     let layout = SqliteLayout::of(&conn).map_err(fail)?;
     let ids = if wanted.is_empty() {

@@ -247,7 +247,8 @@ async fn start(args: &ConsoleArgs) -> Result<(server::Live, String), (u8, String
     let feed = Arc::new(feed::Feed::default());
     let notifying: Arc<dyn SessionStore> =
         Arc::new(feed::NotifyingStore::new(Arc::new(store.clone()), Arc::clone(&feed)));
-    let runtime = agent::build(&routes, notifying).await.map_err(|e| (FAILED, e))?;
+    let grace = rein_runtime::runtime::DEFAULT_IDLE_GRACE;
+    let runtime = agent::build(&routes, notifying, grace).await.map_err(|e| (FAILED, e))?;
     let route = &routes.primary;
     let mut label = format!("{} on {}", route.model, route.label);
     if let Some(seed) = route.seed {

@@ -46,7 +46,8 @@ byte for byte (retryIds included: they come from the scenario's seed).
 Exit status:
   0  the scenario ran, whatever its outcome (failed turns, invariant violations: see the report)
   1  internal fault: the runtime failed, or the log could not be written
-  2  the file cannot be read or is not a valid scenario, or a usage error";
+  2  the file cannot be read (missing, not a regular file, over 16 MiB) or is not a valid
+     scenario, or a usage error";
 
 /// Arguments of `rein scenario`.
 #[derive(Debug, clap::Args)]
@@ -80,6 +81,11 @@ struct RunArgs {
 const INVALID: u8 = 2;
 const FAULT: u8 = 1;
 
+/// The longest scenario file read, in bytes: 16 MiB, far above any scenario a person writes
+/// (a file of a thousand turns is a few hundred KiB). A longer file, or one that is not a
+/// regular file (a FIFO, `/dev/zero`), is refused before it is read.
+pub(crate) const MAX_SCENARIO_BYTES: u64 = 16 << 20;
+
 /// Runs `rein scenario`.
 pub(crate) fn run(args: &ScenarioArgs) -> ExitCode {
     match &args.command {
@@ -89,7 +95,7 @@ pub(crate) fn run(args: &ScenarioArgs) -> ExitCode {
 
 fn run_file(args: &RunArgs) -> ExitCode {
     let file = args.file.display().to_string();
-    let text = match std::fs::read_to_string(&args.file) {
+    let text = match rein::runtime::file::read_to_string(&args.file, MAX_SCENARIO_BYTES) {
         Ok(text) => text,
         Err(e) => return fail(INVALID, &format!("{file}: cannot read the scenario: {e}")),
     };
@@ -107,12 +113,13 @@ pub(crate) fn run_text(
 ) -> ExitCode {
     let scenario = match Scenario::from_json(text) {
         Ok(scenario) => scenario,
-        Err(e) => return fail(INVALID, &format!("{file}: invalid scenario: {e}")),
+        // The error quotes the file (an unknown key, a bad value): cut to a readable length.
+        Err(e) => return fail(INVALID, &format!("{file}: invalid scenario: {}", quote(&e))),
     };
     let outcome = match rein::scenario::runner().run(&scenario) {
         Ok(outcome) => outcome,
         Err(RunError::Invalid(e)) => {
-            return fail(INVALID, &format!("{file}: invalid scenario: {e}"));
+            return fail(INVALID, &format!("{file}: invalid scenario: {}", quote(&e)));
         }
         Err(e) => return fail(FAULT, &format!("{file}: {e}")),
     };
@@ -141,6 +148,11 @@ pub(crate) fn run_text(
         // A closed pipe (`| head`) is not worth a message, but it is not a success either.
         Err(_) => ExitCode::from(FAULT),
     }
+}
+
+/// An error about the scenario file, cut to a readable length (it quotes the file).
+fn quote(error: &dyn std::fmt::Display) -> String {
+    rein::runtime::quote::message(&error.to_string()).into_owned()
 }
 
 fn fail(code: u8, message: &str) -> ExitCode {

@@ -38,6 +38,18 @@
 //! the session again at once, and the reopened log closes the turn `interrupted`, as after any
 //! crash.
 //!
+//! # When the log fails
+//!
+//! An append the store failed (a full disk) ends the session's log (see `session_log`): nothing
+//! the session does can be recorded any more, and going on would write a session that never was.
+//! However the session learns it — an append of its own failing, or the log actor's failure
+//! through the link — it answers every caller waiting on it with [`SessionError::LogFailed`]
+//! naming the store's error (the running turn's outcome, the queued prompts, and every message
+//! still on its way, like a session whose log could not be opened), takes no more turns and
+//! hibernates; its turn and step stop with it. When a turn was left open in the log, its lease
+//! then wakes a fresh session at once, whose reopened log closes that turn `interrupted`, as
+//! after a crash (if the store still fails, that open fails, and the next call tries again).
+//!
 //! # Why `pre_start` never fails
 //!
 //! The actor is spawned without awaiting its start (under the directory's lock), so client
@@ -67,7 +79,7 @@ use crate::event::{
     AgentIdle, CancelCause, ConfigChanged, Envelope, Event, TurnEndReason, TurnStart, UserMessage,
 };
 use crate::history::HistoryProjection;
-use crate::session_log::{OpenOptions, OpenTurn, SessionLog};
+use crate::session_log::{AppendError, OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
 
@@ -242,10 +254,14 @@ impl SessionActor {
         let live = if sink.streams() { log.subscribe().await.ok() } else { None };
         let from_seq = match log.append(batch).await {
             Ok(written) => written.first().map_or(0, |e| e.seq),
-            Err(error) => {
+            Err(error @ AppendError::Rejected(_)) => {
                 let message = error.to_string();
                 let error = SessionError::NotStarted { session: self.id.to_string(), message };
                 sink.finish(Err(error));
+                return false;
+            }
+            Err(error) => {
+                self.lost(state, failure(&log, &error), Some(sink));
                 return false;
             }
         };
@@ -296,9 +312,18 @@ impl SessionActor {
         route: String,
     ) {
         let idle = idle::closing(!state.queue.is_empty(), state.shutting_down).idle;
-        if let Ok(log) = &state.log {
-            if let Err(error) = log.close_turn(turn, reason.clone(), idle).await {
-                tracing::warn!(session.id = %self.id, turn, %error, "could not write the turn's closing events");
+        if let Ok(log) = state.log.clone() {
+            match log.close_turn(turn, reason.clone(), idle).await {
+                Ok(_) => {}
+                Err(error @ AppendError::Rejected(_)) => {
+                    tracing::warn!(session.id = %self.id, turn, %error, "a validator refused the turn's closing events");
+                }
+                Err(error) => {
+                    // The turn stays open in the log: its outcome is the failure, and the lease
+                    // wakes a session that closes it.
+                    self.lost(state, failure(&log, &error), Some(sink));
+                    return;
+                }
             }
         }
         state.lease.turn_open(false);
@@ -333,6 +358,31 @@ impl SessionActor {
         self.close_turn(state, turn, reason, sink, route).await;
     }
 
+    /// The log ended under the session (`why`: the store's error): every caller waiting on the
+    /// session — `sink`, the running turn, the queued prompts — gets [`SessionError::LogFailed`],
+    /// and so does every later message; the running turn stops, and the session hibernates as
+    /// soon as it is idle, waking a fresh one if a turn was left open (see the module docs).
+    fn lost(&self, state: &mut SessionState, why: String, sink: Option<TurnSink>) {
+        if state.log.is_err() {
+            return;
+        }
+        let error = SessionError::LogFailed { session: self.id.to_string(), message: why };
+        tracing::error!(session.id = %self.id, %error, "the session's log failed: the session closes");
+        // The turn before was closed durably: its outcome stands.
+        resolve_ended(state);
+        let running = state.running.take().map(|running| {
+            running.actor.stop(None);
+            running.sink
+        });
+        let queued = std::mem::take(&mut state.queue).into_iter().map(|queued| queued.sink);
+        for sink in sink.into_iter().chain(running).chain(queued) {
+            sink.finish(Err(error.clone()));
+        }
+        state.idle_due = false;
+        state.lease.repair_when_gone();
+        state.log = Err(error);
+    }
+
     /// After every message: start queued work, or settle idle (grace period, then hibernation).
     async fn settle(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         if state.running.is_some() || state.hibernating {
@@ -350,9 +400,13 @@ impl SessionActor {
             // The last turn's closing events went out alone (a turn was queued behind it, and it
             // did not start): the session is idle now.
             state.idle_due = false;
-            if let Ok(log) = &state.log {
-                if let Err(error) = log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
-                    tracing::warn!(session.id = %self.id, %error, "could not write agent/idle");
+            if let Ok(log) = state.log.clone() {
+                match log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
+                    Ok(_) => {}
+                    Err(error @ AppendError::Rejected(_)) => {
+                        tracing::warn!(session.id = %self.id, %error, "a validator refused agent/idle");
+                    }
+                    Err(error) => return self.lost(state, failure(&log, &error), None),
                 }
             }
             resolve_ended(state);
@@ -476,9 +530,13 @@ impl SessionActor {
                 let _ = reply.send(events);
             }
             ClientMsg::ConfigChanged(change) => {
-                if let Ok(log) = &state.log {
-                    if let Err(error) = log.append(vec![Event::ConfigChanged(change)]).await {
-                        tracing::warn!(session.id = %self.id, %error, "could not write config/changed");
+                if let Ok(log) = state.log.clone() {
+                    match log.append(vec![Event::ConfigChanged(change)]).await {
+                        Ok(_) => {}
+                        Err(error @ AppendError::Rejected(_)) => {
+                            tracing::warn!(session.id = %self.id, %error, "a validator refused config/changed");
+                        }
+                        Err(error) => self.lost(state, failure(&log, &error), None),
                     }
                 }
             }
@@ -537,18 +595,27 @@ impl SessionActor {
                 self.turn_gone(state, Err(error.to_string())).await;
             }
             SupervisionEvent::ActorTerminated(cell, _, _)
-            | SupervisionEvent::ActorFailed(cell, _)
                 if is_log(&cell) && !state.hibernating =>
             {
-                // The log went away under it (a validator or projection panicked): nothing this
-                // session does can be recorded any more. Fail; the lease wakes a fresh session,
-                // whose reopened log closes an open turn `interrupted`.
-                return Err(format!("session {}: its log closed under it", self.id));
+                self.lost(state, "the session log closed".to_owned(), None);
+            }
+            SupervisionEvent::ActorFailed(cell, error) if is_log(&cell) && !state.hibernating => {
+                // The store failed an append, or a validator or projection panicked.
+                self.lost(state, error.to_string(), None);
             }
             _ => return Ok(()),
         }
         self.settle(myself, state).await;
         Ok(())
+    }
+}
+
+/// Why an append of the session failed, for [`SessionError::LogFailed`]: the store's error when
+/// the log has ended on one.
+fn failure(log: &SessionLog, error: &AppendError) -> String {
+    match (error, log.failure()) {
+        (AppendError::Closed, Some(why)) => why.to_owned(),
+        _ => error.to_string(),
     }
 }
 

@@ -57,13 +57,16 @@ pub(crate) struct Directory {
 /// A session actor's hold on its directory entry, kept in its state: however the actor ends
 /// (hibernating, failing, killed), dropping the state drops the lease, which forgets the entry
 /// if it is still this actor's and counts the actor out of the live ones. If the actor ended
-/// abnormally while a turn of its session was open, the lease wakes the session again at once,
-/// so that the reopened log closes that turn (`interrupted`) without waiting for the next call.
+/// abnormally while a turn of its session was open — or hibernated after its log failed with a
+/// turn open — the lease wakes the session again at once, so that the reopened log closes that
+/// turn (`interrupted`) without waiting for the next call.
 pub(crate) struct Lease {
     sessions: Arc<Sessions>,
     id: Arc<str>,
     actor: ActorId,
     turn_open: bool,
+    /// The log failed: wake the session to repair an open turn even after a hibernation.
+    repair: bool,
     _live: TaskTrackerToken,
 }
 
@@ -72,21 +75,26 @@ impl Lease {
     pub(crate) fn turn_open(&mut self, open: bool) {
         self.turn_open = open;
     }
+
+    /// The session's log failed: however the actor ends, wake the session if a turn is open.
+    pub(crate) fn repair_when_gone(&mut self) {
+        self.repair = true;
+    }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
         let directory = &self.sessions.directory;
-        let abnormal = {
+        let wake = {
             let mut inner = directory.lock();
             let ours = inner.sessions.get(&self.id).is_some_and(|e| e.actor.get_id() == self.actor);
             if ours {
                 // Not hibernated (that removes the entry first): the actor failed or was killed.
                 inner.sessions.remove(&self.id);
             }
-            ours && !inner.closed
+            (ours || self.repair) && !inner.closed
         };
-        if abnormal && self.turn_open && tokio::runtime::Handle::try_current().is_ok() {
+        if wake && self.turn_open && tokio::runtime::Handle::try_current().is_ok() {
             let (reply, _) = oneshot::channel();
             if let Err(error) = directory.send(&self.sessions, &self.id, ClientMsg::Open(reply)) {
                 tracing::warn!(session.id = %self.id, %error, "could not wake the session to close its interrupted turn");
@@ -168,7 +176,7 @@ impl Directory {
     /// The lease a session actor keeps in its state (see [`Lease`]).
     pub(crate) fn lease(&self, sessions: &Arc<Sessions>, id: Arc<str>, actor: ActorId) -> Lease {
         let sessions = Arc::clone(sessions);
-        Lease { sessions, id, actor, turn_open: false, _live: self.live.token() }
+        Lease { sessions, id, actor, turn_open: false, repair: false, _live: self.live.token() }
     }
 
     /// Resolves once every session actor's state is gone (call after [`Directory::close`]).

@@ -18,6 +18,11 @@
 //! every caller waiting on it (and every message still queued) gets `Closed` when its reply port
 //! is dropped, and its supervisor — the session — is told through its link. The panic never
 //! reaches the caller, so a plugin whose `llm/retry` append hit it is not counted as crashed.
+//!
+//! An append the store failed ends the log the same way, right after its caller got the store's
+//! error (see `state`, "Why a store error ends the log"): the handler returns [`Failed`], so no
+//! operation queued behind it runs, the claim on the session goes with the state, and the
+//! session learns it from `ActorFailed`, with the store's error as the reason.
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
@@ -32,7 +37,7 @@ use super::reopen::reopen;
 use super::state::LogState;
 use super::{AppendError, OpenOptions, OpenReport};
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// An operation on the log's state, carrying its own reply port.
 pub(crate) type Op = Box<dyn for<'a> FnOnce(&'a mut LogState) -> BoxFuture<'a, ()> + Send>;
@@ -55,6 +60,8 @@ pub(crate) struct OpenArgs {
     pub(crate) report: oneshot::Sender<OpenReport>,
     /// The runtime's census, when the log belongs to one.
     pub(crate) census: Option<Census>,
+    /// Where the log's handles read why it failed, once it did.
+    pub(crate) failure: Arc<OnceLock<String>>,
 }
 
 /// The actor; its state is the open log.
@@ -63,6 +70,7 @@ pub(crate) struct SessionLogActor;
 /// The actor's state: the log, and its census mark.
 pub(crate) struct Open {
     log: LogState,
+    failure: Arc<OnceLock<String>>,
     _alive: Option<Alive>,
 }
 
@@ -76,10 +84,10 @@ impl Actor for SessionLogActor {
         _myself: ActorRef<LogMsg>,
         args: OpenArgs,
     ) -> Result<Open, ActorProcessingErr> {
-        let OpenArgs { store, clock, session, options, report, census } = args;
+        let OpenArgs { store, clock, session, options, report, census, failure } = args;
         let (log, opened) = reopen(store, clock, &session, options).await?;
         let _ = report.send(opened);
-        Ok(Open { log, _alive: census.map(|c| c.enter(ActorKind::SessionLog)) })
+        Ok(Open { log, failure, _alive: census.map(|c| c.enter(ActorKind::SessionLog)) })
     }
 
     async fn handle(
@@ -99,6 +107,18 @@ impl Actor for SessionLogActor {
             }
             LogMsg::Run(op) => op(&mut state.log).await,
         }
-        Ok(())
+        match state.log.failed() {
+            Some(error) => {
+                let failed = Failed(error.to_owned());
+                let _ = state.failure.set(failed.to_string());
+                Err(Box::new(failed))
+            }
+            None => Ok(()),
+        }
     }
 }
+
+/// Why a log actor failed: the store failed an append (its error).
+#[derive(Debug, thiserror::Error)]
+#[error("the store failed an append: {0}")]
+pub(crate) struct Failed(pub(crate) String);

@@ -7,6 +7,13 @@
 //! a contiguous log; folding it gives the projections, and [`OpenTurn::repair`] names the events
 //! that close a turn a crash left open. A new (empty) log gets its `session/start` instead.
 //!
+//! # Why the claim comes first
+//!
+//! The log claims its session from the store ([`SessionStore::claim`]) before it loads it, and
+//! holds the claim until it closes: another process writing the same session would make what
+//! was loaded stale, and its running turn would look like a crash to be repaired. A session
+//! another process holds fails the open with the store's `Locked` error; nothing is written.
+//!
 //! # Why before anyone holds a handle
 //!
 //! The repair is written before the log is handed out, while nobody else can reach it, so
@@ -32,6 +39,8 @@ pub(crate) async fn reopen(
     opening: OpenOptions,
 ) -> Result<(LogState, OpenReport), LogError> {
     check_session_id(session)?;
+    // Before reading: what is read must be what nobody else appends to.
+    let claim = store.claim(session).await?;
     let loaded = store.load(session).await?.unwrap_or_default();
     if let Some(torn) = &loaded.torn {
         tracing::warn!(
@@ -40,7 +49,8 @@ pub(crate) async fn reopen(
             "opened a log whose torn last line was cut"
         );
     }
-    let mut state = LogState::new(Arc::from(session), store, clock, &loaded.events, opening)?;
+    let mut state =
+        LogState::new(Arc::from(session), store, clock, claim, &loaded.events, opening)?;
     let created = loaded.events.is_empty();
     drop(loaded.events);
 

@@ -13,8 +13,18 @@
 //! and await the store's ack → commit validators → fold
 //! projections → notify subscribers → reply. Everything before the ack only reads; a rejection
 //! or a store error returns before anything changed, so a failed append leaves no trace in the
-//! state (the next append takes the same `seq`). Everything after the ack cannot fail, so what
-//! projections, validators and subscribers see is exactly what the store holds.
+//! state. Everything after the ack cannot fail, so what projections, validators and subscribers
+//! see is exactly what the store holds.
+//!
+//! # Why a store error ends the log
+//!
+//! A rejected batch is the caller's business: the log is as it was, and the next append takes
+//! the same `seq`. A batch the store failed to write is not: the session has already acted on
+//! what it meant to record (a turn ended, a step started), so a later, smaller batch that happens
+//! to fit — a full disk takes a few bytes more — would record a session that never was (turn 6
+//! opened inside turn 5). So the first store error marks the state failed ([`LogState::failed`])
+//! and its actor stops taking operations (see `actor`): the log ends exactly at its last
+//! acknowledged append, and the next open repairs it as after a crash.
 
 use std::sync::Arc;
 
@@ -23,7 +33,7 @@ use tracing::Instrument;
 
 use crate::clock::Clock;
 use crate::event::{AgentIdle, Envelope, Event, TurnEndReason};
-use crate::store::{SessionStore, StoreError};
+use crate::store::{Claim, SessionStore, StoreError};
 use crate::validator::Validator;
 
 use super::open_turn::{OpenTurn, OpenTurnProjection};
@@ -36,11 +46,15 @@ use super::{AppendError, LogError, OpenOptions};
 pub(crate) struct LogState {
     session: Arc<str>,
     store: Arc<dyn SessionStore>,
+    /// The session, held for writing while the log is open (released when the state drops).
+    _claim: Claim,
     clock: Arc<dyn Clock>,
     sequencer: Sequencer,
     registry: Registry,
     validators: Vec<Box<dyn Validator>>,
     subscribers: Vec<mpsc::UnboundedSender<Envelope>>,
+    /// The store failed an append: the log takes nothing more (see the module docs).
+    failed: Option<String>,
 }
 
 impl LogState {
@@ -51,6 +65,7 @@ impl LogState {
         session: Arc<str>,
         store: Arc<dyn SessionStore>,
         clock: Arc<dyn Clock>,
+        claim: Claim,
         log: &[Envelope],
         opening: OpenOptions,
     ) -> Result<Self, LogError> {
@@ -70,7 +85,22 @@ impl LogState {
                 validator.commit(log);
             }
         }
-        Ok(Self { session, store, clock, sequencer, registry, validators, subscribers: Vec::new() })
+        Ok(Self {
+            session,
+            store,
+            _claim: claim,
+            clock,
+            sequencer,
+            registry,
+            validators,
+            subscribers: Vec::new(),
+            failed: None,
+        })
+    }
+
+    /// The store error that ended the log, if one did: nothing may be appended after it.
+    pub(crate) fn failed(&self) -> Option<&str> {
+        self.failed.as_deref()
     }
 
     /// How many events the log holds.
@@ -155,8 +185,12 @@ impl LogState {
 
     /// Writes a stamped batch, waits for the store's ack, then makes it visible.
     async fn commit(&mut self, batch: Vec<Envelope>) -> Result<Vec<Envelope>, StoreError> {
+        if self.failed.is_some() {
+            return Err(StoreError::Closed);
+        }
         if let Err(error) = self.store.append(&self.session, &batch).await {
-            tracing::warn!(%error, "append failed in the store");
+            tracing::error!(%error, "append failed in the store: the session log ends here");
+            self.failed = Some(error.to_string());
             return Err(error);
         }
         self.sequencer.advance(&batch);

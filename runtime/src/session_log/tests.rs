@@ -2,12 +2,9 @@
 //! store doubles (a memory store with faults switched on — failing or held appends, a torn tail —
 //! and one whose loads fail).
 
-use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use tokio::sync::oneshot;
 
 use super::*;
 use crate::BoxFuture;
@@ -17,8 +14,9 @@ use crate::event::{
     TurnEndReason, TurnStart, UserMessage,
 };
 use crate::failure::Failure;
+use crate::store::faulty::FaultyStore;
 use crate::store::memory::MemoryStore;
-use crate::store::{Durability, Loaded, TornTail};
+use crate::store::{Claim, Durability, Loaded, TornTail};
 
 // ---------------------------------------------------------------- events
 
@@ -102,75 +100,18 @@ impl Clock for ManualClock {
     }
 }
 
-/// A `MemoryStore` with the faults a test switches on: appends that fail while `failing` is set,
-/// appends held until the test opens their gate ([`FaultyStore::hold_next`]), loads that report
-/// a torn last line cut (`torn`), and the durability it claims (`Disk` when `disk`).
-#[derive(Debug, Default)]
-struct FaultyStore {
-    inner: MemoryStore,
-    disk: bool,
-    torn: bool,
-    failing: AtomicBool,
-    gates: Mutex<VecDeque<oneshot::Receiver<()>>>,
+/// A `Disk` store whose appends a test can hold.
+fn gated() -> FaultyStore {
+    FaultyStore::new(MemoryStore::new()).disk()
 }
 
-impl FaultyStore {
-    /// A `Disk` store whose appends a test can hold.
-    fn gated() -> Self {
-        Self { disk: true, ..Self::default() }
-    }
-
-    /// A store whose every load reports a torn tail.
-    fn torn() -> Self {
-        Self { torn: true, ..Self::default() }
-    }
-
-    /// Holds the next append until the returned sender fires.
-    fn hold_next(&self) -> oneshot::Sender<()> {
-        let (tx, rx) = oneshot::channel();
-        self.gates.lock().unwrap().push_back(rx);
-        tx
-    }
+/// A store whose every load reports a torn tail.
+fn torn_store() -> FaultyStore {
+    FaultyStore::new(MemoryStore::new()).torn(torn_tail())
 }
 
 fn torn_tail() -> TornTail {
     TornTail { line: 4, bytes: 17, kept_in: Some("logs/s1.jsonl.torn".into()) }
-}
-
-impl SessionStore for FaultyStore {
-    fn durability(&self) -> Durability {
-        if self.disk { Durability::Disk } else { Durability::Os }
-    }
-    fn append<'a>(
-        &'a self,
-        session: &'a str,
-        events: &'a [Envelope],
-    ) -> BoxFuture<'a, Result<(), StoreError>> {
-        let failing = self.failing.load(Ordering::SeqCst);
-        let gate = self.gates.lock().unwrap().pop_front();
-        Box::pin(async move {
-            if let Some(gate) = gate {
-                gate.await.map_err(|_| StoreError::Closed)?;
-            }
-            if failing {
-                let source = std::io::Error::other("disk full");
-                return Err(StoreError::Io { path: "x.jsonl".into(), source });
-            }
-            self.inner.append(session, events).await
-        })
-    }
-    fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
-        if !self.torn {
-            return self.inner.load(session);
-        }
-        Box::pin(async move {
-            let events = self.inner.events(session);
-            Ok(Some(Loaded { events, torn: Some(torn_tail()) }))
-        })
-    }
-    fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
-        self.inner.sessions()
-    }
 }
 
 /// A store whose every load answers the same (a corrupt line, a damaged log) and that only
@@ -197,6 +138,9 @@ impl SessionStore for UnopenableStore {
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.appended.store(true, Ordering::SeqCst);
         Box::pin(async { Ok(()) })
+    }
+    fn claim<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(async { Ok(Claim::new(())) })
     }
     fn load<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         let loaded = (self.loaded)();
@@ -471,9 +415,9 @@ async fn reopening_closes_an_open_turn_and_projections_equal_a_fresh_fold() {
 
 #[tokio::test(start_paused = true)]
 async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
-    let store = Arc::new(FaultyStore::torn());
+    let store = Arc::new(torn_store());
     let crashed = stamped(vec![session_start("s1"), user("hi"), turn(1)], 0, 0);
-    store.inner.append("s1", &crashed).await.unwrap();
+    store.inner().append("s1", &crashed).await.unwrap();
     let (log, report) = open_on(store.clone(), "s1").await;
     assert_eq!(
         report,
@@ -485,17 +429,17 @@ async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
         }
     );
     assert_eq!(
-        kinds(&store.inner.events("s1")[3..]),
+        kinds(&store.inner().events("s1")[3..]),
         ["turn/end", "agent/idle"],
         "the cut line's turn is closed like any open turn"
     );
     log.close().await;
 
     // A log whose only line was torn is new.
-    let store = Arc::new(FaultyStore::torn());
+    let store = Arc::new(torn_store());
     let (log, report) = open_on(store.clone(), "s2").await;
     assert!(report.created && report.torn.is_some());
-    assert_eq!(store.inner.events("s2"), stamped(vec![session_start("s2")], 0, 0));
+    assert_eq!(store.inner().events("s2"), stamped(vec![session_start("s2")], 0, 0));
     log.close().await;
 }
 
@@ -607,7 +551,7 @@ async fn a_rejected_append_writes_nothing_folds_nothing_and_keeps_the_seq() {
 
 #[tokio::test(start_paused = true)]
 async fn validators_check_whole_batches_and_commit_only_what_the_store_acknowledged() {
-    let store = Arc::new(FaultyStore::default());
+    let store = Arc::new(FaultyStore::new(MemoryStore::new()));
     let (log, _) = open_on(store.clone(), "s1").await;
     log.append(vec![user("hi")]).await.unwrap();
 
@@ -620,10 +564,10 @@ async fn validators_check_whole_batches_and_commit_only_what_the_store_acknowled
         log.append(vec![step_end(1, 1), idle()]).await,
         Err(AppendError::Rejected(_))
     ));
-    store.failing.store(true, Ordering::SeqCst);
-    assert!(matches!(log.append(vec![step_end(1, 1)]).await, Err(AppendError::Store(_))));
-    store.failing.store(false, Ordering::SeqCst);
     log.append(vec![step_end(1, 1), turn_end(1, TurnEndReason::Completed)]).await.unwrap();
+    store.fail_appends(true);
+    assert!(matches!(log.append(vec![idle()]).await, Err(AppendError::Rejected(_))));
+    assert!(matches!(log.append(vec![user("again")]).await, Err(AppendError::Store(_))));
 
     assert_eq!(
         *calls.lock().unwrap(),
@@ -632,9 +576,10 @@ async fn validators_check_whole_batches_and_commit_only_what_the_store_acknowled
             Call::Check(vec![2, 3]),
             Call::Commit(vec![2, 3]),
             Call::Check(vec![4, 5]), // rejected: no commit
-            Call::Check(vec![4]),    // the store failed: no commit
             Call::Check(vec![4, 5]),
             Call::Commit(vec![4, 5]),
+            Call::Check(vec![6]), // rejected: the store is not asked
+            Call::Check(vec![6]), // the store failed: no commit
         ]
     );
     log.close().await;
@@ -659,33 +604,56 @@ async fn every_validator_must_accept_a_batch() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_store_failure_returns_the_error_and_folds_nothing() {
-    let store = Arc::new(FaultyStore::default());
+async fn a_store_failure_returns_the_error_folds_nothing_and_ends_the_log() {
+    let store = Arc::new(FaultyStore::new(MemoryStore::new()));
     let (log, _) = open_on(store.clone(), "s1").await;
     log.append(vec![user("hi"), turn(1), step(1, 1)]).await.unwrap();
     let mut events = log.subscribe().await.unwrap();
     let open = log.open_turn().await.unwrap();
+    // Queued behind the append that fails: it never reaches the store.
+    let gate = store.hold_next();
+    let failing = spawn_append(&log, vec![step_end(1, 1), turn_end(1, TurnEndReason::Completed)]);
+    let behind = spawn_append(&log, vec![step_end(1, 1)]);
+    let read = tokio::spawn({
+        let log = log.clone();
+        async move { log.open_turn().await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    store.fail_appends(true);
+    gate.send(()).unwrap();
 
-    store.failing.store(true, Ordering::SeqCst);
-    let err = log.append(vec![step_end(1, 1), turn_end(1, TurnEndReason::Completed)]).await;
-    match err {
-        Err(AppendError::Store(StoreError::Io { path, .. })) => assert_eq!(path, "x.jsonl"),
+    match failing.await.unwrap() {
+        Err(AppendError::Store(StoreError::Io { path, source })) => {
+            assert_eq!(
+                (path.as_str(), source.kind()),
+                ("s1.jsonl", std::io::ErrorKind::StorageFull)
+            );
+        }
         other => panic!("expected a store error, got {other:?}"),
     }
-    assert_eq!(log.open_turn().await.unwrap(), open, "nothing folded");
-    assert_eq!(store.inner.events("s1").len(), 4);
-    assert!(events.try_recv().is_err(), "nothing notified");
+    store.fail_appends(false);
+    // A smaller batch would fit now: it must not be written after the one that failed.
+    assert!(matches!(behind.await.unwrap(), Err(AppendError::Closed)));
+    assert!(matches!(read.await.unwrap(), Err(LogError::Closed)));
+    assert!(matches!(log.append(vec![step_end(1, 1)]).await, Err(AppendError::Closed)));
+    assert_eq!(store.inner().events("s1").len(), 4, "the log ends at its last acknowledged append");
+    assert_eq!(store.appends(), 3, "nothing was asked of the store after the failure");
+    assert!(events.recv().await.is_none(), "nothing notified, and the subscription ended");
+    assert!(!log.is_open());
+    let why = log.failure().unwrap();
+    assert!(why.starts_with("the store failed an append: s1.jsonl: no space left"), "{why}");
 
-    store.failing.store(false, Ordering::SeqCst);
-    let next = log.append(vec![step_end(1, 1)]).await.unwrap();
-    assert_eq!(next[0].seq, 4, "the failed batch's seq is reused");
-    assert_eq!(log.open_turn().await.unwrap().step, None);
-    log.close().await;
+    // The next open repairs it as after a crash, from the state the failure left.
+    let (reopened, report) = open_on(store.clone(), "s1").await;
+    assert_eq!(report.interrupted_turn, Some(1));
+    assert_eq!(open.turn, Some(1));
+    assert_eq!(kinds(&store.inner().events("s1")[4..]), ["step/end", "turn/end", "agent/idle"]);
+    reopened.close().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn an_append_returns_only_after_the_store_acknowledged_it() {
-    let store = Arc::new(FaultyStore::gated());
+    let store = Arc::new(gated());
     let (log, _) = open_on(store.clone(), "s1").await;
     let mut events = log.subscribe().await.unwrap();
 
@@ -694,20 +662,20 @@ async fn an_append_returns_only_after_the_store_acknowledged_it() {
     // Let everything else run (paused time jumps ahead): only the gate holds the append.
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert!(!pending.is_finished(), "the append waits for the store's ack");
-    assert_eq!(store.inner.events("s1").len(), 1);
+    assert_eq!(store.inner().events("s1").len(), 1);
     assert!(events.try_recv().is_err(), "nothing is committed before the ack");
 
     gate.send(()).unwrap();
     let written = pending.await.unwrap().unwrap();
     assert_eq!(written, stamped(vec![user("hi")], 1, 0));
-    assert_eq!(store.inner.events("s1")[1..], written[..]);
+    assert_eq!(store.inner().events("s1")[1..], written[..]);
     assert_eq!(events.recv().await.unwrap(), written[0]);
     log.close().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn appends_of_one_session_are_serialized_behind_the_store_ack() {
-    let store = Arc::new(FaultyStore::gated());
+    let store = Arc::new(gated());
     let (log, _) = open_on(store.clone(), "s1").await;
     let first_gate = store.hold_next();
     let first = spawn_append(&log, vec![user("first")]);
@@ -719,7 +687,10 @@ async fn appends_of_one_session_are_serialized_behind_the_store_ack() {
     let first = first.await.unwrap().unwrap();
     let second = second.await.unwrap().unwrap();
     assert_eq!((first[0].seq, second[0].seq), (1, 2));
-    assert_eq!(kinds(&store.inner.events("s1")), ["session/start", "user/message", "user/message"]);
+    assert_eq!(
+        kinds(&store.inner().events("s1")),
+        ["session/start", "user/message", "user/message"]
+    );
     log.close().await;
 }
 
@@ -790,6 +761,9 @@ impl SessionStore for CountingStore {
         events: &'a [Envelope],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
         self.inner.append(session, events)
+    }
+    fn claim<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        self.inner.claim(session)
     }
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         Box::pin(async move {
@@ -961,7 +935,7 @@ async fn a_closed_log_answers_closed() {
 
 #[tokio::test(start_paused = true)]
 async fn closing_lets_the_append_in_flight_finish_and_fails_the_queued_ones() {
-    let store = Arc::new(FaultyStore::gated());
+    let store = Arc::new(gated());
     let (log, _) = open_on(store.clone(), "s1").await;
     let gate = store.hold_next();
     let in_flight = spawn_append(&log, vec![user("in flight")]);
@@ -975,7 +949,7 @@ async fn closing_lets_the_append_in_flight_finish_and_fails_the_queued_ones() {
     closing.await.unwrap();
     assert_eq!(in_flight.await.unwrap().unwrap()[0].seq, 1);
     assert!(matches!(queued.await.unwrap(), Err(AppendError::Closed)));
-    assert_eq!(kinds(&store.inner.events("s1")), ["session/start", "user/message"]);
+    assert_eq!(kinds(&store.inner().events("s1")), ["session/start", "user/message"]);
 }
 
 #[tokio::test(start_paused = true)]

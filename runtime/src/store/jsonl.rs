@@ -49,21 +49,37 @@
 //! [`JsonlStore::with_max_open_files`] handles (256 by default, well under the usual 1024
 //! descriptor limit); when full, the least recently used idle one is closed.
 //!
-//! # Ownership
+//! # One writer per session: `<session>.jsonl.lock`
 //!
-//! A log directory belongs to one store in one process. The store trusts its cached length and
-//! `seq` between appends; another writer appending to the same files is not detected.
+//! [`SessionStore::claim`] locks `<session>.jsonl.lock` beside the log (see `claim` and
+//! `lock_file` in the parent module): while a session log is open, no other process (and no other
+//! store in this one) can open it, and the operating system lets the lock go with the process.
+//! Different sessions of one directory can be written by different processes (a `rein console`
+//! and a `rein chat` on one store). Claiming a session forgets the store's cached handle on its
+//! file, since another process may have appended while the store did not hold it; the session log
+//! then loads the log before it appends. A load without the claim — a tool reading a log that
+//! another process writes — cuts nothing: a torn last line may be that process's append in
+//! flight, so it is only reported.
+//!
+//! # Hostile files
+//!
+//! Every file is opened through [`crate::file`]: a log (or its lock or `.torn` file) that is a
+//! FIFO, a device or a directory is refused with an error naming it, never read forever; a log
+//! over [`MAX_LOG_BYTES`] is refused before it is read, and an append that would take a log past
+//! it fails.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use self::log_file::{LogFile, WriteMode, io_error};
+use self::log_file::{AppendFailed, Cut, LogFile, WriteMode, io_error};
 use self::writer::Writer;
+use super::claim::{Claims, Held};
+use super::lock_file::{LockFile, Probe};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    BoxFuture, Durability, Loaded, SessionStore, StoreError, TornTail, check_continues,
-    check_session_id, line,
+    BoxFuture, Claim, Durability, Loaded, MAX_LOG_BYTES, SessionStore, StoreError, TornTail,
+    check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
 
@@ -103,6 +119,7 @@ struct Inner {
     durability: Durability,
     syncer: Arc<dyn Syncer>,
     cache: Mutex<Cache>,
+    claims: Claims,
 }
 
 /// Open files by session, least recently used evicted first.
@@ -121,6 +138,16 @@ struct Entry {
 #[derive(Default)]
 struct Slot {
     log: Option<LogFile>,
+    /// A failed append could not be cut back: the length its file must be cut back to before
+    /// anything else touches it.
+    cut_back_to: Option<u64>,
+}
+
+/// A JSONL session claim: the lock file, then the in-process claim (dropped in that order, so a
+/// claimant waiting in this process finds the lock free).
+struct JsonlClaim {
+    _lock: LockFile,
+    _here: Held,
 }
 
 impl JsonlStore {
@@ -150,7 +177,8 @@ impl JsonlStore {
     fn rebuild(self, syncer: Arc<dyn Syncer>, max_open: usize) -> Self {
         let cache = Cache { slots: HashMap::new(), clock: 0, max_open };
         let (dir, durability) = (self.inner.dir.clone(), self.inner.durability);
-        let inner = Inner { dir, durability, syncer, cache: Mutex::new(cache) };
+        let claims = self.inner.claims.clone();
+        let inner = Inner { dir, durability, syncer, cache: Mutex::new(cache), claims };
         Self { inner: Arc::new(inner), writer: self.writer }
     }
 
@@ -165,7 +193,8 @@ impl JsonlStore {
             Durability::Disk => None,
         };
         let cache = Cache { slots: HashMap::new(), clock: 0, max_open };
-        let inner = Arc::new(Inner { dir, durability, syncer, cache: Mutex::new(cache) });
+        let claims = Claims::default();
+        let inner = Arc::new(Inner { dir, durability, syncer, cache: Mutex::new(cache), claims });
         Ok(Self { inner, writer })
     }
 
@@ -209,6 +238,10 @@ impl Inner {
         self.dir.join(format!("{session}.jsonl.torn"))
     }
 
+    fn lock_path(&self, session: &str) -> PathBuf {
+        self.dir.join(format!("{session}.jsonl.lock"))
+    }
+
     fn mode(&self) -> WriteMode<'_> {
         WriteMode { durability: self.durability, syncer: &*self.syncer }
     }
@@ -242,6 +275,7 @@ impl Inner {
         let path = self.log_path(session);
         let slot = self.slot(session);
         let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        slot.settle(&path)?;
         if slot.log.is_none() {
             let opened = LogFile::open(&path, &self.torn_path(session), self.mode())?;
             slot.log = match opened {
@@ -265,21 +299,48 @@ impl Inner {
                 found: first,
             });
         }
-        let appended = log.append(bytes, count, &path, self.mode());
-        if appended.is_err() {
-            slot.log = None;
+        match log.append(bytes, count, &path, self.mode()) {
+            Ok(()) => Ok(()),
+            Err(AppendFailed { error, cut_back_to }) => {
+                slot.log = None;
+                slot.cut_back_to = cut_back_to;
+                Err(error)
+            }
         }
-        appended
     }
 
-    /// Loads a log (cutting a torn tail), on the blocking pool.
+    /// Takes the lock file of a session claimed in this process (on the blocking pool).
+    fn lock_blocking(&self, session: &str) -> Result<LockFile, StoreError> {
+        let what = self.log_path(session).display().to_string();
+        let lock = LockFile::acquire(&self.lock_path(session), &what)?;
+        // Another process may have written the log while this store did not hold it.
+        let slot = self.slot(session);
+        slot.lock().unwrap_or_else(PoisonError::into_inner).log = None;
+        Ok(lock)
+    }
+
+    /// Loads a log (cutting a torn tail unless another process holds the session), on the
+    /// blocking pool.
     fn load_blocking(&self, session: &str) -> Result<Option<Loaded>, StoreError> {
+        // Claimed here, the claimant's appends are serialized with this load by the slot lock;
+        // otherwise the lock file says whether anyone else writes (and keeps them out meanwhile).
+        let (_probe, cut) = if self.claims.is_claimed(session) {
+            (None, Cut::Allowed)
+        } else {
+            match LockFile::probe(&self.lock_path(session))? {
+                Probe::Free(lock) => (lock, Cut::Allowed),
+                Probe::Held => (None, Cut::ReadOnly),
+            }
+        };
+        let path = self.log_path(session);
         let slot = self.slot(session);
         let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if cut == Cut::Allowed {
+            slot.settle(&path)?;
+        }
         // Drop a cached handle first: if the load fails, the next append must re-read the file.
         slot.log = None;
-        let loaded =
-            log_file::load(&self.log_path(session), &self.torn_path(session), self.mode())?;
+        let loaded = log_file::load(&path, &self.torn_path(session), self.mode(), cut)?;
         Ok(loaded.map(|(loaded, log)| {
             slot.log = log;
             loaded
@@ -330,6 +391,17 @@ impl Inner {
     }
 }
 
+impl Slot {
+    /// Cuts back what a failed append left, if its cut failed then.
+    fn settle(&mut self, path: &Path) -> Result<(), StoreError> {
+        if let Some(len) = self.cut_back_to {
+            log_file::cut_back(path, len)?;
+            self.cut_back_to = None;
+        }
+        Ok(())
+    }
+}
+
 impl Cache {
     /// Forgets the least recently used slot nobody is using (closing its file), if any.
     fn evict_idle(&mut self) {
@@ -346,14 +418,17 @@ impl Cache {
 }
 
 /// Reads the JSONL log at `path` with the rules of a load, changing nothing (no cut, no file
-/// opened for writing): for tools that show a log. A torn last line is reported in
-/// [`Loaded::torn`] (`kept_in` is `None`: nothing was moved) and its event is left out; any other
-/// defect is [`StoreError::Corrupt`] naming `path` and the 1-based line; a file that cannot be
-/// read is [`StoreError::Io`] naming `path`. Blocking.
+/// opened for writing, no claim: it reads a log another process is writing): for tools that show
+/// a log. A torn last line is reported in [`Loaded::torn`] (`kept_in` is `None`: nothing was
+/// moved) and its event is left out; any other defect is [`StoreError::Corrupt`] naming `path`
+/// and the 1-based line; a file that cannot be read — missing, not a regular file (a FIFO, a
+/// device), over [`MAX_LOG_BYTES`] — is [`StoreError::Io`] naming `path`. It reads at most the
+/// length the file had when it was opened. Blocking.
 pub fn read_log(path: &Path) -> Result<Loaded, StoreError> {
-    let file = std::fs::File::open(path).map_err(|e| io_error(path, e))?;
-    let size = file.metadata().map_err(|e| io_error(path, e))?.len();
-    let reader = std::io::BufReader::new(file);
+    use std::io::Read;
+    let file = crate::file::open_read(path).map_err(|e| io_error(path, e))?;
+    let size = crate::file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
+    let reader = std::io::BufReader::new(file.take(size));
     let parsed = parse::parse_log(reader, path, line::MAX_LINE_BYTES)?;
     let torn = parsed.torn.map(|torn| TornTail {
         line: torn.line,
@@ -398,6 +473,17 @@ impl SessionStore for JsonlStore {
                 Some(writer) => writer.run(append).await,
                 None => blocking(&self.inner.dir, append).await,
             }
+        })
+    }
+
+    fn claim<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            let here = self.inner.claims.take(session).await;
+            let inner = self.inner.clone();
+            let id = session.to_owned();
+            let lock = blocking(&self.inner.dir, move || inner.lock_blocking(&id)).await?;
+            Ok(Claim::new(JsonlClaim { _lock: lock, _here: here }))
         })
     }
 

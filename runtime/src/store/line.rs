@@ -34,16 +34,35 @@ pub enum EncodeError {
         /// The length of its line.
         bytes: usize,
     },
+    /// A counter of the event is at its largest value (`event::Exhausted`): nothing could
+    /// follow it, so no log holds it.
+    #[error("the event with seq {seq} cannot be written: {counter}")]
+    Exhausted {
+        /// The event's `seq`.
+        seq: u64,
+        /// The counter.
+        counter: crate::event::Exhausted,
+    },
     /// The event cannot be serialized.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
 }
 
-/// The JSON of one envelope, without a newline; at most [`MAX_LINE_BYTES`].
+/// The JSON of one envelope, without a newline; at most [`MAX_LINE_BYTES`], with no counter at
+/// its largest value.
 pub fn encode(envelope: &Envelope) -> Result<String, EncodeError> {
+    continuable(envelope)?;
     let line = serde_json::to_string(envelope)?;
     within_limit(envelope.seq, line.len())?;
     Ok(line)
+}
+
+/// Refuses an event with a counter at its largest value.
+fn continuable(envelope: &Envelope) -> Result<(), EncodeError> {
+    match envelope.exhausted() {
+        Some(counter) => Err(EncodeError::Exhausted { seq: envelope.seq, counter }),
+        None => Ok(()),
+    }
 }
 
 /// Refuses a line of `bytes` bytes over [`MAX_LINE_BYTES`].
@@ -56,6 +75,7 @@ fn within_limit(seq: u64, bytes: usize) -> Result<(), EncodeError> {
 pub fn encode_lines(events: &[Envelope]) -> Result<Vec<u8>, EncodeError> {
     let mut buf = Vec::with_capacity(events.len() * 160);
     for event in events {
+        continuable(event)?;
         let start = buf.len();
         serde_json::to_writer(&mut buf, event)?;
         within_limit(event.seq, buf.len() - start)?;
@@ -122,12 +142,18 @@ pub fn read_line(reader: &mut impl BufRead, buf: &mut Vec<u8>, max: usize) -> io
     }
 }
 
-/// Decodes one line (without its newline) that must hold `seq` = `expected`. The error says why,
-/// for a [`StoreError::Corrupt`](super::StoreError::Corrupt) message.
+/// Decodes one line (without its newline) that must hold `seq` = `expected` and no counter at
+/// its largest value. The error says why, for a
+/// [`StoreError::Corrupt`](super::StoreError::Corrupt) message.
 pub fn decode(line: &[u8], expected: u64) -> Result<Envelope, String> {
-    let envelope: Envelope = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    // The parser quotes what it did not expect whole: cut, it still says what and where.
+    let envelope: Envelope = serde_json::from_slice(line)
+        .map_err(|e| crate::quote::message(&e.to_string()).into_owned())?;
     if envelope.seq != expected {
         return Err(format!("seq {} where seq {expected} was expected", envelope.seq));
+    }
+    if let Some(counter) = envelope.exhausted() {
+        return Err(format!("{counter}: the log cannot be continued"));
     }
     Ok(envelope)
 }
@@ -202,6 +228,29 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "the event with seq 3 is 67108865 bytes as a log line, over the limit of 67108864 bytes (64 MiB)"
+        );
+    }
+
+    #[test]
+    fn a_counter_at_its_largest_value_is_neither_written_nor_read() {
+        use crate::event::TurnStart;
+        let last =
+            Envelope { seq: 2, time: 7, event: Event::TurnStart(TurnStart { turn: u32::MAX }) };
+        let err = encode(&last).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "the event with seq 2 cannot be written: turn 4294967295 is the largest there can be: \
+             no turn can follow it"
+        );
+        assert!(matches!(
+            encode_lines(&[message(1, "a"), last]),
+            Err(EncodeError::Exhausted { seq: 2, .. })
+        ));
+        let line = br#"{"seq":2,"time":7,"type":"turn/start","data":{"turn":4294967295}}"#;
+        assert_eq!(
+            decode(line, 2).unwrap_err(),
+            "turn 4294967295 is the largest there can be: no turn can follow it: the log cannot \
+             be continued"
         );
     }
 

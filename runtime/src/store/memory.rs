@@ -16,8 +16,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::claim::Claims;
 use super::{
-    BoxFuture, Durability, Loaded, SessionStore, StoreError, check_continues, check_session_id,
+    BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, check_continues,
+    check_session_id,
 };
 use crate::event::Envelope;
 
@@ -42,6 +44,8 @@ use crate::event::Envelope;
 #[derive(Debug, Clone, Default)]
 pub struct MemoryStore {
     logs: Arc<Mutex<HashMap<String, Log>>>,
+    /// Everything is in this process: a claim is only the in-process part.
+    claims: Claims,
 }
 
 /// One session's log: its batches in order, and how many events they hold.
@@ -111,6 +115,13 @@ impl SessionStore for MemoryStore {
             log.batches.push(events.into());
             log.len += events.len() as u64;
             Ok(())
+        })
+    }
+
+    fn claim<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            Ok(Claim::new(self.claims.take(session).await))
         })
     }
 

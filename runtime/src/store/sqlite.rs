@@ -26,6 +26,20 @@
 //! Dropping the store closes the writer's queue and joins its thread and the flusher's (after
 //! they answered what was already queued and indexed the tail): no thread outlives the store.
 //!
+//! # One store per database: `<db>.lock`
+//!
+//! The writer keeps what it knows of the database in memory — each session's next `seq`, the
+//! unindexed tail and its fold point — so a second store writing the same database, even to
+//! other sessions, would leave rows unindexed and folds that disagree. So the lock that keeps
+//! one writer per session is taken on the whole database: opening a store locks `<db>.lock`
+//! beside it (see `lock_file`) for the store's life, and a second opener — another process, or
+//! another store in this one — is refused with [`StoreError::Locked`] naming the holder (pid,
+//! since when). The operating system releases the lock when the process ends, however it ends.
+//! Within the store, [`SessionStore::claim`] is the in-process part only (a session handed from
+//! one log actor to the next). Readers (`rein check --sqlite`) open the database read-only and
+//! take no lock. A database path that is not a regular file (a FIFO, a device) is refused before
+//! SQLite opens it.
+//!
 //! # Why a larger WAL and page cache than SQLite's defaults
 //!
 //! A fold writes one index page per session it touches, and a checkpoint copies each page once
@@ -41,10 +55,12 @@ use tokio::sync::oneshot;
 
 use self::tail::{SharedTail, TailLine};
 use self::writer::{Request, Writer};
+use super::claim::Claims;
+use super::lock_file::{self, LockFile};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    BoxFuture, Durability, Loaded, SessionStore, StoreError, check_continues, check_session_id,
-    line,
+    BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, check_continues,
+    check_session_id, line,
 };
 use crate::event::Envelope;
 
@@ -86,6 +102,9 @@ pub struct SqliteStore {
     writer: Writer,
     reader: Arc<Mutex<Connection>>,
     tail: SharedTail,
+    claims: Claims,
+    /// Dropped last: the database stays locked until the writer has been joined.
+    _lock: LockFile,
 }
 
 impl SqliteStore {
@@ -109,6 +128,12 @@ impl SqliteStore {
             std::fs::create_dir_all(dir)
                 .map_err(|source| StoreError::Io { path: dir.display().to_string(), source })?;
         }
+        match crate::file::open_read(&path) {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => return Err(StoreError::Io { path: path.display().to_string(), source }),
+        }
+        let lock = LockFile::acquire(&lock_file::beside(&path), &path.display().to_string())?;
         let conn = Connection::open(&path).map_err(sqlite)?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
         let mode: String =
@@ -134,7 +159,9 @@ impl SqliteStore {
 
         let tail = SharedTail::default();
         let writer = Writer::spawn(conn, path.clone(), durability, syncer, tail.clone())?;
-        Ok(Self { path, durability, writer, reader: Arc::new(Mutex::new(reader)), tail })
+        let reader = Arc::new(Mutex::new(reader));
+        let claims = Claims::default();
+        Ok(Self { path, durability, writer, reader, tail, claims, _lock: lock })
     }
 
     /// The database file.
@@ -368,6 +395,14 @@ impl SessionStore for SqliteStore {
             let (reply, done) = oneshot::channel();
             self.writer.send(Request { session: session.to_owned(), first, lines, reply })?;
             done.await.unwrap_or(Err(StoreError::Closed))
+        })
+    }
+
+    fn claim<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        Box::pin(async move {
+            check_session_id(session)?;
+            // Other processes are kept out by the database's lock, held since `open`.
+            Ok(Claim::new(self.claims.take(session).await))
         })
     }
 

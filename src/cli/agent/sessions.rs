@@ -97,9 +97,9 @@ fn read_existing(path: &Path, id: &str) -> Result<Resumed, String> {
         if let Event::SessionStart(start) = &first.event {
             if start.session != id {
                 return Err(format!(
-                    "{}:1: the log belongs to session {:?}, not {id:?}",
+                    "{}:1: the log belongs to session {}, not {id:?}",
                     path.display(),
-                    start.session
+                    rein_runtime::quote::value(&start.session)
                 ));
             }
         }

@@ -87,6 +87,13 @@ impl SessionStore for NotifyingStore {
         })
     }
 
+    fn claim<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, Result<rein_runtime::store::Claim, StoreError>> {
+        self.inner.claim(session)
+    }
+
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
         self.inner.load(session)
     }

@@ -7,9 +7,11 @@
 //!
 //! An append is one `write` of all its lines. If that write (or, for `Disk`, the sync) fails, the
 //! file is truncated back to its length before the append and the open handle is dropped, so a
-//! failed append never shows up on reload, not even as complete lines. If the truncation itself
-//! fails, the next append or load re-reads the file's tail and treats whatever it finds by the
-//! usual rules (a missing newline is torn).
+//! failed append never shows up on reload, not even as complete lines (a full disk can take half
+//! of a write: the half is cut). If the truncation itself fails, the store remembers the length
+//! the file must be cut back to, and cuts it before the session's next append or load (which fail
+//! while it cannot): the file never grows past its last acknowledged end with what nobody was
+//! told.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
@@ -18,8 +20,9 @@ use std::path::Path;
 use super::parse::{TornLine, parse_log};
 use crate::event::Envelope;
 use crate::store::line::{LineRead, MAX_LINE_BYTES, decode, read_line};
+use crate::file;
 use crate::store::sync::Syncer;
-use crate::store::{Durability, Loaded, StoreError, TornTail};
+use crate::store::{Durability, Loaded, MAX_LOG_BYTES, StoreError, TornTail};
 
 /// How the store writes: its durability and syncer.
 #[derive(Clone, Copy)]
@@ -66,12 +69,8 @@ impl LogFile {
 
     /// Creates the log of a new session (its first append must start at seq 0).
     pub(super) fn create(path: &Path, mode: WriteMode<'_>) -> Result<Self, StoreError> {
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| io_error(path, e))?;
+        let options = OpenOptions::new().read(true).append(true).create(true).clone();
+        let file = file::open(path, &options).map_err(|e| io_error(path, e))?;
         if let Some(dir) = path.parent() {
             mode.sync_dir(dir)?;
         }
@@ -86,12 +85,12 @@ impl LogFile {
         torn_path: &Path,
         mode: WriteMode<'_>,
     ) -> Result<Option<Self>, StoreError> {
-        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+        let mut file = match file::open(path, OpenOptions::new().read(true).append(true)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_error(path, e)),
         };
-        let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+        let len = file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
         if len == 0 {
             return Ok(Some(Self { file, len, next_seq: 0 }));
         }
@@ -104,7 +103,7 @@ impl LogFile {
             LastLine::Complete(line) => line,
             LastLine::Torn => {
                 drop(file);
-                return Ok(load(path, torn_path, mode)?.and_then(|(_, log)| log));
+                return Ok(load(path, torn_path, mode, Cut::Allowed)?.and_then(|(_, log)| log));
             }
             LastLine::TooLong => {
                 let message = format!("the line is over the limit of {MAX_LINE_BYTES} bytes");
@@ -112,29 +111,41 @@ impl LogFile {
             }
         };
         let envelope = serde_json::from_slice::<crate::event::Envelope>(&line)
-            .map_err(|e| corrupt(&mut file, e.to_string()))?;
+            .map_err(|e| corrupt(&mut file, crate::quote::message(&e.to_string()).into_owned()))?;
+        if let Some(counter) = envelope.exhausted() {
+            return Err(corrupt(&mut file, format!("{counter}: the log cannot be continued")));
+        }
         Ok(Some(Self { file, len, next_seq: envelope.seq + 1 }))
     }
 
     /// Appends `bytes` (whole lines holding `count` events) with one write, then syncs when
     /// `Disk`. On error the file is cut back to its previous length; the caller must then drop
-    /// this handle (its state is no longer trusted).
+    /// this handle (its state is no longer trusted), and, if the cut failed, cut the file back to
+    /// [`AppendFailed::cut_back_to`] before anything else touches it.
     pub(super) fn append(
         &mut self,
         bytes: &[u8],
         count: u64,
         path: &Path,
         mode: WriteMode<'_>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), AppendFailed> {
+        let after = self.len.saturating_add(bytes.len() as u64);
+        if after > MAX_LOG_BYTES {
+            let message = format!(
+                "the append would take the log to {after} bytes, over the limit of {}",
+                file::size(MAX_LOG_BYTES)
+            );
+            let error = io_error(path, io::Error::new(io::ErrorKind::FileTooLarge, message));
+            return Err(AppendFailed { error, cut_back_to: None });
+        }
         let written = self
             .file
             .write_all(bytes)
             .map_err(|e| io_error(path, e))
             .and_then(|()| mode.sync(&self.file, path));
-        if let Err(e) = written {
-            // Best effort: the error that matters is the one we return.
-            let _ = self.file.set_len(self.len);
-            return Err(e);
+        if let Err(error) = written {
+            let cut = self.file.set_len(self.len).is_ok() && mode.sync(&self.file, path).is_ok();
+            return Err(AppendFailed { error, cut_back_to: (!cut).then_some(self.len) });
         }
         self.len += bytes.len() as u64;
         self.next_seq += count;
@@ -210,25 +221,59 @@ fn start_of_last_lines(file: &mut (impl Read + Seek), len: u64, lines: u64) -> i
     Ok(0)
 }
 
-/// Loads a log: parses every line (streaming, one line of at most [`MAX_LINE_BYTES`] in memory),
-/// cuts a torn tail (keeping its bytes in `torn_path`), and returns the events, with the file
-/// opened for appending when it is writable. `None` when the file does not exist. On
-/// [`StoreError::Corrupt`] the file is not modified.
+/// A failed append: its error, and the length the file must still be cut back to when cutting
+/// it back failed too.
+#[derive(Debug)]
+pub(super) struct AppendFailed {
+    pub(super) error: StoreError,
+    pub(super) cut_back_to: Option<u64>,
+}
+
+/// Cuts the log at `path` back to `len` (the end of its last acknowledged append).
+pub(super) fn cut_back(path: &Path, len: u64) -> Result<(), StoreError> {
+    let file = file::open(path, OpenOptions::new().write(true)).map_err(|e| io_error(path, e))?;
+    file.set_len(len).and_then(|()| file.sync_data()).map_err(|e| io_error(path, e))?;
+    tracing::warn!(file = %path.display(), len, "cut a failed append back");
+    Ok(())
+}
+
+/// Whether a load may cut a torn tail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cut {
+    /// Nobody else writes the log: a torn tail is a crash's, and is cut.
+    Allowed,
+    /// Another process holds the session: the tail may be its append in flight, so the load
+    /// only reports it (and opens nothing for appending).
+    ReadOnly,
+}
+
+/// Loads a log: parses every line (streaming, one line of at most [`MAX_LINE_BYTES`] in memory,
+/// a file of at most [`MAX_LOG_BYTES`]), cuts a torn tail when `cut` allows (keeping its bytes in
+/// `torn_path`), and returns the events, with the file opened for appending when it is writable
+/// (and cutting was allowed). `None` when the file does not exist. On [`StoreError::Corrupt`]
+/// the file is not modified.
 pub(super) fn load(
     path: &Path,
     torn_path: &Path,
     mode: WriteMode<'_>,
+    cut: Cut,
 ) -> Result<Option<(Loaded, Option<LogFile>)>, StoreError> {
-    let file = match File::open(path) {
+    let file = match file::open_read(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io_error(path, e)),
     };
-    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    let size = file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file.take(size));
     let parsed = parse_log(&mut reader, path, MAX_LINE_BYTES)?;
-    let mut len = reader.get_mut().stream_position().map_err(|e| io_error(path, e))?;
+    let mut len = reader.get_mut().get_mut().stream_position().map_err(|e| io_error(path, e))?;
+    if cut == Cut::ReadOnly {
+        let torn =
+            parsed.torn.map(|t| TornTail { line: t.line, bytes: len - t.start, kept_in: None });
+        return Ok(Some((Loaded { events: parsed.events, torn }, None)));
+    }
     // A read-only log still loads (when it needs no cut); it just cannot be appended to.
-    let writable = OpenOptions::new().read(true).append(true).open(path);
+    let writable = file::open(path, OpenOptions::new().read(true).append(true));
     let torn = match parsed.torn {
         Some(torn) => {
             let file = writable.as_ref().map_err(|e| io_error(path, clone_io(e)))?;
@@ -259,10 +304,7 @@ fn cut_torn(
     mode: WriteMode<'_>,
 ) -> Result<TornTail, StoreError> {
     let existed = torn_path.exists();
-    let mut keep = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .open(torn_path)
+    let mut keep = file::open(torn_path, OpenOptions::new().append(true).create(true))
         .map_err(|e| io_error(torn_path, e))?;
     let mut source = file;
     source.seek(SeekFrom::Start(torn.start)).map_err(|e| io_error(path, e))?;
@@ -359,6 +401,7 @@ pub(super) fn io_error(path: &Path, source: io::Error) -> StoreError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::sync::CountingSyncer;
 
     #[test]
     fn the_last_lines_start_after_the_newline_before_them() {
@@ -374,5 +417,26 @@ mod tests {
         }
         let mut one = io::Cursor::new(&b"only\n"[..]);
         assert_eq!(start_of_last_lines(&mut one, 5, 1).unwrap(), 0);
+    }
+
+    #[test]
+    fn an_append_that_would_take_the_log_past_its_limit_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let syncer = CountingSyncer::fdatasync();
+        let mode = WriteMode { durability: Durability::Os, syncer: &syncer };
+        let mut log = LogFile::create(&path, mode).unwrap();
+        log.append(b"{}\n", 1, &path, mode).unwrap();
+        // As if the log had grown to a few bytes short of the limit.
+        log.len = MAX_LOG_BYTES - 4;
+        let failed = log.append(b"{\"x\":1}\n", 1, &path, mode).unwrap_err();
+        assert_eq!(failed.cut_back_to, None, "nothing to cut back");
+        let want = format!(
+            "{}: the append would take the log to {} bytes, over the limit of 4 GiB",
+            path.display(),
+            MAX_LOG_BYTES + 4
+        );
+        assert_eq!(failed.error.to_string(), want);
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}\n");
     }
 }
