@@ -413,9 +413,7 @@ fn a_reopened_dir_with_fewer_agents_judges_only_the_sessions_it_opened() {
         rein(&["stress", "--agents", "2", "--turns", "1", "--store", "jsonl", "--dir", logs]);
     assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
     assert!(
-        plain
-            .stdout
-            .contains("(2 other logs in the store not judged: this run did not open them)"),
+        plain.stdout.contains("(2 other logs in the store not judged: this run did not open them)"),
         "{}",
         plain.stdout
     );

@@ -32,8 +32,8 @@ use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rein::runtime::plural::count;
 use rein::runtime::file;
+use rein::runtime::plural::count;
 use rein::runtime::store::MAX_LOG_BYTES;
 use rein::runtime::store::line::{self, LineRead, MAX_LINE_BYTES};
 use rein::runtime::store::sqlite::{is_too_big, reader_length_limit};

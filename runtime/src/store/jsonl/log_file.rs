@@ -19,8 +19,8 @@ use std::path::Path;
 
 use super::parse::{TornLine, parse_log};
 use crate::event::Envelope;
-use crate::store::line::{LineRead, MAX_LINE_BYTES, decode, read_line};
 use crate::file;
+use crate::store::line::{LineRead, MAX_LINE_BYTES, decode, read_line};
 use crate::store::sync::Syncer;
 use crate::store::{Durability, Loaded, MAX_LOG_BYTES, StoreError, TornTail};
 
