@@ -145,6 +145,7 @@ mod tests {
             model: "deepseek-chat".into(),
             messages: messages.into(),
             tools,
+            generation: Default::default(),
         }
     }
 
