@@ -1,23 +1,28 @@
-//! rein-providers: the model providers of rein — an adapter for any OpenAI-compatible
-//! `/chat/completions` stream (DeepSeek is the first preset), the classification of its
-//! failures, and a simulated provider with a seeded fault model. A crate of its own so the
-//! runtime stays free of HTTP.
+//! rein-providers: the model providers of rein — streaming adapters for any OpenAI-compatible
+//! `/chat/completions` (DeepSeek is the first preset; feature `openai`) and for the Anthropic
+//! Messages API (feature `anthropic`), the classification of their failures, and a simulated
+//! provider with a seeded fault model (always compiled). A crate of its own so the runtime
+//! stays free of HTTP.
 //!
 //! # Layout
 //!
-//! Pure core first:
+//! Shared pure core:
 //! - [`secret`]: [`ApiKey`], a credential that never prints.
 //! - [`scrub`]: [`Scrubber`], the one place a server's strings lose the secrets it could echo.
-//! - [`config`]: [`Preset`]s (DeepSeek, OpenAI), [`OpenAiConfig`] from code or the environment,
-//!   its [`BaseUrl`] (checked, printed without its user information).
-//! - [`request_body`]: the deterministic request body of an attempt.
+//! - [`config`]: what every configuration shares — [`ProviderConfigError`], the timeouts, the
+//!   checked [`BaseUrl`] (printed without its user information), the environment's variables.
 //! - [`sse`]: bytes → SSE `data` payloads, under the dead-air watchdog.
-//! - [`assembly`]: [`Assembler`], stream chunks → text, reasoning, tool calls and usage.
+//! - [`answer`]: [`Assembled`], a finished answer (text, reasoning, tool calls, usage).
 //! - [`response_headers`]: request id and `Retry-After` from a response's headers.
-//! - [`classify`]: status, headers and error body → the failure's code and fields.
+//! - [`classify`]: status, headers and error body → the failure's code and fields (the shared
+//!   HTTP table and wording rules).
 //!
-//! Shells:
-//! - [`openai`]: [`OpenAiCompatible`], the streaming adapter over `reqwest` (rustls).
+//! Adapters, each a wire format over one shared HTTP shell (`http`: the client, the attempt,
+//! the watchdog, the scrubbed sink, the stream loop):
+//! - [`openai`]: [`OpenAiCompatible`] — its [`Preset`]s and [`OpenAiConfig`], its request body,
+//!   its chunk [`Assembler`].
+//! - [`anthropic`]: [`Anthropic`] — its [`AnthropicConfig`], its request body, its event
+//!   assembler, its error classification.
 //! - [`simulated`]: [`Simulated`], the embedded provider that fails on purpose.
 //! - `telemetry`: one `tracing` span per attempt with OpenTelemetry GenAI field names.
 //!
@@ -54,11 +59,18 @@
 //! # }
 //! ```
 
-pub mod assembly;
+// Without an adapter, the shell the adapters share (the HTTP attempt, the environment reading)
+// has no user: the crate is then the simulated provider and the pure core.
+#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+
+pub mod answer;
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
 pub mod classify;
 pub mod config;
+mod http;
+#[cfg(feature = "openai")]
 pub mod openai;
-pub mod request_body;
 pub mod response_headers;
 pub mod scrub;
 pub mod secret;
@@ -66,9 +78,16 @@ pub mod simulated;
 pub mod sse;
 mod telemetry;
 
-pub use assembly::{Assembled, Assembler};
-pub use config::{BaseUrl, OpenAiConfig, Preset, ProviderConfigError};
-pub use openai::OpenAiCompatible;
+pub use answer::Assembled;
+#[cfg(feature = "anthropic")]
+pub use anthropic::{Anthropic, config::AnthropicConfig};
+pub use config::{BaseUrl, ProviderConfigError};
+#[cfg(feature = "openai")]
+pub use openai::{
+    OpenAiCompatible,
+    assembly::Assembler,
+    config::{MaxTokensField, OpenAiConfig, Preset},
+};
 pub use scrub::Scrubber;
 pub use secret::ApiKey;
 pub use simulated::{Simulated, SimulatedConfig};
