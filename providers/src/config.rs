@@ -2,7 +2,7 @@
 //! field or variable), the default timeouts, the checked [`BaseUrl`], and the reading of a
 //! provider's environment variables (`<PREFIX>_API_KEY`, `<PREFIX>_BASE_URL`, `<PREFIX>_MODEL`).
 //!
-//! Reading the environment is a pure function of a lookup ([`read_env`]), so each provider's
+//! Reading the environment is a pure function of a lookup (`read_env`), so each provider's
 //! `from_lookup` is table-tested without touching the process environment. An empty or blank
 //! variable is unset; an invalid value is an error naming the variable, and a key's value is
 //! never quoted.
