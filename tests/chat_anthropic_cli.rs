@@ -297,12 +297,17 @@ fn with_several_keys_the_first_named_service_wins_and_provider_chooses_another()
     assert_eq!((deepseek.seen().len(), anthropic.seen().len()), (1, 1));
 }
 
+/// A command line.
+type Args<'a> = &'a [&'a str];
+/// Environment variables as (name, value) pairs.
+type Vars<'a> = &'a [(&'a str, &'a str)];
+
 #[test]
 fn bad_generation_flags_and_missing_anthropic_keys_exit_2_naming_the_flag_and_write_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     let claude = [("ANTHROPIC_API_KEY", KEY)];
-    let cases: Vec<(&[&str], &[(&str, &str)], &str)> = vec![
+    let cases: Vec<(Args, Vars, &str)> = vec![
         (
             &["chat", "--temperature", "hot", "hi"],
             &[],
