@@ -32,7 +32,7 @@ fn two_seeded_runs_on_one_session_write_two_retry_ids_and_the_log_checks_finishe
     let args = ["chat", "--seed", "1", "--session", &id, "And a second one?"];
     let second = rein(dir.path(), &args, &[], "");
     assert_eq!(second.code, Some(0), "{second:?}");
-    assert!(second.stderr.contains("(resumed, 1 turn(s))"), "{second:?}");
+    assert!(second.stderr.contains("(resumed, 1 turn)"), "{second:?}");
 
     // Seed 1 meets a fault in both turns: each run opened a chain in its own process.
     let path = log_path(dir.path(), &id);
