@@ -42,7 +42,7 @@ pub struct Preset {
     /// service always wants its key.
     pub keyless_base_url: bool,
     /// Whether its own base URL takes the output token limit as `max_completion_tokens` (OpenAI's
-    /// API) rather than `max_tokens`. A base URL of its own always gets `max_tokens`.
+    /// API) rather than `max_tokens`. Any other base URL gets `max_tokens`.
     pub max_completion_tokens: bool,
 }
 
@@ -108,8 +108,8 @@ pub struct OpenAiConfig {
     keyless_base_url: bool,
     /// The base URL is not the preset's own.
     own_base_url: bool,
-    /// The preset's own base URL takes `max_completion_tokens`.
-    max_completion_tokens: bool,
+    /// The base URL that takes `max_completion_tokens` (the preset's own, when it does).
+    completion_tokens_url: Option<&'static str>,
     /// Set in code: wins over the preset's rule.
     max_tokens_field: Option<MaxTokensField>,
     idle_timeout: Duration,
@@ -144,7 +144,7 @@ impl OpenAiConfig {
             api_key: None,
             keyless_base_url: preset.keyless_base_url,
             own_base_url: false,
-            max_completion_tokens: preset.max_completion_tokens,
+            completion_tokens_url: preset.max_completion_tokens.then_some(preset.base_url),
             max_tokens_field: None,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -309,11 +309,13 @@ impl OpenAiConfig {
     }
 
     /// The field the output token limit goes out in: set in code, else `max_completion_tokens`
-    /// on the preset's own base URL when the preset takes it, else `max_tokens`.
+    /// when the base URL is the preset's own (written with or without a trailing slash) and the
+    /// preset takes it there, else `max_tokens`.
     pub fn max_tokens_field(&self) -> MaxTokensField {
+        let own = |url: &str| self.base_url.shown().trim_end_matches('/') == url;
         match self.max_tokens_field {
             Some(field) => field,
-            None if self.max_completion_tokens && !self.own_base_url => {
+            None if self.completion_tokens_url.is_some_and(own) => {
                 MaxTokensField::MaxCompletionTokens
             }
             None => MaxTokensField::MaxTokens,
@@ -470,8 +472,13 @@ mod tests {
     fn the_token_limit_field_is_max_completion_tokens_on_openais_own_api_only() {
         use MaxTokensField::*;
         let local = ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1");
-        let cases: [(Preset, Vars, MaxTokensField); 5] = [
+        let cases: [(Preset, Vars, MaxTokensField); 6] = [
             (Preset::OPENAI, &[("OPENAI_API_KEY", "sk-1")], MaxCompletionTokens),
+            (
+                Preset::OPENAI,
+                &[("OPENAI_BASE_URL", "https://api.openai.com/v1/")],
+                MaxCompletionTokens,
+            ),
             (Preset::OPENAI, &[local], MaxTokens),
             (Preset::OPENAI, &[local, ("OPENAI_API_KEY", "sk-1")], MaxTokens),
             (Preset::DEEPSEEK, &[], MaxTokens),

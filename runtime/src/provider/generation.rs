@@ -19,7 +19,11 @@
 //!
 //! The system prompt is an instruction to the model, not part of the conversation: the
 //! model-visible history (what the log folds) holds only what was said. The settings are the
-//! program's, like the route's model and retry policy, and are not recorded either.
+//! program's, like the route's model and retry policy, and are not recorded either (a system
+//! prompt holding a secret of the program's stays out of every view of the log). So a prompt's
+//! settings hold for its turn, in this process: a manual retry (`Session::retry`, which has no
+//! prompt) runs on the route's alone. Settings that must hold across retries and restarts
+//! belong on the route.
 //!
 //! [`Request`]: super::Request
 
