@@ -28,26 +28,36 @@
 //!
 //! # Quick start
 //!
-//! A route on DeepSeek when `DEEPSEEK_API_KEY` is set, else on the simulated provider:
+//! A route on Anthropic when `ANTHROPIC_API_KEY` is set, else on DeepSeek when
+//! `DEEPSEEK_API_KEY` is, else on the simulated provider:
 //!
 //! ```no_run
+//! # #[cfg(all(feature = "openai", feature = "anthropic"))]
+//! # mod doc {
 //! use std::sync::Arc;
 //!
-//! use rein_providers::{OpenAiCompatible, OpenAiConfig, Preset, Simulated, SimulatedConfig};
+//! use rein_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig, Preset};
+//! use rein_providers::{Simulated, SimulatedConfig};
 //! use rein_runtime::prelude::*;
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = OpenAiConfig::from_env(Preset::DEEPSEEK)?;
-//! let (name, adapter, model): (&str, Arc<dyn Adapter>, String) = if config.has_api_key() {
-//!     let model = config.model().to_owned();
-//!     ("deepseek", Arc::new(OpenAiCompatible::new(config)?), model)
+//! # pub async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let claude = AnthropicConfig::from_env()?;
+//! let deepseek = OpenAiConfig::from_env(Preset::DEEPSEEK)?;
+//! let (name, adapter, model): (&str, Arc<dyn Adapter>, String) = if claude.has_api_key() {
+//!     let model = claude.model().to_owned();
+//!     ("anthropic", Arc::new(Anthropic::new(claude)?), model)
+//! } else if deepseek.has_api_key() {
+//!     let model = deepseek.model().to_owned();
+//!     ("deepseek", Arc::new(OpenAiCompatible::new(deepseek)?), model)
 //! } else {
 //!     let simulated = Simulated::new(SimulatedConfig::default())?;
 //!     let model = simulated.model().to_owned();
 //!     ("simulated", Arc::new(simulated), model)
 //! };
+//! // A system prompt and a token limit for every request on the route.
+//! let brief = Generation::new().with_system_prompt("Be brief.")?.with_max_tokens(256)?;
 //! let runtime = Runtime::builder()
-//!     .route(Route::new(name, adapter).model(model))
+//!     .route(Route::new(name, adapter).model(model).generation(brief))
 //!     .built(rein_plugins::llm_retry::factory(&serde_json::Value::Null)?)
 //!     .build()
 //!     .await?;
@@ -57,6 +67,8 @@
 //! runtime.shutdown().await;
 //! # Ok(())
 //! # }
+//! # }
+//! # fn main() {}
 //! ```
 
 // Without an adapter, the shell the adapters share (the HTTP attempt, the environment reading)
