@@ -78,7 +78,10 @@ pub mod prelude {
     pub use rein_plugins::auto_retry::AutoRetry;
     pub use rein_plugins::compaction::Compaction;
     pub use rein_plugins::llm_retry::LlmRetry;
-    pub use rein_providers::{OpenAiCompatible, OpenAiConfig, Preset, Simulated, SimulatedConfig};
+    pub use rein_providers::{
+        Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig, Preset, Simulated,
+        SimulatedConfig,
+    };
     pub use rein_runtime::prelude::*;
     pub use rein_runtime::tool::echo::EchoTool;
     pub use tokio_util::sync::CancellationToken;

@@ -18,8 +18,8 @@ struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Chat with a model: DeepSeek with DEEPSEEK_API_KEY, an OpenAI-compatible server with
-    /// OPENAI_API_KEY, else the embedded simulated provider.
+    /// Chat with a model: DeepSeek with DEEPSEEK_API_KEY, Anthropic with ANTHROPIC_API_KEY, an
+    /// OpenAI-compatible server with OPENAI_API_KEY, else the embedded simulated provider.
     ///
     /// One turn for a PROMPT, else one per line of stdin. The answer goes to stdout (streamed on
     /// a terminal); retries and the turn-tail panel of a turn that retried or failed go to

@@ -18,10 +18,13 @@ use serde_json::json;
 use server::{Part, Reply, Server, answer, delta, status_reply};
 
 /// Every variable that would change what `rein chat` does, removed from the child's environment.
-const ENVIRONMENT: [&str; 10] = [
+const ENVIRONMENT: [&str; 13] = [
     "DEEPSEEK_API_KEY",
     "DEEPSEEK_BASE_URL",
     "DEEPSEEK_MODEL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_MODEL",

@@ -238,6 +238,7 @@ async fn agent(
                     model: ROUTE.1.to_owned(),
                     messages: Messages::new(),
                     tools: Vec::new(),
+                    generation: Default::default(),
                 };
                 let (sink, mut chunks) = ChunkSink::channel();
                 let result = tokio::select! {

@@ -211,6 +211,7 @@ async fn run_turn(
             model: shared.model.clone(),
             messages: log.history.clone(),
             tools: Vec::new(),
+            generation: Default::default(),
         };
         let (sink, mut chunks) = ChunkSink::channel();
         let call = shared.provider.call(request, sink);

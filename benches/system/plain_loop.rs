@@ -80,6 +80,7 @@ impl PlainSession {
             model: self.model.clone(),
             messages: Messages::new(),
             tools: Vec::new(),
+            generation: Default::default(),
         };
         let (sink, mut chunks) = ChunkSink::channel();
         let completion = self.adapter.call(request, sink).await;

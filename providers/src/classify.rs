@@ -40,11 +40,13 @@ use crate::response_headers;
 static QUOTA_WORDING: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(concat!(
         r"insufficient (account )?(quota|balance|credits?|funds)",
-        r"|(quota|usage limit|credit limit|spending limit|billing (hard )?limit|balance|credits?)",
+        r"|(quota|usage limit|credit limit|spend(ing)? limit|billing (hard )?limit|balance|credits?)",
         r" (has |have |is |was |were )?(been )?(exceeded|exhausted|reached|depleted|used up|run out)",
-        r"|exceeded (your |the )?(current |monthly |daily )?(quota|usage limit|credit limit|spending limit|billing limit)",
-        r"|out of (credits?|quota|balance)",
+        r"|exceeded (your |the )?(current |monthly |daily )?(quota|usage limit|credit limit|spend(ing)? limit|billing limit)",
+        r"|out of (extra )?(credits?|quota|balance|usage)",
         r"|(no|zero) (remaining )?(credits?|balance) ",
+        r"|credit balance (is )?too low",
+        r"|reached (your|its) ([a-z]+ ){0,3}usage limits?",
     ))
     .unwrap_or_else(|e| unreachable!("a literal pattern: {e}"))
 });
@@ -149,45 +151,52 @@ pub fn decorate(failure: Failure, headers: &HeaderMap, now: SystemTime) -> Failu
     }
 }
 
-/// The failure of an `{"error": …}` payload inside a stream (`error` is the value of `error`).
-///
-/// A numeric `status` or `code` in 100..=599 routes like an HTTP status; otherwise the wording
-/// decides: quota → `QUOTA`, context → `CONTEXT_WINDOW_EXCEEDED`, rate limit → `RATE_LIMIT`, a
-/// server error or overload → `SERVER`, anything else `PROVIDER_ERROR`.
+/// The failure of an `{"error": …}` payload inside a stream (`error` is the value of `error`):
+/// its code is [`stream_code`]'s, its status the numeric `status` or `code` in 100..=599, if any.
 pub fn stream_error(label: &str, error: &Value) -> Failure {
+    let message = message_of(&serde_json::json!({ "error": error }))
+        .unwrap_or_else(|| format!("{label} stream error"));
+    let failure = typed(&stream_code(error), message);
+    match stream_status(error) {
+        Some(status) => failure.clone().with_status(status).unwrap_or(failure),
+        None => failure,
+    }
+}
+
+/// The code of an in-stream error object. A numeric `status` or `code` in 100..=599 routes like
+/// an HTTP status; otherwise the wording decides: quota → `QUOTA`, context →
+/// `CONTEXT_WINDOW_EXCEEDED`, rate limit → `RATE_LIMIT`, a server error or overload → `SERVER`,
+/// anything else `PROVIDER_ERROR`.
+pub fn stream_code(error: &Value) -> String {
     let text = error.to_string();
-    let status = ["status", "code"]
+    if let Some(status) = stream_status(error) {
+        return http_code(status, &text);
+    }
+    let normalized = normalize(&text);
+    let code = if quota_wording(&text) {
+        failure::QUOTA
+    } else if context_wording(&text) {
+        failure::CONTEXT_WINDOW_EXCEEDED
+    } else if normalized.contains("rate limit") || normalized.contains("too many requests") {
+        failure::RATE_LIMIT
+    } else if ["server error", "overloaded", "internal error", "service unavailable"]
+        .iter()
+        .any(|w| normalized.contains(w))
+    {
+        failure::SERVER
+    } else {
+        failure::PROVIDER_ERROR
+    };
+    code.to_owned()
+}
+
+/// The numeric `status` or `code` of an in-stream error object, when it is an HTTP status.
+fn stream_status(error: &Value) -> Option<u16> {
+    ["status", "code"]
         .iter()
         .find_map(|k| error.get(*k).and_then(Value::as_u64))
         .and_then(|s| u16::try_from(s).ok())
-        .filter(|s| (100..=599).contains(s));
-    let message = message_of(&serde_json::json!({ "error": error }))
-        .unwrap_or_else(|| format!("{label} stream error"));
-    match status {
-        Some(status) => {
-            let failure = typed(&http_code(status, &text), message);
-            failure.clone().with_status(status).unwrap_or(failure)
-        }
-        None => {
-            let normalized = normalize(&text);
-            let code = if quota_wording(&text) {
-                failure::QUOTA
-            } else if context_wording(&text) {
-                failure::CONTEXT_WINDOW_EXCEEDED
-            } else if normalized.contains("rate limit") || normalized.contains("too many requests")
-            {
-                failure::RATE_LIMIT
-            } else if ["server error", "overloaded", "internal error", "service unavailable"]
-                .iter()
-                .any(|w| normalized.contains(w))
-            {
-                failure::SERVER
-            } else {
-                failure::PROVIDER_ERROR
-            };
-            typed(code, message)
-        }
-    }
+        .filter(|s| (100..=599).contains(s))
 }
 
 /// `TIMEOUT`: nothing arrived for `silence` (not even a keep-alive comment).
@@ -195,9 +204,9 @@ pub fn dead_air(label: &str, silence: Duration) -> Failure {
     typed(failure::TIMEOUT, format!("{label} sent nothing for {} s", silence.as_secs_f64()))
 }
 
-/// `STREAM_CLOSED`: the stream ended cleanly without `[DONE]`.
-pub fn stream_closed(label: &str) -> Failure {
-    typed(failure::STREAM_CLOSED, format!("{label} closed the stream before [DONE]"))
+/// `STREAM_CLOSED`: the stream ended cleanly before its end marker (`[DONE]`, `message_stop`).
+pub fn stream_closed(label: &str, marker: &str) -> Failure {
+    typed(failure::STREAM_CLOSED, format!("{label} closed the stream before {marker}"))
 }
 
 /// `TRANSPORT`: the connection failed (`detail` says how).
@@ -296,6 +305,13 @@ mod tests {
             "Spending limit reached",
             "insufficient funds",
             "Your account has no remaining credits left",
+            // Anthropic's: the prepaid credit, a spend limit set on a workspace, the tier's cap.
+            "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
+            "You have reached your specified workspace API usage limits. You will regain access on 2026-06-01 at 00:00 UTC.",
+            "You have reached your API usage limits: your organization has crossed its monthly API usage threshold",
+            "enforced_spend_limit_reached",
+            "Monthly spend limit reached.",
+            "You're out of extra usage. Add more at claude.ai/settings/usage and keep going.",
         ];
         for text in quota {
             assert!(super::quota_wording(text), "{text}");
@@ -306,6 +322,8 @@ mod tests {
             "Server overloaded",
             "quota",
             "Invalid API key",
+            "Number of request tokens has exceeded your per-minute rate limit; see the response headers for current usage.",
+            "This request would exceed your organization's rate limit of 50,000 input tokens per minute",
             "",
         ];
         for text in not_quota {
@@ -428,6 +446,10 @@ mod tests {
             dead_air("DeepSeek", Duration::from_secs(300)).message(),
             "DeepSeek sent nothing for 300 s"
         );
-        assert_eq!(stream_closed("DeepSeek").code(), "STREAM_CLOSED");
+        let closed = stream_closed("DeepSeek", "[DONE]");
+        assert_eq!(
+            (closed.code(), closed.message()),
+            ("STREAM_CLOSED", "DeepSeek closed the stream before [DONE]")
+        );
     }
 }

@@ -1,48 +1,63 @@
-//! rein-providers: the model providers of rein — an adapter for any OpenAI-compatible
-//! `/chat/completions` stream (DeepSeek is the first preset), the classification of its
-//! failures, and a simulated provider with a seeded fault model. A crate of its own so the
-//! runtime stays free of HTTP.
+//! rein-providers: the model providers of rein — streaming adapters for any OpenAI-compatible
+//! `/chat/completions` (DeepSeek is the first preset; feature `openai`) and for the Anthropic
+//! Messages API (feature `anthropic`), the classification of their failures, and a simulated
+//! provider with a seeded fault model (always compiled). A crate of its own so the runtime
+//! stays free of HTTP.
 //!
 //! # Layout
 //!
-//! Pure core first:
+//! Shared pure core:
 //! - [`secret`]: [`ApiKey`], a credential that never prints.
 //! - [`scrub`]: [`Scrubber`], the one place a server's strings lose the secrets it could echo.
-//! - [`config`]: [`Preset`]s (DeepSeek, OpenAI), [`OpenAiConfig`] from code or the environment,
-//!   its [`BaseUrl`] (checked, printed without its user information).
-//! - [`request_body`]: the deterministic request body of an attempt.
+//! - [`config`]: what every configuration shares — [`ProviderConfigError`], the timeouts, the
+//!   checked [`BaseUrl`] (printed without its user information), the environment's variables.
 //! - [`sse`]: bytes → SSE `data` payloads, under the dead-air watchdog.
-//! - [`assembly`]: [`Assembler`], stream chunks → text, reasoning, tool calls and usage.
+//! - [`answer`]: [`Assembled`], a finished answer (text, reasoning, tool calls, usage).
 //! - [`response_headers`]: request id and `Retry-After` from a response's headers.
-//! - [`classify`]: status, headers and error body → the failure's code and fields.
+//! - [`classify`]: status, headers and error body → the failure's code and fields (the shared
+//!   HTTP table and wording rules).
 //!
-//! Shells:
-//! - [`openai`]: [`OpenAiCompatible`], the streaming adapter over `reqwest` (rustls).
+//! Adapters, each a wire format over one shared HTTP shell (`http`: the client, the attempt,
+//! the watchdog, the scrubbed sink, the stream loop):
+//! - [`openai`]: [`OpenAiCompatible`] — its [`Preset`]s and [`OpenAiConfig`], its request body,
+//!   its chunk [`Assembler`].
+//! - [`anthropic`]: [`Anthropic`] — its [`AnthropicConfig`], its request body, its event
+//!   assembler, its error classification.
 //! - [`simulated`]: [`Simulated`], the embedded provider that fails on purpose.
 //! - `telemetry`: one `tracing` span per attempt with OpenTelemetry GenAI field names.
 //!
 //! # Quick start
 //!
-//! A route on DeepSeek when `DEEPSEEK_API_KEY` is set, else on the simulated provider:
+//! A route on Anthropic when `ANTHROPIC_API_KEY` is set, else on DeepSeek when
+//! `DEEPSEEK_API_KEY` is, else on the simulated provider:
 //!
 //! ```no_run
+//! # #[cfg(all(feature = "openai", feature = "anthropic"))]
+//! # mod doc {
 //! use std::sync::Arc;
 //!
-//! use rein_providers::{OpenAiCompatible, OpenAiConfig, Preset, Simulated, SimulatedConfig};
+//! use rein_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig, Preset};
+//! use rein_providers::{Simulated, SimulatedConfig};
 //! use rein_runtime::prelude::*;
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let config = OpenAiConfig::from_env(Preset::DEEPSEEK)?;
-//! let (name, adapter, model): (&str, Arc<dyn Adapter>, String) = if config.has_api_key() {
-//!     let model = config.model().to_owned();
-//!     ("deepseek", Arc::new(OpenAiCompatible::new(config)?), model)
+//! # pub async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let claude = AnthropicConfig::from_env()?;
+//! let deepseek = OpenAiConfig::from_env(Preset::DEEPSEEK)?;
+//! let (name, adapter, model): (&str, Arc<dyn Adapter>, String) = if claude.has_api_key() {
+//!     let model = claude.model().to_owned();
+//!     ("anthropic", Arc::new(Anthropic::new(claude)?), model)
+//! } else if deepseek.has_api_key() {
+//!     let model = deepseek.model().to_owned();
+//!     ("deepseek", Arc::new(OpenAiCompatible::new(deepseek)?), model)
 //! } else {
 //!     let simulated = Simulated::new(SimulatedConfig::default())?;
 //!     let model = simulated.model().to_owned();
 //!     ("simulated", Arc::new(simulated), model)
 //! };
+//! // A system prompt and a token limit for every request on the route.
+//! let brief = Generation::new().with_system_prompt("Be brief.")?.with_max_tokens(256)?;
 //! let runtime = Runtime::builder()
-//!     .route(Route::new(name, adapter).model(model))
+//!     .route(Route::new(name, adapter).model(model).generation(brief))
 //!     .built(rein_plugins::llm_retry::factory(&serde_json::Value::Null)?)
 //!     .build()
 //!     .await?;
@@ -52,13 +67,22 @@
 //! runtime.shutdown().await;
 //! # Ok(())
 //! # }
+//! # }
+//! # fn main() {}
 //! ```
 
-pub mod assembly;
+// Without an adapter, the shell the adapters share (the HTTP attempt, the environment reading)
+// has no user: the crate is then the simulated provider and the pure core.
+#![cfg_attr(not(any(feature = "openai", feature = "anthropic")), allow(dead_code))]
+
+pub mod answer;
+#[cfg(feature = "anthropic")]
+pub mod anthropic;
 pub mod classify;
 pub mod config;
+mod http;
+#[cfg(feature = "openai")]
 pub mod openai;
-pub mod request_body;
 pub mod response_headers;
 pub mod scrub;
 pub mod secret;
@@ -66,9 +90,16 @@ pub mod simulated;
 pub mod sse;
 mod telemetry;
 
-pub use assembly::{Assembled, Assembler};
-pub use config::{BaseUrl, OpenAiConfig, Preset, ProviderConfigError};
-pub use openai::OpenAiCompatible;
+pub use answer::Assembled;
+#[cfg(feature = "anthropic")]
+pub use anthropic::{Anthropic, config::AnthropicConfig};
+pub use config::{BaseUrl, ProviderConfigError};
+#[cfg(feature = "openai")]
+pub use openai::{
+    OpenAiCompatible,
+    assembly::Assembler,
+    config::{MaxTokensField, OpenAiConfig, Preset},
+};
 pub use scrub::Scrubber;
 pub use secret::ApiKey;
 pub use simulated::{Simulated, SimulatedConfig};

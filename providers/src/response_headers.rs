@@ -9,10 +9,15 @@ use reqwest::header::HeaderMap;
 /// The headers a request id is read from, in order.
 const REQUEST_ID_HEADERS: [&str; 2] = ["x-request-id", "x-deepseek-request-id"];
 
-/// The provider's request id: `x-request-id`, else `x-deepseek-request-id` (the first that is
-/// present, readable and non-empty).
+/// The provider's request id of an OpenAI-compatible server: `x-request-id`, else
+/// `x-deepseek-request-id` ([`request_id_of`] those).
 pub fn request_id(headers: &HeaderMap) -> Option<String> {
-    REQUEST_ID_HEADERS.iter().find_map(|name| text(headers, name).map(str::to_owned))
+    request_id_of(headers, &REQUEST_ID_HEADERS)
+}
+
+/// The value of the first of `names` that is present, readable and non-empty (trimmed).
+pub fn request_id_of(headers: &HeaderMap, names: &[&str]) -> Option<String> {
+    names.iter().find_map(|name| text(headers, name).map(str::to_owned))
 }
 
 /// The server-suggested delay in milliseconds: `retry-after-ms`, else `retry-after` as seconds,

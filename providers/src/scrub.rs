@@ -27,7 +27,7 @@ use rein_runtime::failure::Failure;
 use rein_runtime::provider::ChunkSink;
 use serde_json::Value;
 
-use crate::assembly::Assembled;
+use crate::answer::Assembled;
 use crate::classify::typed;
 use crate::secret::REDACTED;
 

@@ -1,9 +1,9 @@
 //! [`ApiKey`]: a provider credential that cannot leak by accident.
 //!
-//! The key is only ever read to build the `Authorization` header (marked sensitive, so the HTTP
-//! client redacts it too) and to hand it to the adapter's [`Scrubber`](crate::scrub::Scrubber),
-//! which takes it out of everything a server sends back. Its `Debug` and `Display` print
-//! `[redacted]`, and it has no `Serialize`.
+//! The key is only ever read to build the header it travels in (`Authorization`, `x-api-key`:
+//! marked sensitive, so the HTTP client redacts it too) and to hand it to the adapter's
+//! [`Scrubber`](crate::scrub::Scrubber), which takes it out of everything a server sends back.
+//! Its `Debug` and `Display` print `[redacted]`, and it has no `Serialize`.
 
 use std::fmt;
 
@@ -39,12 +39,7 @@ impl ApiKey {
         }
     }
 
-    /// The `Authorization` header value.
-    pub(crate) fn bearer(&self) -> String {
-        format!("Bearer {}", self.0)
-    }
-
-    /// The key itself, for the scrubber.
+    /// The key itself, for its header and the scrubber.
     pub(crate) fn secret(&self) -> &str {
         &self.0
     }
@@ -73,14 +68,14 @@ mod tests {
             format!("{key:?} {key} {:?}", Some(&key)),
             "[redacted] [redacted] Some([redacted])"
         );
-        assert_eq!(key.bearer(), "Bearer sk-secret-123");
+        assert_eq!(key.secret(), "sk-secret-123");
     }
 
     #[test]
     fn empty_keys_are_unset_and_pasted_whitespace_is_trimmed() {
-        let cases = [("", None), ("   ", None), ("\n", None), (" sk-1\n", Some("Bearer sk-1"))];
-        for (raw, bearer) in cases {
-            assert_eq!(ApiKey::new(raw).map(|k| k.bearer()).as_deref(), bearer, "{raw:?}");
+        let cases = [("", None), ("   ", None), ("\n", None), (" sk-1\n", Some("sk-1"))];
+        for (raw, secret) in cases {
+            assert_eq!(ApiKey::new(raw).as_ref().map(ApiKey::secret), secret, "{raw:?}");
         }
     }
 

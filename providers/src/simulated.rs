@@ -19,7 +19,7 @@ use rein_runtime::failure::Failure;
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Request};
 use tracing::Instrument;
 
-use crate::assembly::Assembled;
+use crate::answer::Assembled;
 use crate::config::{DEFAULT_IDLE_TIMEOUT, ProviderConfigError};
 use crate::telemetry;
 

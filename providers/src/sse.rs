@@ -33,6 +33,17 @@ pub enum Frame {
     Done,
 }
 
+/// What an adapter's stream assembler made of one frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fed {
+    /// Nothing to stream.
+    Nothing,
+    /// Answer text to stream.
+    Text(String),
+    /// The end marker: the answer is complete.
+    End,
+}
+
 /// Why the stream of frames ended early.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SseError {
@@ -109,7 +120,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::assembly::Assembler;
+    use crate::http::Decoder;
 
     const IDLE: Duration = Duration::from_secs(300);
 
@@ -211,14 +222,7 @@ mod tests {
             let runtime = tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
             runtime.block_on(async move {
                 let items: Vec<Item> = chunks.into_iter().map(Ok).collect();
-                let mut assembler = Assembler::new("P");
-                for frame in collect(items).await {
-                    match frame {
-                        Ok(Frame::Data(data)) => { let _ = assembler.feed(&data); }
-                        Ok(Frame::Done) | Err(_) => break,
-                    }
-                }
-                let _ = assembler.finish();
+                decode(&collect(items).await);
             });
         }
 
@@ -228,13 +232,7 @@ mod tests {
             runtime.block_on(async move {
                 let bytes: Vec<u8> = tokens.concat();
                 let items: Vec<Item> = bytes.chunks(split).map(|c| Ok(c.to_vec())).collect();
-                let mut assembler = Assembler::new("P");
-                for frame in collect(items).await {
-                    if let Ok(Frame::Data(data)) = frame {
-                        let _ = assembler.feed(&data);
-                    }
-                }
-                let _ = assembler.finish();
+                decode(&collect(items).await);
             });
         }
 
@@ -244,17 +242,28 @@ mod tests {
             runtime.block_on(async move {
                 let text: String = payloads.iter().map(|p| format!("data: {p}\n\n")).collect();
                 let items: Vec<Item> = text.as_bytes().chunks(split).map(|c| Ok(c.to_vec())).collect();
-                let mut assembler = Assembler::new("P");
-                for frame in collect(items).await {
-                    if let Ok(Frame::Data(data)) = frame {
-                        if assembler.feed(&data).is_err() {
-                            return;
-                        }
-                    }
-                }
-                let _ = assembler.finish();
+                decode(&collect(items).await);
             });
         }
+    }
+
+    /// Feeds every frame to each compiled decoder — on past an error, a stronger test than the
+    /// shell's, which stops at the first — then finishes it: none may panic.
+    fn decode(frames: &[Outcome]) {
+        #[cfg(feature = "openai")]
+        drain(crate::openai::assembly::Assembler::new("P"), frames);
+        #[cfg(feature = "anthropic")]
+        drain(crate::anthropic::assembly::Assembler::new("P"), frames);
+        let _ = frames;
+    }
+
+    #[allow(dead_code)]
+    fn drain<D: Decoder>(mut decoder: D, frames: &[Outcome]) {
+        for frame in frames.iter().filter_map(|f| f.clone().ok()) {
+            let _ = decoder.feed(frame);
+        }
+        let _ = decoder.closed();
+        let _ = decoder.finish();
     }
 
     /// Pieces of SSE syntax, a byte-order mark, JSON fragments and arbitrary bytes.

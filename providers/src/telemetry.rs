@@ -12,7 +12,7 @@ use rein_runtime::provider::Request;
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::assembly::Assembled;
+use crate::answer::Assembled;
 
 /// The span of one attempt on provider `provider` (its `gen_ai.provider.name`).
 pub(crate) fn attempt_span(provider: &str, request: &Request) -> Span {

@@ -37,6 +37,7 @@ fn request() -> Request {
         model: "deepseek-chat".into(),
         messages: vec![Message::User { text: "hello".into() }].into(),
         tools: vec![],
+        generation: Default::default(),
     }
 }
 

@@ -23,6 +23,7 @@ fn request(attempt: u32) -> Request {
         model: "deepseek-chat".into(),
         messages: vec![Message::User { text: "hi".into() }].into(),
         tools: vec![],
+        generation: Default::default(),
     }
 }
 

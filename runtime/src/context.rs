@@ -17,6 +17,7 @@ use crate::census::Census;
 use crate::clock::Clock;
 use crate::fault::Faults;
 use crate::plugin_host::PluginChain;
+use crate::provider::Generation;
 use crate::provider::actor::ProviderMsg;
 use crate::retry_policy::RetryPolicy;
 use crate::store::SessionStore;
@@ -30,6 +31,7 @@ pub type ValidatorFactory = Arc<dyn Fn() -> Box<dyn Validator> + Send + Sync>;
 pub(crate) struct ServedRoute {
     pub(crate) name: String,
     pub(crate) model: String,
+    pub(crate) generation: Generation,
     pub(crate) policy: Option<RetryPolicy>,
     pub(crate) actor: ActorRef<ProviderMsg>,
 }
@@ -47,6 +49,15 @@ impl RouteUse {
     /// The model its requests ask (empty when no route serves the name).
     pub(crate) fn model(&self) -> String {
         self.served.as_ref().map(|route| route.model.clone()).unwrap_or_default()
+    }
+
+    /// `prompt`'s generation settings over the route's (the prompt's alone when no route serves
+    /// the name).
+    pub(crate) fn generation(&self, prompt: &Generation) -> Generation {
+        match &self.served {
+            Some(route) => prompt.or(&route.generation),
+            None => prompt.clone(),
+        }
     }
 }
 

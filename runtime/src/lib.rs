@@ -164,7 +164,8 @@ pub mod prelude {
         Plugin, PluginSettings, Recovery, RequestErrorPayload, SwitchError, Verdict,
     };
     pub use crate::provider::{
-        Adapter, ChunkSink, Completion, Message, Messages, Request, SinkClosed, ToolSpec,
+        Adapter, ChunkSink, Completion, Generation, GenerationError, Message, Messages, Request,
+        SinkClosed, ToolSpec,
     };
     pub use crate::retry_policy::RetryPolicy;
     pub use crate::runtime::{Route, Runtime, RuntimeBuilder};

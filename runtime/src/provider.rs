@@ -24,6 +24,9 @@ use crate::event::{ToolCall, Usage};
 use crate::failure::Failure;
 
 pub(crate) mod actor;
+mod generation;
+
+pub use generation::{Generation, GenerationError, MAX_TEMPERATURE};
 
 /// One entry of the model-visible history, folded from the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +109,9 @@ pub struct Request {
     pub messages: Messages,
     /// The tools offered.
     pub tools: Vec<ToolSpec>,
+    /// The generation settings: the prompt's over the route's ([`Generation::or`]).
+    #[serde(default, skip_serializing_if = "Generation::is_empty")]
+    pub generation: Generation,
 }
 
 /// A successful attempt's outcome (its text is the concatenation of the streamed chunks).

@@ -49,8 +49,8 @@ use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
 pub use crate::plugin_host::{
     CrashDecision, DisposeError, PluginChain, RegisterError, RestartIntensity, RestartWindow,
 };
-use crate::provider::Adapter;
 use crate::provider::actor::{ProviderActor, ProviderMsg};
+use crate::provider::{Adapter, Generation};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
 use crate::session::Sessions;
@@ -97,8 +97,9 @@ pub enum BuildError {
 }
 
 /// A provider route to register with [`RuntimeBuilder::route`]: a name, the adapter serving it,
-/// the model it asks for (empty by default) and its declared retry policy (none by default: the
-/// runtime's default route policy applies).
+/// the model it asks for (empty by default), its generation settings (none by default: the
+/// provider's defaults; a prompt's own settings win field by field) and its declared retry
+/// policy (none by default: the runtime's default route policy applies).
 ///
 /// ```
 /// # use std::sync::Arc;
@@ -107,7 +108,9 @@ pub enum BuildError {
 /// let policy = RetryPolicy::from_declared(&serde_json::json!({"mode": "always"}), "policy")?;
 /// let builder = Runtime::builder()
 ///     .route(Route::new("primary", Arc::clone(&adapter)).model("model-1"))
-///     .route(Route::new("patient", adapter).model("model-1").retry_policy(policy));
+///     .route(Route::new("patient", Arc::clone(&adapter)).model("model-1").retry_policy(policy));
+/// let brief = Generation::new().with_system_prompt("Answer in one sentence.")?.with_max_tokens(256)?;
+/// let builder = builder.route(Route::new("brief", adapter).model("model-1").generation(brief));
 /// # Ok(builder)
 /// # }
 /// ```
@@ -116,6 +119,7 @@ pub struct Route {
     name: String,
     adapter: Arc<dyn Adapter>,
     model: String,
+    generation: Generation,
     policy: Option<RetryPolicy>,
 }
 
@@ -124,6 +128,7 @@ impl std::fmt::Debug for Route {
         f.debug_struct("Route")
             .field("name", &self.name)
             .field("model", &self.model)
+            .field("generation", &self.generation)
             .field("policy", &self.policy)
             .finish_non_exhaustive()
     }
@@ -132,13 +137,27 @@ impl std::fmt::Debug for Route {
 impl Route {
     /// A route named `name`, served by `adapter`.
     pub fn new(name: impl Into<String>, adapter: Arc<dyn Adapter>) -> Self {
-        Self { name: name.into(), adapter, model: String::new(), policy: None }
+        Self {
+            name: name.into(),
+            adapter,
+            model: String::new(),
+            generation: Generation::default(),
+            policy: None,
+        }
     }
 
     /// The model its requests ask for.
     #[must_use]
     pub fn model(mut self, model: impl Into<String>) -> Self {
         self.model = model.into();
+        self
+    }
+
+    /// Its generation settings: a system prompt, a temperature, an output token limit, sent with
+    /// every request on it (a prompt's own settings win field by field).
+    #[must_use]
+    pub fn generation(mut self, generation: Generation) -> Self {
+        self.generation = generation;
         self
     }
 
@@ -354,6 +373,7 @@ impl RuntimeBuilder {
             let route = ServedRoute {
                 name: spec.name.clone(),
                 model: spec.model.clone(),
+                generation: spec.generation.clone(),
                 policy: spec.policy.clone(),
                 actor,
             };

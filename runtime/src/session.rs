@@ -24,6 +24,7 @@ use tokio::sync::oneshot;
 pub use crate::agent_loop::RetryRefused;
 use crate::context::Shared;
 use crate::event::{CancelCause, Envelope};
+use crate::provider::Generation;
 use crate::session_log::LogError;
 
 pub(crate) mod actor;
@@ -47,24 +48,37 @@ use actor::ClientMsg;
 /// assert_eq!(plain.route, None);
 /// let routed = Prompt::new("hello").on("backup");
 /// assert_eq!(routed.route.as_deref(), Some("backup"));
+/// let warm = Prompt::new("a poem").generation(Generation::new().with_temperature(1.2)?);
+/// assert_eq!(warm.generation.temperature(), Some(1.2));
+/// # Ok::<(), GenerationError>(())
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Prompt {
     /// The user's message.
     pub text: String,
     /// The provider route to use (the runtime's default route when `None`).
     pub route: Option<String>,
+    /// Generation settings for this turn's requests, over the route's field by field (none by
+    /// default). Not durable: see "Generation settings" in `docs/runtime-semantics.md`.
+    pub generation: Generation,
 }
 
 impl Prompt {
     /// A prompt on the default route.
     pub fn new(text: impl Into<String>) -> Self {
-        Self { text: text.into(), route: None }
+        Self { text: text.into(), route: None, generation: Generation::default() }
     }
 
     /// The same prompt on the route named `route`.
     pub fn on(mut self, route: impl Into<String>) -> Self {
         self.route = Some(route.into());
+        self
+    }
+
+    /// The same prompt with `generation` for its turn's requests (each field set wins over the
+    /// route's).
+    pub fn generation(mut self, generation: Generation) -> Self {
+        self.generation = generation;
         self
     }
 }

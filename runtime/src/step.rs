@@ -63,7 +63,7 @@ use crate::history::{HISTORY, HistoryProjection};
 use crate::plugin::RequestErrorPayload;
 use crate::plugin_host::walk;
 use crate::provider::actor::{AttemptResult, ProviderCall, ProviderMsg};
-use crate::provider::{ChunkSink, Completion, Request, SinkClosed};
+use crate::provider::{ChunkSink, Completion, Generation, Request, SinkClosed};
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::{SessionLog, StepRouteProjection};
 use crate::tool::{TOOL_ERROR, ToolOutcome};
@@ -81,6 +81,8 @@ pub(crate) struct TurnCtx {
     pub(crate) turn: u32,
     /// The route the turn starts on, as the prompt (or the retry) named it.
     pub(crate) route: RouteUse,
+    /// The prompt's generation settings (none for a retry), over each route's.
+    pub(crate) generation: Generation,
 }
 
 /// A message to a step actor.
@@ -176,6 +178,7 @@ impl StepState {
             model: self.route.model(),
             messages,
             tools: self.ctx.shared.tools.specs().to_vec(),
+            generation: self.route.generation(&self.ctx.generation),
         })
     }
 

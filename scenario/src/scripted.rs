@@ -304,6 +304,7 @@ mod tests {
             model: "scripted".into(),
             messages: vec![Message::User { text: "hi".into() }].into(),
             tools: Vec::new(),
+            generation: Default::default(),
         }
     }
 

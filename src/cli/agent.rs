@@ -9,15 +9,19 @@
 //!   with `fallback` first when routes are given to it.
 //! - [`sessions`]: the store directory and a session's place in it, checked before anything is
 //!   written.
+//! - [`generation`] (pure): the generation flags (`--system`, `--temperature`, `--max-tokens`),
+//!   checked against the routes they apply to.
 //! - [`ProviderArgs`]: the provider flags both commands take; [`plan`] checks them against the
 //!   environment; [`routes`] makes the adapters; [`build`] starts the runtime over a store.
 
 use std::sync::Arc;
 
+use rein_runtime::provider::Generation;
 use rein_runtime::random::SeededJitter;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::SessionStore;
 
+pub(crate) mod generation;
 pub(crate) mod plugins;
 pub(crate) mod provider;
 pub(crate) mod sessions;
@@ -27,8 +31,8 @@ use provider::{FallbackSpec, Plan, ProviderKind, Wanted};
 /// The provider flags of `rein chat` and `rein console`.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ProviderArgs {
-    /// The provider (default: deepseek when DEEPSEEK_API_KEY is set, else openai when
-    /// OPENAI_API_KEY or OPENAI_BASE_URL is, else simulated).
+    /// The provider (default: the first configured of deepseek (DEEPSEEK_API_KEY), anthropic
+    /// (ANTHROPIC_API_KEY) and openai (OPENAI_API_KEY or OPENAI_BASE_URL), else simulated).
     #[arg(long, value_enum, value_name = "PROVIDER")]
     pub(crate) provider: Option<ProviderKind>,
     /// The model to ask (default: the provider's, or its *_MODEL variable).
@@ -38,8 +42,8 @@ pub(crate) struct ProviderArgs {
     #[arg(long, value_name = "N")]
     pub(crate) seed: Option<u64>,
     /// A route to finish a turn on when the provider keeps failing (repeatable, in order of
-    /// preference): MODEL (another model of the provider) or PROVIDER:MODEL (deepseek, openai or
-    /// simulated, configured by that provider's variables).
+    /// preference): MODEL (another model of the provider) or PROVIDER:MODEL (deepseek,
+    /// anthropic, openai or simulated, configured by that provider's variables).
     #[arg(long = "fallback", value_name = "ROUTE")]
     pub(crate) fallback: Vec<String>,
 }
@@ -49,6 +53,8 @@ pub(crate) struct ProviderArgs {
 pub(crate) struct Planned {
     primary: Plan,
     fallbacks: Vec<(FallbackSpec, Plan)>,
+    /// Without `--provider`: the other providers the environment configures.
+    also: Vec<(ProviderKind, String)>,
 }
 
 /// The routes, built: the primary (the default route) and the fallbacks, in order.
@@ -57,6 +63,11 @@ pub(crate) struct Routes {
     pub(crate) primary: provider::Route,
     /// The `--fallback` routes, in order of preference.
     pub(crate) fallbacks: Vec<provider::Route>,
+    /// The generation settings of every route (none by default).
+    pub(crate) generation: Generation,
+    /// Without `--provider`: the other providers the environment configures, by the variable
+    /// that does (what the banner says the choice passed over).
+    pub(crate) also: Vec<(ProviderKind, String)>,
 }
 
 impl Routes {
@@ -88,10 +99,14 @@ pub(crate) fn plan(args: &ProviderArgs) -> Result<Planned, String> {
     let primary = provider::plan(&wanted, random_seed, lookup)?;
     let seed = match &primary {
         Plan::Simulated(config) => config.seed,
-        Plan::Real(_) => random_seed,
+        Plan::Real(_) | Plan::Anthropic(_) => random_seed,
     };
     let fallbacks = provider::plan_fallbacks(&args.fallback, kind, primary.model(), seed, lookup)?;
-    Ok(Planned { primary, fallbacks })
+    let also = match args.provider {
+        Some(_) => Vec::new(),
+        None => provider::also_configured(kind, &lookup),
+    };
+    Ok(Planned { primary, fallbacks, also })
 }
 
 /// Makes the adapters of `planned`; each fallback route is named `PROVIDER:MODEL`.
@@ -102,14 +117,14 @@ pub(crate) fn routes(planned: Planned) -> Result<Routes, String> {
         let route = provider::build(plan)?;
         fallbacks.push(provider::Route { name: spec.route_name(), ..route });
     }
-    Ok(Routes { primary, fallbacks })
+    Ok(Routes { primary, fallbacks, generation: Generation::default(), also: planned.also })
 }
 
-/// Starts the runtime: the primary route (the default) and the fallback routes, the default
-/// plugin chain with each plugin's default settings (`fallback` first, naming the fallback
-/// routes, when there are any), the simulated provider's seed as every plugin's jitter seed,
-/// `store` for the session logs, and how long an idle session stays awake (holding its log and
-/// the lock on it) before it hibernates.
+/// Starts the runtime: the primary route (the default) and the fallback routes, each with the
+/// routes' generation settings, the default plugin chain with each plugin's default settings
+/// (`fallback` first, naming the fallback routes, when there are any), the simulated provider's
+/// seed as every plugin's jitter seed, `store` for the session logs, and how long an idle session
+/// stays awake (holding its log and the lock on it) before it hibernates.
 pub(crate) async fn build(
     routes: &Routes,
     store: Arc<dyn SessionStore>,
@@ -118,16 +133,18 @@ pub(crate) async fn build(
     let route = &routes.primary;
     let names: Vec<String> = routes.fallbacks.iter().map(|r| r.name.clone()).collect();
     let chain = plugins::chain(&names)?;
+    let served = |route: &provider::Route| {
+        Route::new(route.name.clone(), route.adapter.clone())
+            .model(route.model.clone())
+            .generation(routes.generation.clone())
+    };
     let mut builder = Runtime::builder()
         .store(store)
         .idle_grace(idle_grace)
-        .route(Route::new(route.name.clone(), route.adapter.clone()).model(route.model.clone()))
+        .route(served(route))
         .default_route(route.name.clone());
     for fallback in &routes.fallbacks {
-        builder = builder.route(
-            Route::new(fallback.name.clone(), fallback.adapter.clone())
-                .model(fallback.model.clone()),
-        );
+        builder = builder.route(served(fallback));
     }
     for plugin in chain {
         builder = builder.built(plugin);

@@ -1,8 +1,9 @@
 //! `rein chat [PROMPT]`: a conversation with a model — one turn for a prompt given on the command
 //! line, or one turn per line of stdin without one. The README's main job.
 //!
-//! With `DEEPSEEK_API_KEY` set it talks to DeepSeek (or, with `OPENAI_API_KEY`, to any
-//! OpenAI-compatible server); with no key it uses the embedded simulated provider, whose seeded
+//! With `DEEPSEEK_API_KEY` set it talks to DeepSeek (with `ANTHROPIC_API_KEY`, to Anthropic;
+//! with `OPENAI_API_KEY`, to any OpenAI-compatible server); with no key it uses the embedded
+//! simulated provider, whose seeded
 //! faults (rate limits with `Retry-After`, server errors, dropped connections, stalls) show the
 //! retry machinery at work with no key and no server. The answer goes to stdout (streamed on a
 //! terminal; piped, only what succeeded); a status line per scheduled retry, and the turn-tail
@@ -28,6 +29,7 @@ use rein_runtime::plural::count;
 use rein_runtime::session::Session;
 use tokio::sync::mpsc;
 
+use super::agent::generation::{self, GenerationArgs};
 use super::agent::{self, ProviderArgs, sessions};
 use super::show::ColorWhen;
 
@@ -51,22 +53,31 @@ const FAILED: u8 = 1;
 /// What `rein chat --help` says after the options: providers, files, output, exit status.
 pub(crate) const CHAT_HELP: &str = "\
 Providers:
-  Without --provider: DeepSeek when DEEPSEEK_API_KEY is set (DEEPSEEK_BASE_URL, DEEPSEEK_MODEL),
-  else an OpenAI-compatible server when OPENAI_API_KEY or OPENAI_BASE_URL is set (OPENAI_MODEL;
-  a base URL with no key is a local server that needs none, such as Ollama, llama.cpp or vLLM:
-  no Authorization header is sent, and the banner says so), else the embedded simulated
-  provider: no key, no network, seeded faults (rate limits with a Retry-After, server errors,
-  dropped connections, stalls) retried by llm-retry. --seed N
+  Without --provider, the first provider configured, named services first: DeepSeek when
+  DEEPSEEK_API_KEY is set (DEEPSEEK_BASE_URL, DEEPSEEK_MODEL), else Anthropic when
+  ANTHROPIC_API_KEY is (ANTHROPIC_BASE_URL, ANTHROPIC_MODEL; default claude-haiku-4-5), else an
+  OpenAI-compatible server when OPENAI_API_KEY or OPENAI_BASE_URL is (OPENAI_MODEL; a base URL
+  with no key is a local server that needs none, such as Ollama, llama.cpp or vLLM: no
+  Authorization header is sent, and the banner says so), else the embedded simulated provider:
+  no key, no network, seeded faults (rate limits with a Retry-After, server errors, dropped
+  connections, stalls) retried by llm-retry. When several are configured, the banner names the
+  others (--provider picks one). --seed N
   replays the simulated provider's faults and answers exactly; without it a random seed is
   used and printed. The API key never appears in any output or log, even where a server echoes
   it (an error, a header, the answer); a base URL prints without its user:password@ part, and
   one with a control character (a newline) is refused.
 
+Generation:
+  --system TEXT, --temperature T (0 to 2; an Anthropic route takes 0 to 1) and --max-tokens N
+  (at least 1) apply to every request, on every route; unset, the provider's defaults (Anthropic
+  requires a limit: 4096). The system prompt is not part of the session's history, nor written
+  to its log: give it again when you continue a session.
+
 Fallback:
   --fallback ROUTE (repeatable, in order of preference) finishes a turn on another route when
   the provider keeps failing (a rate limit, an exhausted quota, an outage): MODEL is another
-  model of the same provider, PROVIDER:MODEL a model of deepseek, openai (any OpenAI-compatible
-  server: OPENAI_BASE_URL) or simulated, each configured by its own variables. A prefix that
+  model of the same provider, PROVIDER:MODEL a model of deepseek, anthropic, openai (any
+  OpenAI-compatible server: OPENAI_BASE_URL) or simulated, each configured by its own variables. A prefix that
   is not a provider is part of the model (llama3:8b). An exhausted quota, or a Retry-After over
   30 s, switches at once; other failures are retried on the provider first. The route is named
   PROVIDER:MODEL in the log and in the status line (`switched to openai:gpt-4o-mini · QUOTA`).
@@ -104,9 +115,10 @@ Exit status:
      the session's log was read (nothing written)
   2  bad input, nothing written: a usage error, an invalid provider variable, a missing key for
      the --provider asked or a --fallback route, an invalid or repeated --fallback, an invalid
-     --session id, a store that is not a readable directory, a session log that cannot be read
-     (the error names the file and line; a FIFO or a device is refused, not read), a session
-     another process has open (the error names its pid and since when)";
+     --system, --temperature or --max-tokens, an invalid --session id, a store that is not a
+     readable directory, a session log that cannot be read (the error names the file and line; a
+     FIFO or a device is refused, not read), a session another process has open (the error names
+     its pid and since when)";
 
 /// Arguments of `rein chat`.
 #[derive(Debug, Clone, clap::Args)]
@@ -116,6 +128,8 @@ pub(crate) struct ChatArgs {
     prompt: Option<String>,
     #[command(flatten)]
     provider: ProviderArgs,
+    #[command(flatten)]
+    generation: GenerationArgs,
     /// The directory of session logs.
     #[arg(long, value_name = "DIR", default_value = sessions::DEFAULT_STORE)]
     store: PathBuf,
@@ -237,8 +251,11 @@ fn prepare(args: &ChatArgs) -> Result<(agent::Routes, sessions::Place), String> 
         return Err("PROMPT: must not be empty (omit it to chat line by line)".to_owned());
     }
     let planned = agent::plan(&args.provider)?;
+    let mut routes = agent::routes(planned)?;
+    let every = std::iter::once(&routes.primary).chain(&routes.fallbacks);
+    routes.generation = generation::settings(&args.generation, every)?;
+    // Last: opening the session's place may create the store.
     let place = sessions::open(&args.store, args.session.as_deref())?;
-    let routes = agent::routes(planned)?;
     Ok((routes, place))
 }
 
@@ -249,11 +266,16 @@ fn banner(console: &mut Console, routes: &agent::Routes, place: &sessions::Place
     let mut provider = format!("rein chat · {} on {}", route.model, route.label);
     if let Some(seed) = route.seed {
         provider.push_str(&format!(
-            " (seed {seed}) · no API key set: DEEPSEEK_API_KEY or OPENAI_API_KEY talks to a real \
-             model"
+            " (seed {seed}) · no API key set: DEEPSEEK_API_KEY, ANTHROPIC_API_KEY or \
+             OPENAI_API_KEY talks to a real model"
         ));
     }
     console.note(&provider);
+    if !routes.also.is_empty() {
+        let others: Vec<String> =
+            routes.also.iter().map(|(kind, var)| format!("{} ({var})", kind.flag())).collect();
+        console.note(&format!("also configured: {} · --provider chooses", others.join(", ")));
+    }
     if let Some(fallbacks) = routes.fallback_labels() {
         console.note(&format!("fallback: {fallbacks}"));
     }

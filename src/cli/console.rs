@@ -67,8 +67,9 @@ What it serves:
 
 The runtime:
   The one `rein chat` builds: the same providers and flags (see rein chat --help: DeepSeek with
-  DEEPSEEK_API_KEY, an OpenAI-compatible server with OPENAI_API_KEY or OPENAI_BASE_URL, else
-  the simulated provider), the default plugin chain (llm-retry, compaction, auto-retry), the same JSONL store
+  DEEPSEEK_API_KEY, Anthropic with ANTHROPIC_API_KEY, an OpenAI-compatible server with
+  OPENAI_API_KEY or OPENAI_BASE_URL, else the simulated provider; the generation flags are
+  rein chat's alone), the default plugin chain (llm-retry, compaction, auto-retry), the same JSONL store
   (--store, default .rein/sessions, created owner-only), so `rein chat --session ID` continues a
   session started here and the other way round (not both at once). With --read-only there is no
   runtime: the store must exist; its logs are shown and followed, and nothing is written.

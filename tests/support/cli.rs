@@ -12,10 +12,13 @@ use rein_runtime::event::Envelope;
 use rein_runtime::store::jsonl::read_log;
 
 /// Every variable that would change what `rein chat` does, removed from the child's environment.
-pub const ENVIRONMENT: [&str; 10] = [
+pub const ENVIRONMENT: [&str; 13] = [
     "DEEPSEEK_API_KEY",
     "DEEPSEEK_BASE_URL",
     "DEEPSEEK_MODEL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
     "OPENAI_API_KEY",
     "OPENAI_BASE_URL",
     "OPENAI_MODEL",

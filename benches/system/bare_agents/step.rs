@@ -106,6 +106,7 @@ impl StepState {
             model: ROUTE.1.to_owned(),
             messages: Messages::new(),
             tools: Vec::new(),
+            generation: Default::default(),
         };
         let call = ProviderMsg::Call(request, myself.clone(), self.token.clone());
         ctx.provider.send_message(call)?;

@@ -1,5 +1,5 @@
-//! [`BaseUrl`]: where an OpenAI-compatible route sends its requests — checked, and printed without
-//! its credentials.
+//! [`BaseUrl`]: where a provider route sends its requests — checked, and printed without its
+//! credentials.
 //!
 //! - **Checked**: an `http(s)` URL with no query or fragment, and no control character anywhere.
 //!   The URL parser silently drops tabs and newlines and trims other control characters, so the
@@ -17,7 +17,7 @@ use std::fmt;
 use super::ProviderConfigError;
 use crate::secret::REDACTED;
 
-/// A checked base URL (the path before `/chat/completions`).
+/// A checked base URL (the path before an endpoint's own: `/chat/completions`, `/v1/messages`).
 #[derive(Clone, PartialEq, Eq)]
 pub struct BaseUrl {
     raw: String,
@@ -58,10 +58,10 @@ impl BaseUrl {
         &self.shown
     }
 
-    /// The endpoint requests go to: the URL (credentials included) followed by
-    /// `/chat/completions`.
-    pub(crate) fn endpoint(&self) -> String {
-        format!("{}/chat/completions", self.raw.trim_end_matches('/'))
+    /// The endpoint requests go to: the URL (credentials included), without its trailing
+    /// slashes, followed by `path` (`/chat/completions`).
+    pub(crate) fn endpoint(&self, path: &str) -> String {
+        format!("{}{path}", self.raw.trim_end_matches('/'))
     }
 
     /// The password of the user information, as written (a secret for the scrubber).
@@ -132,7 +132,10 @@ mod tests {
         let url = BaseUrl::parse("http://user:pa%40ss@127.0.0.1:9/v1/", "base_url").unwrap();
         assert_eq!(url.shown(), "http://[redacted]@127.0.0.1:9/v1/");
         assert_eq!(format!("{url:?}"), "\"http://[redacted]@127.0.0.1:9/v1/\"");
-        assert_eq!(url.endpoint(), "http://user:pa%40ss@127.0.0.1:9/v1/chat/completions");
+        assert_eq!(
+            url.endpoint("/chat/completions"),
+            "http://user:pa%40ss@127.0.0.1:9/v1/chat/completions"
+        );
         assert_eq!(url.password().as_deref(), Some("pa%40ss"));
         assert_eq!(BaseUrl::parse("http://u@h", "f").unwrap().password(), None);
         let refusals = [

@@ -207,6 +207,7 @@ mod tests {
             model: "simulated-1".into(),
             messages: vec![Message::User { text: "tell me about retries".into() }].into(),
             tools: vec![],
+            generation: Default::default(),
         }
     }
 

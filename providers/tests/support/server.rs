@@ -1,10 +1,11 @@
-//! A scripted OpenAI-compatible server on 127.0.0.1 (axum): each `POST /chat/completions` takes
-//! the next reply of its script and records the request's headers and exact body bytes.
+//! A scripted model server on 127.0.0.1 (axum): each `POST /chat/completions` (OpenAI-compatible)
+//! or `POST /v1/messages` (Anthropic) takes the next reply of its script and records the
+//! request's path, headers and exact body bytes.
 //!
 //! A reply can stream SSE parts with pauses, keep-alive comments, a stall, a dropped connection
 //! or a clean end without `[DONE]`, or answer any status with any headers and body; it can add
-//! headers to another reply, or be made from the request's `Authorization` header (a server
-//! that echoes the credential it was sent). Each
+//! headers to another reply, or be made from the request's `Authorization` (or any other)
+//! header (a server that echoes the credential it was sent). Each
 //! streamed body reports when the server dropped it (the connection ended), so a test can see
 //! that cancelling a call closed its connection.
 
@@ -29,6 +30,8 @@ use tokio::sync::watch;
 pub enum Part {
     /// `data: <json>\n\n`.
     Data(String),
+    /// `event: <name>\ndata: <json>\n\n` (a Messages stream's events).
+    Event(String, String),
     /// Bytes written as they are.
     Raw(String),
     /// A keep-alive comment, `: keep-alive\n\n`.
@@ -58,6 +61,8 @@ pub enum Reply {
     Headers(Vec<(String, String)>, Box<Reply>),
     /// The reply made of the request's `Authorization` header (`""` when it has none).
     FromAuth(fn(&str) -> Reply),
+    /// The reply made of the request's header of this name (`""` when it has none).
+    FromHeader(&'static str, fn(&str) -> Reply),
 }
 
 /// `then` with `headers` added.
@@ -114,6 +119,7 @@ pub fn status_reply(status: u16, headers: &[(&str, &str)], body: &str) -> Reply 
 /// A request as the server received it.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    pub path: String,
     pub headers: HeaderMap,
     pub body: Bytes,
 }
@@ -170,7 +176,10 @@ impl Server {
             seen: Mutex::default(),
             dropped: watch::channel(0).0,
         });
-        let app = Router::new().route("/chat/completions", post(chat)).with_state(shared.clone());
+        let app = Router::new()
+            .route("/chat/completions", post(chat))
+            .route("/v1/messages", post(chat))
+            .with_state(shared.clone());
         let task = tokio::spawn(async move {
             axum::serve(listener, app).await.unwrap();
         });
@@ -209,8 +218,14 @@ impl Server {
     }
 }
 
-async fn chat(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes) -> Response {
-    shared.seen.lock().unwrap().push(Seen { headers: headers.clone(), body });
+async fn chat(
+    State(shared): State<Arc<Shared>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path().to_owned();
+    shared.seen.lock().unwrap().push(Seen { path, headers: headers.clone(), body });
     let reply = shared.script.lock().unwrap().pop_front();
     let Some(reply) = reply else {
         return status(500, &[], r#"{"error":{"message":"the test server's script ran out"}}"#);
@@ -255,6 +270,10 @@ fn respond<'a>(
                 let auth = request.get("authorization").map(|v| v.to_str().unwrap().to_owned());
                 respond(make(auth.as_deref().unwrap_or("")), request, shared).await
             }
+            Reply::FromHeader(name, make) => {
+                let value = request.get(name).map(|v| v.to_str().unwrap().to_owned());
+                respond(make(value.as_deref().unwrap_or("")), request, shared).await
+            }
         }
     })
 }
@@ -284,6 +303,7 @@ fn sse(parts: Vec<Part>, shared: Arc<Shared>) -> Response {
                 let part = parts.pop_front()?;
                 let bytes = match part {
                     Part::Data(json) => format!("data: {json}\n\n"),
+                    Part::Event(name, json) => format!("event: {name}\ndata: {json}\n\n"),
                     Part::Raw(raw) => raw,
                     Part::Comment => ": keep-alive\n\n".to_owned(),
                     Part::Sleep(wait) => {

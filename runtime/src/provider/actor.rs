@@ -226,6 +226,7 @@ mod tests {
             model: "m".into(),
             messages: Default::default(),
             tools: vec![],
+            generation: Default::default(),
         }
     }
 

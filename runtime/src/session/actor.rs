@@ -79,6 +79,7 @@ use crate::event::{
     AgentIdle, CancelCause, ConfigChanged, Envelope, Event, TurnEndReason, TurnStart, UserMessage,
 };
 use crate::history::HistoryProjection;
+use crate::provider::Generation;
 use crate::session_log::{AppendError, OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
@@ -118,7 +119,9 @@ impl SessionActor {
 }
 
 enum Work {
-    Prompt(String),
+    /// A new user message, with the prompt's generation settings.
+    Prompt(String, Generation),
+    /// A manual retry: no message, the route's settings alone.
     Retry,
 }
 
@@ -246,9 +249,13 @@ impl SessionActor {
         let turn = state.next_turn;
         let route = route.unwrap_or_default();
         let mut batch = Vec::with_capacity(2);
-        if let Work::Prompt(text) = work {
-            batch.push(Event::UserMessage(UserMessage { text }));
-        }
+        let generation = match work {
+            Work::Prompt(text, generation) => {
+                batch.push(Event::UserMessage(UserMessage { text }));
+                generation
+            }
+            Work::Retry => Generation::default(),
+        };
         batch.push(Event::TurnStart(TurnStart { turn }));
         // A caller already reading the turn's events gets them all live, from the first.
         let live = if sink.streams() { log.subscribe().await.ok() } else { None };
@@ -277,6 +284,7 @@ impl SessionActor {
         let ctx = Arc::new(TurnCtx {
             shared: Arc::clone(&self.shared),
             route: self.shared.route(&route),
+            generation,
             log,
             session_id: Arc::clone(&self.id),
             turn,
@@ -491,7 +499,8 @@ impl SessionActor {
             }
             ClientMsg::Prompt(prompt, sink) => {
                 let route = prompt.route.or_else(|| self.shared.default_route.clone());
-                state.queue.push_back(Queued { work: Work::Prompt(prompt.text), route, sink });
+                let work = Work::Prompt(prompt.text, prompt.generation);
+                state.queue.push_back(Queued { work, route, sink });
             }
             ClientMsg::Retry(sink, reply) => {
                 let busy = state.running.is_some() || !state.queue.is_empty();

@@ -1,15 +1,19 @@
 //! Which provider `rein chat` and `rein console` talk to, and the route built for it.
 //!
-//! - `--provider deepseek|openai|simulated` chooses; without it, DeepSeek when
-//!   `DEEPSEEK_API_KEY` is set, else the generic OpenAI-compatible preset when `OPENAI_API_KEY`
-//!   or `OPENAI_BASE_URL` is, else the embedded simulated provider — so a fresh machine with no
-//!   key and no network still gets a conversation, with the retry machinery at work.
-//! - The real presets read their variables (`<PREFIX>_API_KEY`, `_BASE_URL`, `_MODEL`) through
-//!   [`OpenAiConfig::from_lookup`]; an invalid value is an error naming the variable. Asking for
-//!   a real provider whose key is not set is an error before anything is written, not a turn
-//!   that fails `MISSING_CREDENTIAL` — except a keyless route ([`OpenAiConfig::keyless`]:
-//!   `OPENAI_BASE_URL` and no `OPENAI_API_KEY`, a local server such as Ollama, llama.cpp or
-//!   vLLM), whose requests carry no `Authorization` header, as its label says.
+//! - `--provider deepseek|anthropic|openai|simulated` chooses; without it, the first provider
+//!   whose key is set, named services before the generic one — DeepSeek (`DEEPSEEK_API_KEY`),
+//!   then Anthropic (`ANTHROPIC_API_KEY`), then the generic OpenAI-compatible preset
+//!   (`OPENAI_API_KEY`, or `OPENAI_BASE_URL` alone: a local server) — else the embedded
+//!   simulated provider, so a fresh machine with no key and no network still gets a
+//!   conversation, with the retry machinery at work. When more than one is configured, the
+//!   banner names the others ([`also_configured`]): the choice is never a silent surprise.
+//! - The real providers read their variables (`<PREFIX>_API_KEY`, `_BASE_URL`, `_MODEL`)
+//!   through [`OpenAiConfig::from_lookup`] and [`AnthropicConfig::from_lookup`]; an invalid value
+//!   is an error naming the variable. Asking for a real provider whose key is not set is an
+//!   error before anything is written, not a turn that fails `MISSING_CREDENTIAL` — except a
+//!   keyless route ([`OpenAiConfig::keyless`]: `OPENAI_BASE_URL` and no `OPENAI_API_KEY`, a
+//!   local server such as Ollama, llama.cpp or vLLM), whose requests carry no `Authorization`
+//!   header, as its label says.
 //! - The simulated provider runs its default fault model with the chat's seed, keyed without
 //!   the session ([`SimulatedConfig::per_session`] off: a fresh session of one seed replays the
 //!   same faults and words), and a [`SIMULATED_WATCHDOG`] that ends a simulated stall after a
@@ -17,8 +21,9 @@
 //!
 //! - `--fallback ROUTE` (repeatable) adds a route `fallback` moves a turn to when the primary
 //!   keeps failing: `MODEL` is another model of the primary's provider, `PROVIDER:MODEL` a model
-//!   of `deepseek`, `openai` (any OpenAI-compatible server, through `OPENAI_BASE_URL`) or
-//!   `simulated`, each configured from its own variables ([`plan_fallbacks`]). The route is named
+//!   of `deepseek`, `anthropic`, `openai` (any OpenAI-compatible server, through
+//!   `OPENAI_BASE_URL`) or `simulated`, each configured from its own variables
+//!   ([`plan_fallbacks`]). The route is named
 //!   `PROVIDER:MODEL` in the log. A prefix that is not a provider is part of the model
 //!   (`llama3:8b`). A simulated fallback gets the chat's seed plus its place in the list, so it
 //!   does not replay the primary's faults.
@@ -29,7 +34,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rein_providers::{OpenAiCompatible, OpenAiConfig, Preset, Simulated, SimulatedConfig};
+use rein_providers::{
+    Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig, Preset, Simulated, SimulatedConfig,
+};
 use rein_runtime::provider::Adapter;
 
 /// How long a simulated stall lasts before its watchdog fails it `TIMEOUT` (and `llm-retry`
@@ -41,6 +48,8 @@ pub(crate) const SIMULATED_WATCHDOG: Duration = Duration::from_secs(10);
 pub(crate) enum ProviderKind {
     /// DeepSeek (`DEEPSEEK_API_KEY`, `DEEPSEEK_BASE_URL`, `DEEPSEEK_MODEL`).
     Deepseek,
+    /// Anthropic's Messages API (`ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, `ANTHROPIC_MODEL`).
+    Anthropic,
     /// Any OpenAI-compatible server (`OPENAI_API_KEY`, `OPENAI_BASE_URL`, `OPENAI_MODEL`).
     Openai,
     /// The embedded simulated provider: no key, no network, seeded faults.
@@ -48,26 +57,60 @@ pub(crate) enum ProviderKind {
 }
 
 impl ProviderKind {
+    /// Every provider, in the order a default is chosen.
+    const ALL: [ProviderKind; 4] = [
+        ProviderKind::Deepseek,
+        ProviderKind::Anthropic,
+        ProviderKind::Openai,
+        ProviderKind::Simulated,
+    ];
+
     fn preset(self) -> Option<Preset> {
         match self {
             ProviderKind::Deepseek => Some(Preset::DEEPSEEK),
             ProviderKind::Openai => Some(Preset::OPENAI),
-            ProviderKind::Simulated => None,
+            ProviderKind::Anthropic | ProviderKind::Simulated => None,
         }
     }
 
-    fn flag(self) -> &'static str {
+    pub(crate) fn flag(self) -> &'static str {
         match self {
             ProviderKind::Deepseek => "deepseek",
+            ProviderKind::Anthropic => "anthropic",
             ProviderKind::Openai => "openai",
             ProviderKind::Simulated => "simulated",
         }
     }
+
+    /// The variables that configure it by their presence (what [`choose`] looks for).
+    fn configured_by(self) -> Vec<String> {
+        match self {
+            ProviderKind::Deepseek => vec![Preset::DEEPSEEK.var("API_KEY")],
+            ProviderKind::Anthropic => vec![anthropic_var("API_KEY")],
+            ProviderKind::Openai => {
+                vec![Preset::OPENAI.var("API_KEY"), Preset::OPENAI.var("BASE_URL")]
+            }
+            ProviderKind::Simulated => vec![],
+        }
+    }
+
+    /// The highest temperature it takes, when lower than the runtime's (Anthropic: 1).
+    pub(crate) fn max_temperature(self) -> Option<f64> {
+        match self {
+            ProviderKind::Anthropic => Some(1.0),
+            _ => None,
+        }
+    }
 }
 
-/// The provider to use: `flag` when given, else the first preset whose key `lookup` finds set
-/// (DeepSeek, then OpenAI), else the generic preset when its base URL is set (a keyless local
-/// server), else the simulated provider.
+/// The Anthropic variable of `suffix` (`ANTHROPIC_API_KEY`).
+fn anthropic_var(suffix: &str) -> String {
+    format!("{}_{suffix}", rein_providers::anthropic::config::ENV_PREFIX)
+}
+
+/// The provider to use: `flag` when given, else the first of DeepSeek, Anthropic and the
+/// generic OpenAI-compatible preset that `lookup` finds configured (a key; for the generic
+/// preset, a key or a base URL: a keyless local server), else the simulated provider.
 pub(crate) fn choose(
     flag: Option<ProviderKind>,
     lookup: &impl Fn(&str) -> Option<String>,
@@ -75,14 +118,28 @@ pub(crate) fn choose(
     if let Some(kind) = flag {
         return kind;
     }
-    let set = |name: String| lookup(&name).is_some_and(|v| !v.trim().is_empty());
-    if set(Preset::DEEPSEEK.var("API_KEY")) {
-        ProviderKind::Deepseek
-    } else if set(Preset::OPENAI.var("API_KEY")) || set(Preset::OPENAI.var("BASE_URL")) {
-        ProviderKind::Openai
-    } else {
-        ProviderKind::Simulated
-    }
+    ProviderKind::ALL
+        .into_iter()
+        .find(|kind| configured(*kind, lookup))
+        .unwrap_or(ProviderKind::Simulated)
+}
+
+/// The real providers other than `chosen` that `lookup` finds configured, by the variable that
+/// configures them (`ANTHROPIC_API_KEY`), in the order a default is chosen.
+pub(crate) fn also_configured(
+    chosen: ProviderKind,
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Vec<(ProviderKind, String)> {
+    let set = |name: &String| lookup(name).is_some_and(|v| !v.trim().is_empty());
+    ProviderKind::ALL
+        .into_iter()
+        .filter(|kind| *kind != chosen)
+        .filter_map(|kind| kind.configured_by().into_iter().find(set).map(|var| (kind, var)))
+        .collect()
+}
+
+fn configured(kind: ProviderKind, lookup: &impl Fn(&str) -> Option<String>) -> bool {
+    kind.configured_by().iter().any(|name| lookup(name).is_some_and(|v| !v.trim().is_empty()))
 }
 
 /// The other way out of a missing key, for a preset that can go keyless (`""` otherwise).
@@ -109,8 +166,16 @@ pub(crate) struct Wanted {
 pub(crate) enum Plan {
     /// A real OpenAI-compatible provider.
     Real(OpenAiConfig),
+    /// Anthropic's Messages API.
+    Anthropic(AnthropicConfig),
     /// The simulated provider.
     Simulated(SimulatedConfig),
+}
+
+/// Anthropic's configuration from `lookup` (an invalid variable is an error naming it), and
+/// whether its key is set.
+fn anthropic_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AnthropicConfig, String> {
+    AnthropicConfig::from_lookup(lookup).map_err(|e| e.to_string())
 }
 
 /// Checks `wanted` against the environment: the configuration to build, or an error for the
@@ -125,6 +190,25 @@ pub(crate) fn plan(
         if model.trim().is_empty() {
             return Err("--model: must not be empty".to_owned());
         }
+    }
+    if wanted.kind == ProviderKind::Anthropic {
+        if wanted.seed.is_some() {
+            return Err(
+                "--seed: applies to the simulated provider only (the provider is anthropic)"
+                    .to_owned(),
+            );
+        }
+        let config = anthropic_config(lookup)?;
+        if !config.has_api_key() {
+            return Err(format!(
+                "--provider anthropic: {} is not set (without a key, use --provider simulated)",
+                anthropic_var("API_KEY")
+            ));
+        }
+        return Ok(Plan::Anthropic(match &wanted.model {
+            Some(model) => config.with_model(model.trim()),
+            None => config,
+        }));
     }
     let Some(preset) = wanted.kind.preset() else {
         let mut config = SimulatedConfig {
@@ -178,8 +262,8 @@ impl FallbackSpec {
 }
 
 /// What `--fallback` accepts, for its errors.
-const FALLBACK_SYNTAX: &str = "MODEL (another model of the provider), or PROVIDER:MODEL with PROVIDER deepseek, openai or \
-     simulated";
+const FALLBACK_SYNTAX: &str = "MODEL (another model of the provider), or PROVIDER:MODEL with PROVIDER deepseek, anthropic, \
+     openai or simulated";
 
 /// Reads one `--fallback` value: `PROVIDER:MODEL` when the prefix names a provider, else a
 /// model of the `primary` provider.
@@ -188,9 +272,9 @@ pub(crate) fn parse_fallback(spec: &str, primary: ProviderKind) -> Result<Fallba
     if spec.is_empty() {
         return Err(format!("--fallback: must not be empty: {FALLBACK_SYNTAX}"));
     }
-    let kinds = [ProviderKind::Deepseek, ProviderKind::Openai, ProviderKind::Simulated];
     let prefixed = spec.split_once(':').and_then(|(prefix, model)| {
-        kinds.into_iter().find(|kind| kind.flag() == prefix).map(|kind| (kind, model.trim()))
+        let kind = ProviderKind::ALL.into_iter().find(|kind| kind.flag() == prefix);
+        kind.map(|kind| (kind, model.trim()))
     });
     let (kind, model) = prefixed.unwrap_or((primary, spec));
     if model.is_empty() {
@@ -223,6 +307,15 @@ pub(crate) fn plan_fallbacks(
             return Err(format!("--fallback {shown}: given twice"));
         }
         let plan = match spec.kind.preset() {
+            None if spec.kind == ProviderKind::Anthropic => {
+                let config =
+                    anthropic_config(&lookup).map_err(|e| format!("--fallback {shown}: {e}"))?;
+                if !config.has_api_key() {
+                    let var = anthropic_var("API_KEY");
+                    return Err(format!("--fallback {shown}: {var} is not set"));
+                }
+                Plan::Anthropic(config.with_model(spec.model.as_str()))
+            }
             None => {
                 let config = SimulatedConfig {
                     seed: seed.wrapping_add(n as u64 + 1),
@@ -258,6 +351,7 @@ impl Plan {
     pub(crate) fn model(&self) -> &str {
         match self {
             Plan::Real(config) => config.model(),
+            Plan::Anthropic(config) => config.model(),
             Plan::Simulated(config) => &config.model,
         }
     }
@@ -265,9 +359,11 @@ impl Plan {
 
 /// A route ready for the runtime.
 pub(crate) struct Route {
-    /// The route's name: the provider's `gen_ai.provider.name` (`deepseek`, `openai`,
-    /// `simulated`).
+    /// The route's name: the provider's `gen_ai.provider.name` (`deepseek`, `anthropic`,
+    /// `openai`, `simulated`).
     pub(crate) name: String,
+    /// The provider.
+    pub(crate) kind: ProviderKind,
     /// The adapter.
     pub(crate) adapter: Arc<dyn Adapter>,
     /// The model asked.
@@ -296,17 +392,32 @@ pub(crate) fn build(plan: Plan) -> Result<Route, String> {
     match plan {
         Plan::Real(config) => {
             let name = config.name().to_owned();
+            let kind = if name == Preset::DEEPSEEK.name {
+                ProviderKind::Deepseek
+            } else {
+                ProviderKind::Openai
+            };
             let model = config.model().to_owned();
             let label = label(&config);
             let watchdog = Some(config.idle_timeout());
             let adapter = OpenAiCompatible::new(config).map_err(|e| e.to_string())?;
-            Ok(Route { name, adapter: Arc::new(adapter), model, seed: None, label, watchdog })
+            Ok(Route { name, kind, adapter: Arc::new(adapter), model, seed: None, label, watchdog })
+        }
+        Plan::Anthropic(config) => {
+            let name = config.name().to_owned();
+            let model = config.model().to_owned();
+            let label = format!("{} at {}", config.label(), config.base_url());
+            let watchdog = Some(config.idle_timeout());
+            let adapter = Anthropic::new(config).map_err(|e| e.to_string())?;
+            let kind = ProviderKind::Anthropic;
+            Ok(Route { name, kind, adapter: Arc::new(adapter), model, seed: None, label, watchdog })
         }
         Plan::Simulated(config) => {
             let (seed, watchdog) = (config.seed, config.idle_timeout);
             let simulated = Simulated::new(config).map_err(|e| e.to_string())?;
             Ok(Route {
                 name: rein_providers::simulated::NAME.to_owned(),
+                kind: ProviderKind::Simulated,
                 model: simulated.model().to_owned(),
                 adapter: Arc::new(simulated),
                 seed: Some(seed),
@@ -333,10 +444,11 @@ mod tests {
     }
 
     #[test]
-    fn the_default_provider_follows_the_keys_that_are_set() {
+    fn the_default_provider_follows_the_keys_that_are_set_named_services_first() {
         use ProviderKind::*;
         let local = ("OPENAI_BASE_URL", "http://127.0.0.1:11434/v1");
-        let cases: [(Option<ProviderKind>, Vars, ProviderKind); 10] = [
+        let claude = ("ANTHROPIC_API_KEY", "sk-ant-1");
+        let cases: [(Option<ProviderKind>, Vars, ProviderKind); 15] = [
             (None, &[], Simulated),
             (None, &[("DEEPSEEK_API_KEY", "sk-1")], Deepseek),
             (None, &[("OPENAI_API_KEY", "sk-2")], Openai),
@@ -345,12 +457,36 @@ mod tests {
             (None, &[local, ("DEEPSEEK_API_KEY", "sk-1")], Deepseek),
             (None, &[("DEEPSEEK_API_KEY", "sk-1"), ("OPENAI_API_KEY", "sk-2")], Deepseek),
             (None, &[("DEEPSEEK_API_KEY", "  "), ("DEEPSEEK_BASE_URL", "http://x")], Simulated),
+            (None, &[claude], Anthropic),
+            (None, &[claude, ("OPENAI_API_KEY", "sk-2")], Anthropic),
+            (None, &[claude, local], Anthropic),
+            (None, &[claude, ("DEEPSEEK_API_KEY", "sk-1")], Deepseek),
+            (None, &[("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")], Simulated),
             (Some(Simulated), &[("DEEPSEEK_API_KEY", "sk-1")], Simulated),
-            (Some(Openai), &[], Openai),
+            (Some(Openai), &[claude], Openai),
         ];
         for (flag, vars, want) in cases {
             assert_eq!(choose(flag, &env(vars)), want, "{flag:?} {vars:?}");
         }
+    }
+
+    #[test]
+    fn the_providers_passed_over_are_named_by_the_variable_that_configures_them() {
+        use ProviderKind::*;
+        let all = [
+            ("DEEPSEEK_API_KEY", "sk-1"),
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9"),
+        ];
+        let lookup = env(&all);
+        let chosen = choose(None, &lookup);
+        assert_eq!(chosen, Deepseek);
+        assert_eq!(
+            also_configured(chosen, &lookup),
+            [(Anthropic, "ANTHROPIC_API_KEY".to_owned()), (Openai, "OPENAI_BASE_URL".to_owned())]
+        );
+        assert_eq!(also_configured(Openai, &lookup)[0], (Deepseek, "DEEPSEEK_API_KEY".to_owned()));
+        assert!(also_configured(Anthropic, &env(&[("ANTHROPIC_API_KEY", "k")])).is_empty());
     }
 
     fn wanted(kind: ProviderKind, model: Option<&str>, seed: Option<u64>) -> Wanted {
@@ -361,7 +497,7 @@ mod tests {
     fn refusals_name_the_flag_or_the_variable_and_never_the_key() {
         use ProviderKind::*;
         let key = ("DEEPSEEK_API_KEY", "sk-never-printed");
-        let cases: [(Wanted, Vars, &str); 8] = [
+        let cases: [(Wanted, Vars, &str); 12] = [
             (
                 wanted(Deepseek, None, None),
                 &[],
@@ -399,6 +535,29 @@ mod tests {
                 "DEEPSEEK_API_KEY: must be printable ASCII",
             ),
             (wanted(Simulated, Some(" "), None), &[], "--model: must not be empty"),
+            (
+                wanted(Anthropic, None, None),
+                &[key, ("ANTHROPIC_BASE_URL", "http://127.0.0.1:9")],
+                "--provider anthropic: ANTHROPIC_API_KEY is not set (without a key, use --provider simulated)",
+            ),
+            (
+                wanted(Anthropic, None, Some(1)),
+                &[("ANTHROPIC_API_KEY", "sk-ant-never")],
+                "--seed: applies to the simulated provider only (the provider is anthropic)",
+            ),
+            (
+                wanted(Anthropic, None, None),
+                &[("ANTHROPIC_API_KEY", "sk-ant never")],
+                "ANTHROPIC_API_KEY: must be printable ASCII",
+            ),
+            (
+                wanted(Anthropic, None, None),
+                &[
+                    ("ANTHROPIC_API_KEY", "sk-ant-never"),
+                    ("ANTHROPIC_BASE_URL", "api.anthropic.com"),
+                ],
+                "ANTHROPIC_BASE_URL: not a URL",
+            ),
         ];
         for (wanted, vars, expected) in cases {
             let error = plan(&wanted, 0, env(vars)).unwrap_err();
@@ -411,8 +570,10 @@ mod tests {
     fn a_fallback_is_a_model_of_the_provider_or_of_the_provider_it_names() {
         use ProviderKind::*;
         let spec = |kind, model: &str| Ok(FallbackSpec { kind, model: model.to_owned() });
-        let cases: [(&str, ProviderKind, Result<FallbackSpec, String>); 7] = [
+        let cases: [(&str, ProviderKind, Result<FallbackSpec, String>); 9] = [
             ("deepseek-reasoner", Deepseek, spec(Deepseek, "deepseek-reasoner")),
+            ("anthropic:claude-sonnet-4-5", Openai, spec(Anthropic, "claude-sonnet-4-5")),
+            ("claude-opus-4-1", Anthropic, spec(Anthropic, "claude-opus-4-1")),
             ("openai:gpt-4o-mini", Deepseek, spec(Openai, "gpt-4o-mini")),
             (" simulated:sim-2 ", Openai, spec(Simulated, "sim-2")),
             ("llama3:8b", Openai, spec(Openai, "llama3:8b")),
@@ -421,14 +582,14 @@ mod tests {
                 "  ",
                 Deepseek,
                 Err("--fallback: must not be empty: MODEL (another model of the provider), or \
-                     PROVIDER:MODEL with PROVIDER deepseek, openai or simulated"
+                     PROVIDER:MODEL with PROVIDER deepseek, anthropic, openai or simulated"
                     .to_owned()),
             ),
             (
                 "openai:",
                 Deepseek,
                 Err("--fallback openai:: the model is missing: MODEL (another model of the \
-                     provider), or PROVIDER:MODEL with PROVIDER deepseek, openai or simulated"
+                     provider), or PROVIDER:MODEL with PROVIDER deepseek, anthropic, openai or simulated"
                     .to_owned()),
             ),
         ];
@@ -470,7 +631,35 @@ mod tests {
         let Plan::Simulated(simulated) = &planned[2].1 else { panic!("simulated") };
         assert_eq!(simulated.seed, 44, "the seed plus its place: not the primary's faults");
 
-        let refusals: [(&[&str], Vars, &str); 4] = [
+        let anthropic = plan_fallbacks(
+            &specs(&["anthropic:claude-sonnet-4-5"]),
+            ProviderKind::Openai,
+            "gpt-4o-mini",
+            0,
+            env(&[
+                ("ANTHROPIC_API_KEY", "sk-ant-never"),
+                ("ANTHROPIC_BASE_URL", "http://127.0.0.1:7"),
+            ]),
+        )
+        .unwrap();
+        let Plan::Anthropic(config) = &anthropic[0].1 else { panic!("anthropic") };
+        assert_eq!(
+            (config.model(), config.base_url()),
+            ("claude-sonnet-4-5", "http://127.0.0.1:7")
+        );
+        assert_eq!(anthropic[0].0.route_name(), "anthropic:claude-sonnet-4-5");
+
+        let refusals: [(&[&str], Vars, &str); 6] = [
+            (
+                &["anthropic:claude-x"],
+                &[("DEEPSEEK_API_KEY", "sk-never")],
+                "--fallback anthropic:claude-x: ANTHROPIC_API_KEY is not set",
+            ),
+            (
+                &["anthropic:claude-x"],
+                &[("ANTHROPIC_API_KEY", "sk-never"), ("ANTHROPIC_BASE_URL", "ftp://x")],
+                "--fallback anthropic:claude-x: ANTHROPIC_BASE_URL: must be an http(s) URL",
+            ),
             (
                 &["openai:gpt"],
                 &[("DEEPSEEK_API_KEY", "sk-never")],
@@ -528,6 +717,32 @@ mod tests {
             panic!("real")
         };
         assert_eq!(label(&config), "OpenAI at http://[redacted]@127.0.0.1:11434/v1");
+    }
+
+    #[test]
+    fn an_anthropic_route_takes_its_variables_and_the_model_flag() {
+        let vars = [("ANTHROPIC_API_KEY", "sk-ant-1"), ("ANTHROPIC_MODEL", "claude-sonnet-4-5")];
+        let Plan::Anthropic(config) =
+            plan(&wanted(ProviderKind::Anthropic, None, None), 0, env(&vars)).unwrap()
+        else {
+            panic!("anthropic")
+        };
+        assert_eq!(
+            (config.model(), config.base_url()),
+            ("claude-sonnet-4-5", "https://api.anthropic.com")
+        );
+        let Plan::Anthropic(config) =
+            plan(&wanted(ProviderKind::Anthropic, Some("claude-opus-4-1"), None), 0, env(&vars))
+                .unwrap()
+        else {
+            panic!("anthropic")
+        };
+        assert_eq!(config.model(), "claude-opus-4-1", "--model wins over ANTHROPIC_MODEL");
+        let route = build(Plan::Anthropic(config)).unwrap();
+        assert_eq!(
+            (route.name.as_str(), route.kind, route.label.as_str()),
+            ("anthropic", ProviderKind::Anthropic, "Anthropic at https://api.anthropic.com")
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! [`Assembler`]: folds the `data` payloads of a `/chat/completions` stream into one answer.
+//! [`Assembler`]: folds the `data` payloads of a `/chat/completions` stream into one answer
+//! ([`Assembled`]).
 //!
 //! Pure: one payload in, the content delta to stream (if any) out; at `[DONE]`, the assembled
 //! answer or a typed failure. What it reads of each chunk (unknown fields are ignored, `null`
@@ -26,6 +27,7 @@ use rein_runtime::provider::Completion;
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::answer::Assembled;
 use crate::classify::{self, typed};
 
 /// One streamed answer being assembled.
@@ -46,21 +48,6 @@ struct PartialCall {
     id: String,
     name: String,
     arguments: String,
-}
-
-/// A finished answer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Assembled {
-    /// The answer text (the concatenation of the streamed content deltas).
-    pub text: String,
-    /// The reasoning text (empty for models that do not reason aloud).
-    pub reasoning: String,
-    /// The tool calls and the usage, as the runtime takes them.
-    pub completion: Completion,
-    /// Why the model stopped (`stop`, `length`, `tool_calls`…), if it said.
-    pub finish_reason: Option<String>,
-    /// The model that answered, if the stream named it.
-    pub response_model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -184,6 +171,11 @@ impl Assembler {
                 call.arguments.push_str(&arguments);
             }
         }
+    }
+
+    /// How failures name the provider.
+    pub fn label(&self) -> &str {
+        &self.label
     }
 
     /// The answer so far (what a stream that ended now would have said).

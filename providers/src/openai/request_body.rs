@@ -1,9 +1,13 @@
 //! The `/chat/completions` request body of one attempt, as bytes.
 //!
-//! Built only from the request's model, model-visible history and tools (and the route's
-//! system prompt), never from the attempt number, so a retried attempt sends a byte-identical
-//! body. Determinism comes from typed structs (fields serialize in declaration order) and from
-//! `serde_json`'s sorted maps for the values inside (tool arguments, schemas).
+//! Built only from the request's model, model-visible history, tools and generation settings,
+//! never from the attempt number, so a retried attempt sends a byte-identical body. Determinism
+//! comes from typed structs (fields serialize in declaration order) and from `serde_json`'s
+//! sorted maps for the values inside (tool arguments, schemas).
+//!
+//! Generation settings: the system prompt is a `{"role":"system","content":…}` message first;
+//! `temperature` as given; the output token limit as `max_tokens` or `max_completion_tokens`
+//! ([`MaxTokensField`]). An unset setting is not sent (the server's default).
 //!
 //! Mapping of the history:
 //! - `user` → `{"role":"user","content":text}`;
@@ -17,17 +21,25 @@ use rein_runtime::provider::{Message, Request, ToolSpec};
 use serde::Serialize;
 use serde_json::Value;
 
-/// The body of one attempt.
-pub fn build(request: &Request, system_prompt: Option<&str>) -> Vec<u8> {
+use super::config::MaxTokensField;
+
+/// The body of one attempt; the output token limit goes out in `max_tokens_field`.
+pub fn build(request: &Request, max_tokens_field: MaxTokensField) -> Vec<u8> {
+    let generation = &request.generation;
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(prompt) = system_prompt {
+    if let Some(prompt) = generation.system_prompt() {
         messages.push(WireMessage::System { content: prompt });
     }
     messages.extend(request.messages.iter().map(wire_message));
+    let limit = generation.max_tokens();
     let body = Body {
         model: &request.model,
         messages,
         tools: request.tools.iter().map(wire_tool).collect(),
+        temperature: generation.temperature(),
+        max_tokens: limit.filter(|_| max_tokens_field == MaxTokensField::MaxTokens),
+        max_completion_tokens: limit
+            .filter(|_| max_tokens_field == MaxTokensField::MaxCompletionTokens),
         stream: true,
         stream_options: StreamOptions { include_usage: true },
     };
@@ -41,6 +53,12 @@ struct Body<'a> {
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
     stream: bool,
     stream_options: StreamOptions,
 }
@@ -131,6 +149,7 @@ fn wire_tool(tool: &ToolSpec) -> WireTool<'_> {
 #[cfg(test)]
 mod tests {
     use rein_runtime::event::ToolCall;
+    use rein_runtime::provider::Generation;
     use serde_json::json;
 
     use super::*;
@@ -145,11 +164,16 @@ mod tests {
             model: "deepseek-chat".into(),
             messages: messages.into(),
             tools,
+            generation: Default::default(),
         }
     }
 
     fn body(request: &Request, system: Option<&str>) -> String {
-        String::from_utf8(build(request, system)).unwrap()
+        let mut request = request.clone();
+        if let Some(system) = system {
+            request.generation = Generation::new().with_system_prompt(system).unwrap();
+        }
+        String::from_utf8(build(&request, MaxTokensField::MaxTokens)).unwrap()
     }
 
     #[test]
@@ -211,15 +235,55 @@ mod tests {
             vec![Message::User { text: "é \"quoted\" \n".into() }],
             vec![ToolSpec::new("t", "d").with_parameters(schema)],
         );
-        let one = build(&first, Some("sys"));
+        first.generation = Generation::new().with_system_prompt("sys").unwrap();
+        first.generation = first.generation.with_temperature(0.3).unwrap();
+        let one = build(&first, MaxTokensField::MaxTokens);
         first.attempt = 7;
-        assert_eq!(build(&first, Some("sys")), one, "the attempt number is not in the body");
+        assert_eq!(
+            build(&first, MaxTokensField::MaxTokens),
+            one,
+            "the attempt number is not in the body"
+        );
         let reparsed: Request =
             serde_json::from_str(&serde_json::to_string(&first).unwrap()).unwrap();
         assert_eq!(
-            build(&reparsed, Some("sys")),
+            build(&reparsed, MaxTokensField::MaxTokens),
             one,
             "a request rebuilt from the log sends the same bytes"
         );
+    }
+
+    #[test]
+    fn generation_settings_map_to_their_fields_and_unset_ones_are_not_sent() {
+        let hi = vec![Message::User { text: "hi".into() }];
+        let full = Generation::new().with_system_prompt("Be brief.").unwrap();
+        let full = full.with_temperature(0.25).unwrap().with_max_tokens(300).unwrap();
+        let cases = [
+            (
+                Generation::new(),
+                MaxTokensField::MaxCompletionTokens,
+                r#"{"model":"deepseek-chat","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#,
+            ),
+            (
+                full.clone(),
+                MaxTokensField::MaxTokens,
+                r#"{"model":"deepseek-chat","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"temperature":0.25,"max_tokens":300,"stream":true,"stream_options":{"include_usage":true}}"#,
+            ),
+            (
+                full,
+                MaxTokensField::MaxCompletionTokens,
+                r#"{"model":"deepseek-chat","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"temperature":0.25,"max_completion_tokens":300,"stream":true,"stream_options":{"include_usage":true}}"#,
+            ),
+            (
+                Generation::new().with_temperature(0.0).unwrap(),
+                MaxTokensField::MaxTokens,
+                r#"{"model":"deepseek-chat","messages":[{"role":"user","content":"hi"}],"temperature":0.0,"stream":true,"stream_options":{"include_usage":true}}"#,
+            ),
+        ];
+        for (generation, field, expected) in cases {
+            let mut request = request(hi.clone(), vec![]);
+            request.generation = generation;
+            assert_eq!(String::from_utf8(build(&request, field)).unwrap(), expected);
+        }
     }
 }
