@@ -5,6 +5,9 @@
 //! - `sqlite::SqliteStore` (cargo feature `sqlite`, on by default): one SQLite database (WAL)
 //!   for many sessions; a single writer batches the appends of all sessions into one transaction
 //!   (group commit).
+//! - `postgres::PostgresStore` (cargo feature `postgres`): one PostgreSQL database shared by
+//!   several processes; the same single group-commit writer, and advisory locks for one writer
+//!   per session across processes.
 //!
 //! Shared by the stores:
 //! - [`line`](mod@line): one log line: encoding an append, decoding a line with its `seq` checked.
@@ -36,6 +39,8 @@ pub mod jsonl;
 pub mod line;
 mod lock_file;
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod sync;
@@ -117,6 +122,10 @@ pub enum StoreError {
     /// An error from SQLite.
     #[error("sqlite: {0}")]
     Sqlite(String),
+    /// An error from PostgreSQL, or the database unreachable; the message names the database by
+    /// its URL without the password.
+    #[error("postgres: {0}")]
+    Postgres(String),
     /// The store's writer is gone.
     #[error("the store is closed")]
     Closed,

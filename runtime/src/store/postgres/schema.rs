@@ -1,0 +1,113 @@
+//! The PostgreSQL store's tables and their versioned migrations, run at open.
+//!
+//! | table | what |
+//! |---|---|
+//! | `schema_version (version)` | one row: the version of the tables below |
+//! | `events (session, seq, line)` | every event; primary key `(session, seq)`; `line` is the event's JSONL line |
+//!
+//! [`MIGRATIONS`]`[i]` takes the tables from version `i` to `i + 1`. Opening a database runs,
+//! in one transaction under a transaction-scoped advisory lock (two rein processes opening one
+//! new database at once do not both create it), the migrations from the version found up to
+//! [`CURRENT`] — all of them for an empty database. A database at a newer version (written by a
+//! newer rein) is refused, naming the version found and the newest this rein knows: nothing is
+//! changed. The decision is the pure [`plan`].
+//!
+//! Seam: the settings records (a revisioned row per plugin, updated with `WHERE revision =
+//! $base`) and the per-session heads (`session_heads`) of SPEC §11/§12 are the next migrations;
+//! they are not written yet (they depend on the settings store and the heads of the resume work).
+
+use std::ops::Range;
+
+/// The migrations, in order: `MIGRATIONS[i]` goes from version `i` to `i + 1`.
+pub(super) const MIGRATIONS: &[&str] = &[
+    // 0 → 1: the events.
+    "CREATE TABLE events (
+         session text NOT NULL,
+         seq bigint NOT NULL,
+         line text NOT NULL,
+         PRIMARY KEY (session, seq)
+     )",
+];
+
+/// The version this rein writes.
+pub(super) const CURRENT: u32 = MIGRATIONS.len() as u32;
+
+/// An arbitrary constant: the advisory lock key that serializes the migrations of one database.
+const MIGRATION_LOCK: i64 = 0x7265_696e_5f73_6368; // "rein_sch"
+
+/// Which migrations take a database at version `found` (`None`: no `schema_version` table yet)
+/// to `current`; an error naming both when the database is newer.
+pub(super) fn plan(found: Option<u32>, current: u32) -> Result<Range<usize>, String> {
+    let from = found.unwrap_or(0);
+    if from > current {
+        return Err(format!(
+            "the database's tables are at schema version {from}, written by a newer rein; this \
+             rein knows versions up to {current} and changes nothing"
+        ));
+    }
+    Ok(from as usize..current as usize)
+}
+
+/// Brings the tables of the database behind `client` to [`CURRENT`]; returns the version found.
+pub(super) async fn migrate(client: &mut tokio_postgres::Client) -> Result<Option<u32>, String> {
+    let e = |e: tokio_postgres::Error| super::message(&e);
+    let tx = client.transaction().await.map_err(e)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).await.map_err(e)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS schema_version (version integer NOT NULL)")
+        .await
+        .map_err(e)?;
+    let rows = tx.query("SELECT version FROM schema_version", &[]).await.map_err(e)?;
+    let found = match rows.as_slice() {
+        [] => None,
+        [row] => {
+            let version: i32 = row.try_get(0).map_err(e)?;
+            Some(u32::try_from(version).map_err(|_| format!("schema version {version}?"))?)
+        }
+        more => return Err(format!("schema_version has {} rows, not one", more.len())),
+    };
+    let steps = plan(found, CURRENT)?;
+    if steps.is_empty() {
+        tx.rollback().await.map_err(e)?;
+        return Ok(found);
+    }
+    for (i, migration) in MIGRATIONS[steps.clone()].iter().enumerate() {
+        let to = steps.start + i + 1;
+        tx.batch_execute(migration)
+            .await
+            .map_err(|err| format!("migrating to schema version {to}: {}", super::message(&err)))?;
+    }
+    let current = i32::try_from(CURRENT).unwrap_or(i32::MAX);
+    tx.execute("DELETE FROM schema_version", &[]).await.map_err(e)?;
+    tx.execute("INSERT INTO schema_version (version) VALUES ($1)", &[&current]).await.map_err(e)?;
+    tx.commit().await.map_err(e)?;
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_is_migrated_from_the_version_found_and_a_newer_one_refused() {
+        /// (version found, current, migrations to run or what the error says)
+        type Case = (Option<u32>, u32, Result<Range<usize>, &'static str>);
+        let cases: [Case; 5] = [
+            (None, 1, Ok(0..1)),
+            (Some(0), 1, Ok(0..1)),
+            (Some(1), 1, Ok(1..1)),
+            (Some(1), 3, Ok(1..3)),
+            (
+                Some(4),
+                3,
+                Err("schema version 4, written by a newer rein; this rein knows versions up to 3"),
+            ),
+        ];
+        for (found, current, want) in cases {
+            match (plan(found, current), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, want, "{found:?}"),
+                (Err(got), Err(want)) => assert!(got.contains(want), "{got}"),
+                (got, want) => panic!("{found:?}: {got:?}, want {want:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! The PostgreSQL store's single writer: one tokio task that owns one connection and commits
+//! the appends of all sessions in groups — the SQLite store's design (see its `writer`).
+//!
+//! # Group commit
+//!
+//! Appends queue on a channel. The writer takes the first, then every request already waiting
+//! (at most [`MAX_BATCH`]), checks each against its session's next `seq` (the pure
+//! [`batch::accept`]; the next `seq` of a session it has not written yet comes from one query for
+//! the whole batch), and inserts the accepted rows with **one** `INSERT … SELECT FROM unnest(…)`
+//! in **one** transaction. The commit's WAL flush — the expensive part with
+//! `synchronous_commit = on` — is paid per batch; appends that arrive while it runs form the next
+//! batch, so the batch grows with the load.
+//!
+//! # Acknowledgement
+//!
+//! A caller hears `Ok` only after `COMMIT` returned: with [`Durability::Disk`] the connection runs
+//! with `synchronous_commit = on`, so the batch is flushed to the server's disk; with
+//! [`Durability::Os`] with `synchronous_commit = off` (the server holds the batch and writes it
+//! within a few hundred milliseconds: a rein crash loses nothing, a server crash may lose the
+//! last acknowledged batches). An insert that fails for a reason of the database (a row written
+//! behind the store's back) is retried request by request, each in its own savepoint, so only
+//! the requests at fault fail.
+//!
+//! # The database going away
+//!
+//! When the connection breaks, every request of the batch in flight fails (it may or may not have
+//! been committed: it was never acknowledged, so the session log does not count on it, and a
+//! reopened log shows what the database kept), the writer forgets its cached `seq`s, and it
+//! reconnects with backoff ([`batch::backoff`]: 50 ms doubling up to 2 s). Meanwhile every append
+//! is refused at once with [`StoreError::Postgres`] "unreachable" — never queued, never
+//! acknowledged. When the writer is connected again, appends go on.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::Client;
+
+use super::batch;
+use super::locks::Locks;
+use super::target::Target;
+use crate::store::{Durability, StoreError};
+
+/// At most this many requests share one transaction.
+const MAX_BATCH: usize = 4096;
+
+/// The writer remembers the next `seq` of at most this many sessions (then starts afresh).
+const MAX_CACHED_SESSIONS: usize = 100_000;
+
+/// One append: `lines` are the JSON lines of `seq` `first`, `first + 1`, … of `session`.
+pub(super) struct Request {
+    pub(super) session: String,
+    pub(super) first: u64,
+    pub(super) lines: Vec<String>,
+    pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
+}
+
+/// What the writer reports about its batches (for tests and the bench).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Transactions committed.
+    pub commits: std::sync::atomic::AtomicU64,
+    /// Requests acknowledged.
+    pub appends: std::sync::atomic::AtomicU64,
+}
+
+/// The writer task's state.
+pub(super) struct Writer {
+    pub(super) target: Target,
+    pub(super) durability: Durability,
+    pub(super) client: Option<Client>,
+    pub(super) next_seq: HashMap<String, u64>,
+    pub(super) counters: Arc<Counters>,
+    pub(super) locks: Locks,
+}
+
+impl Writer {
+    /// Runs until the queue closes (the store was dropped), answering what was queued.
+    pub(super) async fn run(mut self, mut requests: mpsc::UnboundedReceiver<Request>) {
+        let mut failed = 0u32;
+        loop {
+            if self.client.is_none() {
+                match super::connect(&self.target, self.durability).await {
+                    Ok(client) => {
+                        self.client = Some(client);
+                        failed = 0;
+                    }
+                    Err(e) => {
+                        let why = self.unreachable(&super::message(&e));
+                        let wait = tokio::time::sleep(batch::backoff(failed));
+                        failed = failed.saturating_add(1);
+                        tokio::pin!(wait);
+                        loop {
+                            tokio::select! {
+                                () = &mut wait => break,
+                                request = requests.recv() => match request {
+                                    Some(request) => {
+                                        let _ = request.reply.send(Err(StoreError::Postgres(why.clone())));
+                                    }
+                                    None => return,
+                                },
+                            }
+                        }
+                        continue;
+                    }
+                }
+            }
+            let Some(first) = requests.recv().await else { return };
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match requests.try_recv() {
+                    Ok(more) => batch.push(more),
+                    Err(_) => break,
+                }
+            }
+            self.commit(batch).await;
+        }
+    }
+
+    fn unreachable(&self, cause: &str) -> String {
+        format!("{}: the database is unreachable (reconnecting): {cause}", self.target.shown())
+    }
+
+    /// Commits one batch and answers its callers.
+    async fn commit(&mut self, batch: Vec<Request>) {
+        let mut outcomes = self.locks.refuse_lost(batch.iter().map(|r| r.session.as_str()));
+        let written = self.write(&batch, &mut outcomes).await;
+        let broken = self.client.as_ref().is_none_or(Client::is_closed);
+        match written {
+            Ok(next) => {
+                let acknowledged = outcomes.iter().filter(|o| o.is_ok()).count() as u64;
+                if self.next_seq.len() > MAX_CACHED_SESSIONS {
+                    self.next_seq.clear();
+                }
+                self.next_seq.extend(next);
+                use std::sync::atomic::Ordering::Relaxed;
+                self.counters.commits.fetch_add(1, Relaxed);
+                self.counters.appends.fetch_add(acknowledged, Relaxed);
+            }
+            Err(message) => {
+                let message = if broken { self.unreachable(&message) } else { message };
+                for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
+                    *outcome = Err(StoreError::Postgres(message.clone()));
+                }
+                self.next_seq.clear();
+            }
+        }
+        if broken {
+            self.client = None;
+            self.next_seq.clear();
+        }
+        for (request, outcome) in batch.into_iter().zip(outcomes) {
+            // A caller that stopped waiting does not mind.
+            let _ = request.reply.send(outcome);
+        }
+    }
+
+    /// Writes the requests whose outcome is still `Ok` in one transaction, turning the outcome
+    /// of those refused into errors; returns the sessions' next `seq`s once committed.
+    async fn write(
+        &mut self,
+        batch: &[Request],
+        outcomes: &mut [Result<(), StoreError>],
+    ) -> Result<HashMap<String, u64>, String> {
+        let shown = self.target.shown().to_owned();
+        let Some(client) = self.client.as_mut() else { return Err("not connected".into()) };
+        let pg = |e: tokio_postgres::Error| format!("{shown}: {}", super::message(&e));
+        // The next seq of every session of the batch.
+        let mut next: HashMap<String, u64> = HashMap::new();
+        let mut unknown: Vec<&str> = Vec::new();
+        for request in batch {
+            match self.next_seq.get(&request.session) {
+                Some(&seq) => {
+                    next.insert(request.session.clone(), seq);
+                }
+                None if !next.contains_key(&request.session) => {
+                    next.insert(request.session.clone(), 0);
+                    unknown.push(&request.session);
+                }
+                None => {}
+            }
+        }
+        if !unknown.is_empty() {
+            let rows = client
+                .query(
+                    "SELECT session, max(seq) + 1 FROM events WHERE session = ANY($1) GROUP BY session",
+                    &[&unknown],
+                )
+                .await
+                .map_err(pg)?;
+            for row in rows {
+                let session: String = row.try_get(0).map_err(pg)?;
+                let seq: i64 = row.try_get(1).map_err(pg)?;
+                next.insert(session, u64::try_from(seq).unwrap_or(0));
+            }
+        }
+        let shape: Vec<(&str, u64, usize)> =
+            batch.iter().map(|r| (r.session.as_str(), r.first, r.lines.len())).collect();
+        for (outcome, accepted) in outcomes.iter_mut().zip(batch::accept(&shape, &mut next)) {
+            if outcome.is_ok() {
+                *outcome = accepted;
+            }
+        }
+        let mut sessions = Vec::new();
+        let mut seqs = Vec::new();
+        let mut lines = Vec::new();
+        for (request, _) in batch.iter().zip(outcomes.iter()).filter(|(_, o)| o.is_ok()) {
+            for (i, line) in request.lines.iter().enumerate() {
+                sessions.push(request.session.as_str());
+                seqs.push(i64::try_from(request.first + i as u64).unwrap_or(i64::MAX));
+                lines.push(line.as_str());
+            }
+        }
+        if sessions.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let tx = client.transaction().await.map_err(pg)?;
+        let insert = tx.execute(INSERT, &[&sessions, &seqs, &lines]).await;
+        match insert {
+            Ok(_) => {
+                tx.commit().await.map_err(pg)?;
+            }
+            Err(e) if e.is_closed() || e.code().is_none() => return Err(pg(e)),
+            Err(_) => {
+                drop(tx);
+                // Find the requests at fault: each in a savepoint of a new transaction.
+                let mut tx = client.transaction().await.map_err(pg)?;
+                for (request, outcome) in batch.iter().zip(outcomes.iter_mut()) {
+                    if outcome.is_err() {
+                        continue;
+                    }
+                    let sessions = vec![request.session.as_str(); request.lines.len()];
+                    let seqs: Vec<i64> = (0..request.lines.len())
+                        .map(|i| i64::try_from(request.first + i as u64).unwrap_or(i64::MAX))
+                        .collect();
+                    let lines: Vec<&str> = request.lines.iter().map(String::as_str).collect();
+                    let savepoint = tx.savepoint("request").await.map_err(pg)?;
+                    match savepoint.execute(INSERT, &[&sessions, &seqs, &lines]).await {
+                        Ok(_) => savepoint.commit().await.map_err(pg)?,
+                        Err(e) if e.is_closed() || e.code().is_none() => return Err(pg(e)),
+                        Err(e) => {
+                            savepoint.rollback().await.map_err(pg)?;
+                            *outcome = Err(StoreError::Postgres(pg(e)));
+                        }
+                    }
+                }
+                tx.commit().await.map_err(pg)?;
+                // The cache is not trusted after a surprise: every session is asked again.
+                self.next_seq.clear();
+                return Ok(HashMap::new());
+            }
+        }
+        Ok(next)
+    }
+}
+
+/// The one statement of a batch: every row, from three arrays.
+const INSERT: &str = "INSERT INTO events (session, seq, line) \
+                      SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])";

@@ -1,0 +1,515 @@
+//! One conformance suite for every store: memory, JSONL, SQLite and (with the `postgres`
+//! feature, against a throwaway cluster from `rein-testkit`) PostgreSQL run the same cases.
+//!
+//! Each case builds every [`Backend`] afresh, runs the same body against each, and names the
+//! store in every assertion. Cases that only apply to some stores (a torn tail exists only in a
+//! file; a memory store cannot be reopened by another instance) say so in the body. Without
+//! PostgreSQL installed, the PostgreSQL backend is left out after saying how to install it —
+//! except with `CI=true`, where that is a failure (see `rein_testkit::postgres`).
+
+#![cfg(feature = "sqlite")]
+// Helpers outside `#[test]` functions build fixtures; a failure there is a broken test.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use rein_runtime::clock::VirtualClock;
+use rein_runtime::event::*;
+use rein_runtime::session_log::SessionLog;
+use rein_runtime::store::jsonl::JsonlStore;
+use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::store::sqlite::SqliteStore;
+use rein_runtime::store::{Durability, SessionStore, StoreError};
+
+fn envelope(seq: u64, event: Event) -> Envelope {
+    Envelope { seq, time: 1_700_000_000_000 + seq, event }
+}
+
+fn message(seq: u64, text: &str) -> Envelope {
+    envelope(seq, Event::UserMessage(UserMessage { text: text.into() }))
+}
+
+fn idle(seq: u64) -> Envelope {
+    envelope(seq, Event::AgentIdle(AgentIdle {}))
+}
+
+/// One kind of store, with what it needs to be opened again.
+enum Backend {
+    Memory(MemoryStore),
+    Jsonl(tempfile::TempDir),
+    Sqlite(tempfile::TempDir),
+    /// The cluster (kept running while the backend lives) and the database's URL.
+    #[cfg(feature = "postgres")]
+    Postgres(#[allow(dead_code)] rein_testkit::PgCluster, String),
+}
+
+impl Backend {
+    fn name(&self) -> &'static str {
+        match self {
+            Self::Memory(_) => "memory",
+            Self::Jsonl(_) => "jsonl",
+            Self::Sqlite(_) => "sqlite",
+            #[cfg(feature = "postgres")]
+            Self::Postgres(..) => "postgres",
+        }
+    }
+
+    /// A store over this backend's logs: a new instance each time (for memory, the same logs).
+    async fn open(&self, durability: Durability) -> Arc<dyn SessionStore> {
+        match self {
+            Self::Memory(store) => Arc::new(store.clone()),
+            Self::Jsonl(dir) => Arc::new(JsonlStore::open(dir.path(), durability).unwrap()),
+            Self::Sqlite(dir) => {
+                Arc::new(SqliteStore::open(dir.path().join("events.db"), durability).unwrap())
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_, url) => Arc::new(
+                rein_runtime::store::postgres::PostgresStore::open(url, durability).await.unwrap(),
+            ),
+        }
+    }
+
+    /// Whether a second instance is another writer (refused a claim the first holds).
+    fn second_instance_is_another_writer(&self) -> bool {
+        !matches!(self, Self::Memory(_))
+    }
+
+    /// Replaces the stored line of `session`'s event `seq` with `text`, behind the store's back.
+    async fn damage(&self, session: &str, seq: u64, text: &str) {
+        match self {
+            Self::Memory(_) => unreachable!("a memory store holds events, not lines"),
+            Self::Jsonl(dir) => {
+                let path = dir.path().join(format!("{session}.jsonl"));
+                let content = std::fs::read_to_string(&path).unwrap();
+                let mut lines: Vec<String> = content.lines().map(str::to_owned).collect();
+                lines[usize::try_from(seq).unwrap()] = text.to_owned();
+                std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+            }
+            Self::Sqlite(dir) => {
+                let conn = rusqlite::Connection::open(dir.path().join("events.db")).unwrap();
+                let seq = i64::try_from(seq).unwrap();
+                conn.execute(
+                    "UPDATE events SET line = ?1 WHERE session = ?2 AND seq = ?3",
+                    rusqlite::params![text, session, seq],
+                )
+                .unwrap();
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres(_, url) => {
+                let client = raw_postgres(url).await;
+                let seq = i64::try_from(seq).unwrap();
+                let n = client
+                    .execute(
+                        "UPDATE events SET line = $1 WHERE session = $2 AND seq = $3",
+                        &[&text, &session, &seq],
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(n, 1);
+            }
+        }
+    }
+}
+
+/// A plain client of the database at `url`, its connection on a task.
+#[cfg(feature = "postgres")]
+async fn raw_postgres(url: &str) -> tokio_postgres::Client {
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+    tokio::spawn(connection);
+    client
+}
+
+/// Every backend, fresh.
+fn backends() -> Vec<Backend> {
+    let mut all = vec![
+        Backend::Memory(MemoryStore::new()),
+        Backend::Jsonl(tempfile::tempdir().unwrap()),
+        Backend::Sqlite(tempfile::tempdir().unwrap()),
+    ];
+    #[cfg(feature = "postgres")]
+    if let Some(cluster) = rein_testkit::PgCluster::start() {
+        let url = cluster.create_database("conformance");
+        all.push(Backend::Postgres(cluster, url));
+    }
+    all
+}
+
+/// A log of `n` events in batches of 1, 2, 3, 1, …, some long, some with newlines.
+fn batches(n: u64) -> Vec<Vec<Envelope>> {
+    let event = |seq: u64| match seq % 5 {
+        0 => idle(seq),
+        1 => message(seq, &"long line ".repeat(8_000)),
+        2 => message(seq, "two\nlines \u{1F600} \"quoted\" \\ \u{0}"),
+        _ => message(seq, &format!("event {seq}")),
+    };
+    let (mut out, mut seq, mut size) = (Vec::new(), 0, 1);
+    while seq < n {
+        let end = (seq + size).min(n);
+        out.push((seq..end).map(event).collect());
+        seq = end;
+        size = size % 3 + 1;
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_load_back_whole_and_from_any_seq_and_after_reopening() {
+    const N: u64 = 30;
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Os).await;
+        assert_eq!(store.load("s").await.unwrap(), None, "{name}");
+        assert_eq!(store.load_from("s", 0).await.unwrap(), [], "{name}");
+        for batch in batches(N) {
+            store.append("s", &batch).await.unwrap();
+            assert_eq!(store.load_from("s", batch[0].seq).await.unwrap(), batch, "{name}");
+        }
+        store.append("t", &[idle(0)]).await.unwrap();
+        store.append("s", &[]).await.unwrap();
+        let all: Vec<Envelope> = batches(N).into_iter().flatten().collect();
+        let loaded = store.load("s").await.unwrap().unwrap();
+        assert_eq!((loaded.events.as_slice(), loaded.torn), (all.as_slice(), None), "{name}");
+        assert_eq!(store.sessions().await.unwrap(), ["s", "t"], "{name}");
+        drop(store);
+
+        let reopened = backend.open(Durability::Os).await;
+        for seq in [0, 1, 7, N - 1, N, N + 5] {
+            let want: Vec<Envelope> = all.iter().filter(|e| e.seq >= seq).cloned().collect();
+            assert_eq!(reopened.load_from("s", seq).await.unwrap(), want, "{name} from {seq}");
+        }
+        assert_eq!(reopened.load("s").await.unwrap().unwrap().events, all, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_that_does_not_continue_the_log_or_names_no_valid_session_writes_nothing() {
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Os).await;
+        store.append("s", &[idle(0), idle(1)]).await.unwrap();
+        for (stale, expected, found) in
+            [(vec![idle(1)], 2, 1), (vec![idle(3)], 2, 3), (vec![idle(2), idle(4)], 3, 4)]
+        {
+            let err = store.append("s", &stale).await.unwrap_err();
+            assert!(
+                matches!(&err, StoreError::OutOfOrder { session, expected: e, found: f }
+                    if session == "s" && *e == expected && *f == found),
+                "{name}: {err}"
+            );
+        }
+        let err = store.append("new", &[idle(1)]).await.unwrap_err();
+        assert!(matches!(err, StoreError::OutOfOrder { expected: 0, found: 1, .. }), "{name}");
+        for bad in ["", "../escape", "a/b", ".hidden"] {
+            let err = store.append(bad, &[idle(0)]).await.unwrap_err();
+            assert!(matches!(err, StoreError::InvalidSessionId(_)), "{name} {bad:?}: {err}");
+            assert!(store.load(bad).await.is_err(), "{name} {bad:?}");
+        }
+        // A bad append among concurrent good ones fails alone.
+        let (ea, eb, ec) = ([idle(0), idle(1)], [idle(0)], [idle(0)]);
+        let (a, b, c) =
+            tokio::join!(store.append("a", &ea), store.append("s", &eb), store.append("c", &ec));
+        a.unwrap();
+        c.unwrap();
+        assert!(matches!(b, Err(StoreError::OutOfOrder { expected: 2, .. })), "{name}: {b:?}");
+        assert_eq!(store.load("s").await.unwrap().unwrap().events, [idle(0), idle(1)], "{name}");
+        assert_eq!(store.sessions().await.unwrap(), ["a", "c", "s"], "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_record_fails_the_load_naming_where_and_is_never_rewritten() {
+    for backend in backends() {
+        let name = backend.name();
+        if matches!(backend, Backend::Memory(_)) {
+            continue; // It holds events, not lines: nothing can be corrupt.
+        }
+        let store = backend.open(Durability::Os).await;
+        store.append("s", &[idle(0), idle(1), idle(2)]).await.unwrap();
+        store.append("t", &[idle(0)]).await.unwrap();
+        drop(store);
+        backend.damage("s", 1, r#"{"seq":1,"time":1,"type":"no/such","data":{}}"#).await;
+        let store = backend.open(Durability::Os).await;
+        for _ in 0..2 {
+            let err = store.load("s").await.unwrap_err();
+            assert!(matches!(&err, StoreError::Corrupt { line: 2, .. }), "{name}: {err}");
+            assert!(err.to_string().contains("no/such"), "{name}: {err}");
+            let err = store.load_from("s", 1).await.unwrap_err();
+            assert!(matches!(&err, StoreError::Corrupt { line: 2, .. }), "{name}: {err}");
+        }
+        assert_eq!(store.load_from("s", 2).await.unwrap(), [idle(2)], "{name}: after it");
+        assert_eq!(store.load("t").await.unwrap().unwrap().events, [idle(0)], "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_torn_last_line_is_cut_on_reopen_where_a_store_can_tear() {
+    // Only a file can hold part of a record: SQLite and PostgreSQL commit whole transactions.
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Os).await;
+        store.append("s", &[idle(0), idle(1)]).await.unwrap();
+        drop(store);
+        if let Backend::Jsonl(dir) = &backend {
+            let path = dir.path().join("s.jsonl");
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes.extend_from_slice(br#"{"seq":2,"ti"#);
+            std::fs::write(&path, bytes).unwrap();
+        }
+        let store = backend.open(Durability::Os).await;
+        let loaded = store.load("s").await.unwrap().unwrap();
+        assert_eq!(loaded.events, [idle(0), idle(1)], "{name}");
+        assert_eq!(loaded.torn.is_some(), matches!(backend, Backend::Jsonl(_)), "{name}");
+        store.append("s", &[idle(2)]).await.unwrap();
+        assert_eq!(store.load("s").await.unwrap().unwrap().events.len(), 3, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() {
+    const SESSIONS: usize = 64;
+    const APPENDS: u64 = 6;
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Disk).await;
+        let mut tasks = tokio::task::JoinSet::new();
+        for s in 0..SESSIONS {
+            let store = store.clone();
+            tasks.spawn(async move {
+                let session = format!("session-{s}");
+                let mut seq = 0;
+                for append in 0..APPENDS {
+                    let n = 1 + (s as u64 + append) % 3;
+                    let batch: Vec<Envelope> =
+                        (seq..seq + n).map(|q| message(q, &format!("{session}/{q}"))).collect();
+                    store.append(&session, &batch).await.unwrap();
+                    seq += n;
+                }
+                (session, seq)
+            });
+        }
+        let mut expected = Vec::new();
+        while let Some(done) = tasks.join_next().await {
+            expected.push(done.unwrap());
+        }
+        drop(store);
+        let store = backend.open(Durability::Os).await;
+        assert_eq!(store.sessions().await.unwrap().len(), SESSIONS, "{name}");
+        for (session, count) in expected {
+            let events = store.load(&session).await.unwrap().unwrap().events;
+            let want: Vec<Envelope> =
+                (0..count).map(|q| message(q, &format!("{session}/{q}"))).collect();
+            assert_eq!(events, want, "{name} {session}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_a_log_a_crash_left_mid_turn_closes_the_turn_and_the_log_checks() {
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Disk).await;
+        let start = Event::SessionStart(SessionStart { session: "s".into(), format: LOG_FORMAT });
+        let crashed = [
+            envelope(0, start),
+            message(1, "hi"),
+            envelope(2, Event::TurnStart(TurnStart { turn: 1 })),
+        ];
+        store.append("s", &crashed).await.unwrap();
+        drop(store); // The crash: nothing closed the turn.
+
+        let store = backend.open(Durability::Disk).await;
+        let clock = Arc::new(VirtualClock::start());
+        let (log, report) = SessionLog::open(store.clone(), clock, "s").await.unwrap();
+        assert_eq!(report.interrupted_turn, Some(1), "{name}");
+        log.close().await;
+        let events = store.load("s").await.unwrap().unwrap().events;
+        assert_eq!(events[..3], crashed, "{name}: what was there is kept");
+        assert!(
+            rein_invariant::check_finished_log(&events).is_empty(),
+            "{name}: {:?}",
+            rein_invariant::check_finished_log(&events)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_session_is_refused_to_another_writer_until_let_go() {
+    for backend in backends() {
+        let name = backend.name();
+        if matches!(backend, Backend::Sqlite(_)) {
+            // A SQLite database belongs to one store at a time: the second open is refused.
+            let first = backend.open(Durability::Os).await;
+            let dir = match &backend {
+                Backend::Sqlite(dir) => dir.path().join("events.db"),
+                _ => unreachable!(),
+            };
+            let refused = SqliteStore::open(&dir, Durability::Os).unwrap_err();
+            assert!(matches!(refused, StoreError::Locked { .. }), "{name}: {refused}");
+            drop(first);
+            continue;
+        }
+        let first = backend.open(Durability::Os).await;
+        let second = backend.open(Durability::Os).await;
+        let held = first.claim("s").await.unwrap();
+        first.append("s", &[idle(0)]).await.unwrap();
+        if backend.second_instance_is_another_writer() {
+            let refused = second.claim("s").await.unwrap_err();
+            assert!(matches!(refused, StoreError::Locked { .. }), "{name}: {refused}");
+            assert!(refused.to_string().contains("is in use by"), "{name}: {refused}");
+        }
+        drop(second.claim("t").await.unwrap());
+        drop(held);
+        let taken = second.claim("s").await.unwrap();
+        second.append("s", &[idle(1)]).await.unwrap();
+        assert_eq!(first.load("s").await.unwrap().unwrap().events, [idle(0), idle(1)], "{name}");
+        drop(taken);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledged_append_is_readable_by_a_new_store_at_once() {
+    // The acknowledgement comes after the store holds the events: another instance (another
+    // process, another node) reads them the moment `append` returned.
+    for backend in backends() {
+        let name = backend.name();
+        let writer = backend.open(Durability::Disk).await;
+        for seq in 0..5 {
+            writer.append("s", &[idle(seq)]).await.unwrap();
+            if matches!(backend, Backend::Sqlite(_)) {
+                continue; // One store per database: SQLite is read by its own store.
+            }
+            let reader = backend.open(Durability::Os).await;
+            let events = reader.load("s").await.unwrap().unwrap().events;
+            assert_eq!(events.len() as u64, seq + 1, "{name}");
+        }
+        assert_eq!(writer.load("s").await.unwrap().unwrap().events.len(), 5, "{name}");
+    }
+}
+
+#[cfg(feature = "postgres")]
+mod postgres {
+    //! What only PostgreSQL has: a server that can go away and come back, schema versions,
+    //! passwords.
+
+    use std::sync::Arc;
+
+    use rein_runtime::store::postgres::PostgresStore;
+    use rein_runtime::store::{Durability, SessionStore, StoreError};
+
+    use super::{idle, raw_postgres};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_restarted_mid_run_loses_no_acknowledged_event() {
+        const SESSIONS: usize = 16;
+        const EVENTS: u64 = 60;
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        let url = cluster.create_database("restart");
+        let store = Arc::new(PostgresStore::open(&url, Durability::Disk).await.unwrap());
+        let cluster = Arc::new(cluster);
+        let mut tasks = tokio::task::JoinSet::new();
+        for s in 0..SESSIONS {
+            let store = store.clone();
+            let cluster = cluster.clone();
+            tasks.spawn(async move {
+                let session = format!("s{s}");
+                let (mut acknowledged, mut refused, mut seq) = (0u64, 0u64, 0u64);
+                while seq < EVENTS {
+                    match store.append(&session, &[idle(seq)]).await {
+                        Ok(()) => {
+                            acknowledged = seq + 1;
+                            seq += 1;
+                        }
+                        // The refused append was committed after all: the log says so.
+                        Err(StoreError::OutOfOrder { expected, .. }) if expected == seq + 1 => {
+                            seq += 1;
+                        }
+                        Err(e) => {
+                            assert!(matches!(e, StoreError::Postgres(_)), "{e}");
+                            refused += 1;
+                            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                        }
+                    }
+                    if s == 0 && seq == EVENTS / 3 && refused == 0 {
+                        let cluster = cluster.clone();
+                        tokio::task::spawn_blocking(move || cluster.restart_immediate())
+                            .await
+                            .unwrap();
+                    }
+                }
+                (session, acknowledged, refused)
+            });
+        }
+        let mut refusals = 0;
+        while let Some(done) = tasks.join_next().await {
+            let (session, acknowledged, refused) = done.unwrap();
+            refusals += refused;
+            let events = store.load(&session).await.unwrap().unwrap().events;
+            assert!(events.len() as u64 >= acknowledged, "{session}: an acknowledged event lost");
+            assert!(events.iter().enumerate().all(|(i, e)| e.seq == i as u64), "{session}");
+            assert_eq!(events.len() as u64, EVENTS, "{session}: appends went on after it");
+        }
+        assert!(refusals > 0, "the restart was noticed: appends were refused meanwhile");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_database_that_is_down_at_open_or_refuses_the_password_is_a_clear_error_without_it() {
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        let url = cluster.create_database("down");
+        let wrong = url.replace(rein_testkit::postgres::PASSWORD, "wrong-password-xyz");
+        let err = PostgresStore::open(&wrong, Durability::Os).await.unwrap_err();
+        let text = format!("{err} {err:?}");
+        assert!(text.contains("password authentication failed"), "{text}");
+        assert!(!text.contains("wrong-password-xyz"), "{text}");
+        let port = cluster.port();
+        assert!(text.contains(&format!("postgres://rein@127.0.0.1:{port}/down")), "{text}");
+
+        let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
+        let shown = format!("{store:?}");
+        assert!(!shown.contains(rein_testkit::postgres::PASSWORD), "{shown}");
+        drop(store);
+
+        cluster.stop_immediate();
+        let err = PostgresStore::open(&url, Durability::Os).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("postgres: postgres://rein@127.0.0.1:{port}/down: ")),
+            "{text}"
+        );
+        assert!(!text.contains(rein_testkit::postgres::PASSWORD), "{text}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_schema_is_migrated_at_open_and_a_newer_one_refused_naming_its_version() {
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        let url = cluster.create_database("schema");
+        let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
+        assert_eq!(store.schema_found(), None);
+        store.append("s", &[idle(0)]).await.unwrap();
+        drop(store);
+        let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
+        assert_eq!(store.schema_found(), Some(PostgresStore::schema_version()));
+        drop(store);
+
+        let client = raw_postgres(&url).await;
+        client.execute("UPDATE schema_version SET version = 99", &[]).await.unwrap();
+        let err = PostgresStore::open(&url, Durability::Os).await.unwrap_err().to_string();
+        assert!(err.contains("schema version 99, written by a newer rein"), "{err}");
+        let rows = client.query("SELECT count(*) FROM events", &[]).await.unwrap();
+        assert_eq!(rows[0].get::<_, i64>(0), 1, "nothing was changed");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_password_may_come_from_pgpassword() {
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        cluster.create_database("env");
+        let url = cluster.url_without_password("env");
+        let target = rein_runtime::store::postgres::Target::parse_with(
+            &url,
+            Some(rein_testkit::postgres::PASSWORD.to_owned()),
+        )
+        .unwrap();
+        let store = PostgresStore::open_target(target, Durability::Os).await.unwrap();
+        store.append("s", &[idle(0)]).await.unwrap();
+        assert_eq!(store.shown(), url);
+    }
+}
