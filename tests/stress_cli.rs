@@ -305,7 +305,10 @@ fn bad_flags_are_usage_errors() {
             "error: invalid value '0' for '--agents <N>': must be a whole number within [1, 1000000]",
         ),
         (&["--dir", "/tmp/x"], "error: --dir: only for the jsonl and sqlite stores"),
-        (&["--durability", "disk"], "error: --durability: only for the jsonl and sqlite stores"),
+        (
+            &["--durability", "disk"],
+            "error: --durability: only for the jsonl, sqlite and postgres stores",
+        ),
     ];
     for (flags, message) in cases {
         let mut args = vec!["stress"];

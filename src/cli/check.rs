@@ -48,7 +48,8 @@ Output:
            `V violations in M logs`, followed by `; U logs could not be checked` when
            some could not be (the summary never starts with `ok` then).
            LINE is the 1-based line of the event (for --sqlite, FILE is `DB#SESSION` and LINE
-           the row's position in seq order). Rules about the end of a log (turn-left-open, and
+           the row's position in seq order; for --postgres, FILE is `URL#SESSION`, the URL
+           without its password). Rules about the end of a log (turn-left-open, and
            session-start-first for an empty log under --finished) are reported at the log's
            last line (0 for an empty log).
   stderr   `warning: FILE:LINE: ...` (a torn last line, ignored; a turn still open; a log with
@@ -56,26 +57,32 @@ Output:
            not a session log, a line over the 64 MiB line limit).
 
 Nothing is ever written: JSONL logs are only read, SQLite stores opened read-only (no -wal or
--shm files are created; a store being written is read through its writer's WAL).
+-shm files are created; a store being written is read through its writer's WAL), PostgreSQL
+read in read-only transactions (the password, from the URL or PGPASSWORD, is never printed).
 
 Exit status:
   0  every log was checked and every rule holds
   1  a rule is violated (a corrupt line is a violation too)
   2  a log could not be checked (missing, unreadable, not a session log, a line over the limit,
-     not a SQLite store, an unknown --session), or a usage error; the other logs are still
+     not a SQLite store, a PostgreSQL database that cannot be reached, an unknown --session),
+     or a usage error; the other logs are still
      checked and reported";
 
 /// Arguments of `rein check`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct CheckArgs {
     /// JSONL session logs to check.
-    #[arg(value_name = "LOG", required_unless_present = "sqlite")]
+    #[arg(value_name = "LOG", required_unless_present_any = ["sqlite", "postgres"])]
     logs: Vec<PathBuf>,
     /// A SQLite session store to check (opened read-only).
     #[arg(long, value_name = "DB")]
     sqlite: Option<PathBuf>,
-    /// A session of the --sqlite store; repeat for several (default: every session in it).
-    #[arg(long, value_name = "ID", requires = "sqlite")]
+    /// A PostgreSQL session store to check (read only): postgres://USER[:PASSWORD]@HOST/DB.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
+    /// A session of the --sqlite or --postgres store; repeat for several (default: every
+    /// session in it).
+    #[arg(long, value_name = "ID")]
     session: Vec<String>,
     /// The logs are complete: a turn without its turn/end, or an empty log, is a violation, not
     /// a warning.
@@ -85,6 +92,10 @@ pub(crate) struct CheckArgs {
 
 /// Runs `rein check`.
 pub(crate) fn run(args: &CheckArgs) -> ExitCode {
+    if !args.session.is_empty() && args.sqlite.is_none() && args.postgres.is_none() {
+        eprintln!("error: --session: only with --sqlite DB or --postgres URL");
+        return ExitCode::from(2);
+    }
     let mut totals = Totals::default();
     let stdout = io::stdout();
     let stderr = io::stderr();
@@ -105,6 +116,19 @@ pub(crate) fn run(args: &CheckArgs) -> ExitCode {
             Err(error) => {
                 let why = format!("cannot be read: {error}");
                 totals.add(&mut out, &mut err, Checked::unreadable(db_name, why));
+            }
+        }
+    }
+    if let Some(url) = &args.postgres {
+        match postgres::check(url, &args.session, args.finished) {
+            Ok(checked) => {
+                for checked in checked {
+                    totals.add(&mut out, &mut err, checked);
+                }
+            }
+            Err((at, error)) => {
+                let why = format!("cannot be read: {error}");
+                totals.add(&mut out, &mut err, Checked::unreadable(at, why));
             }
         }
     }
@@ -501,6 +525,100 @@ fn check_session(
         return Checked::unreadable(name.to_owned(), "cannot be read: no such session".to_owned());
     }
     check.finish(finished)
+}
+
+mod postgres {
+    //! `rein check --postgres URL`: the sessions of a PostgreSQL store, each streamed row by
+    //! row in `seq` order in a read-only transaction, checked as the SQLite store's are.
+
+    use futures::StreamExt;
+    use rein::runtime::store::postgres::{Target, message};
+
+    use super::{Checked, LogCheck};
+
+    /// Checks `wanted` (or every session) of the database at `url`. The error is `(where, why)`,
+    /// naming the URL without its password.
+    pub(super) fn check(
+        url: &str,
+        wanted: &[String],
+        finished: bool,
+    ) -> Result<Vec<Checked>, (String, String)> {
+        let target = Target::parse(url).map_err(|e| ("--postgres".to_owned(), e))?;
+        let shown = target.shown().to_owned();
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| (shown.clone(), e.to_string()))?;
+        tokio.block_on(read(&target, wanted, finished)).map_err(|e| (shown, e))
+    }
+
+    async fn read(
+        target: &Target,
+        wanted: &[String],
+        finished: bool,
+    ) -> Result<Vec<Checked>, String> {
+        let text = |e: tokio_postgres::Error| message(&e);
+        let (mut client, connection) =
+            target.config().connect(tokio_postgres::NoTls).await.map_err(text)?;
+        tokio::spawn(connection);
+        let tx = client.build_transaction().read_only(true).start().await.map_err(text)?;
+        let ids: Vec<String> = if wanted.is_empty() {
+            let rows = tx
+                .query("SELECT DISTINCT session FROM events ORDER BY session", &[])
+                .await
+                .map_err(text)?;
+            rows.iter().map(|r| r.try_get(0)).collect::<Result<_, _>>().map_err(text)?
+        } else {
+            wanted.to_vec()
+        };
+        let query = tx
+            .prepare("SELECT seq, line FROM events WHERE session = $1 ORDER BY seq")
+            .await
+            .map_err(text)?;
+        let mut checked = Vec::with_capacity(ids.len());
+        for id in ids {
+            let name = format!("{}#{id}", target.shown());
+            let fail = |e: tokio_postgres::Error| {
+                Checked::unreadable(name.clone(), format!("cannot be read: {}", message(&e)))
+            };
+            let rows = match tx.query_raw(&query, [&id]).await {
+                Ok(rows) => rows,
+                Err(e) => {
+                    checked.push(fail(e));
+                    continue;
+                }
+            };
+            futures::pin_mut!(rows);
+            let mut check = LogCheck::new(&name);
+            let mut number = 0u64;
+            let mut failed = None;
+            while let Some(row) = rows.next().await {
+                number += 1;
+                let row = match row {
+                    Ok(row) => row,
+                    Err(e) => {
+                        failed = Some(fail(e));
+                        break;
+                    }
+                };
+                match (row.try_get::<_, i64>(0), row.try_get::<_, &str>(1)) {
+                    (Ok(key), Ok(line)) => check.row(number, key, line.as_bytes()),
+                    (Err(e), _) | (_, Err(e)) => {
+                        failed = Some(fail(e));
+                        break;
+                    }
+                }
+            }
+            checked.push(match failed {
+                Some(failed) => failed,
+                None if number == 0 => {
+                    Checked::unreadable(name.clone(), "cannot be read: no such session".to_owned())
+                }
+                None => check.finish(finished),
+            });
+        }
+        Ok(checked)
+    }
 }
 
 /// The counts behind the summary and the exit status.

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
+use rein::runtime::store::postgres::PostgresStore;
 use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::{Durability, SessionStore};
 use rein::stress::plan::Rates;
@@ -60,8 +61,10 @@ Output:
 Stores:
   memory (default), or jsonl / sqlite in --dir DIR (created owner-only if missing; without it,
   a new directory rein-stress-XXXXXX in the temporary directory, kept and named in the
-  summary; sqlite writes DIR/stress.db). Sessions are agent-00000, agent-00001, ...; a DIR that
-  already holds them is reopened (a turn a crash left open is closed interrupted) and continued.
+  summary; sqlite writes DIR/stress.db), or postgres in the database --url URL (its password,
+  from the URL or PGPASSWORD, is never printed). Sessions are agent-00000, agent-00001, ...; a
+  store that already holds them is reopened (a turn a crash left open is closed interrupted)
+  and continued.
 
 Exit status:
   0  every guarantee held
@@ -80,6 +83,8 @@ pub(crate) enum StoreKind {
     Jsonl,
     /// One SQLite database, --dir/stress.db.
     Sqlite,
+    /// One PostgreSQL database, --url URL.
+    Postgres,
 }
 
 /// How durable an acknowledged append is.
@@ -125,7 +130,11 @@ pub(crate) struct StressArgs {
     /// The directory of a jsonl or sqlite store.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
-    /// The durability of a jsonl or sqlite store.
+    /// The database of the postgres store: postgres://USER[:PASSWORD]@HOST[:PORT]/DB (without a
+    /// password, PGPASSWORD's; it is never printed).
+    #[arg(long, value_name = "URL")]
+    url: Option<String>,
+    /// The durability of a jsonl, sqlite or postgres store.
     #[arg(long, value_enum, default_value_t = DurabilityArg::Os)]
     durability: DurabilityArg,
     /// The simulated provider's longest wait before its first word (each attempt draws within
@@ -185,7 +194,14 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         eprintln!("error: {error}");
         return ExitCode::from(USAGE);
     }
-    let (store, logs) = match open_store(args, config.agents) {
+    let tokio = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(tokio) => tokio,
+        Err(error) => {
+            eprintln!("error: cannot start tokio: {error}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    let (store, logs) = match open_store(args, config.agents, &tokio) {
         Ok(opened) => opened,
         Err(error) => {
             eprintln!("error: {error}");
@@ -200,13 +216,6 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
             return ExitCode::from(USAGE);
         }
     };
-    let tokio = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(tokio) => tokio,
-        Err(error) => {
-            eprintln!("error: cannot start tokio: {error}");
-            return ExitCode::from(FAILED);
-        }
-    };
     let summary =
         tokio.block_on(rein::stress::run(&config, store, acks.as_ref().map(|a| a.sender())));
     // Nothing of the run is left to wait for (shutdown waited for every task it tracks).
@@ -219,13 +228,10 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         eprintln!("error: --acks {error}");
     }
     let summary = match summary {
-        Ok(summary) => Summary {
-            store: store_name(args.store).to_owned(),
-            logs: logs.map(|p| p.display().to_string()),
-            acks_error,
-            ..summary
+        Ok(summary) => {
+            Summary { store: store_name(args.store).to_owned(), logs, acks_error, ..summary }
+                .settle()
         }
-        .settle(),
         Err(error) => {
             eprintln!("error: {error}");
             return ExitCode::from(FAILED);
@@ -267,28 +273,41 @@ fn rate(text: &str) -> Result<f64, String> {
 
 /// The flags that need a store.
 fn check_args(args: &StressArgs) -> Result<(), String> {
-    if args.store == StoreKind::Memory {
-        if args.dir.is_some() {
-            return Err("--dir: only for the jsonl and sqlite stores".into());
-        }
-        if args.durability != DurabilityArg::Os {
-            return Err("--durability: only for the jsonl and sqlite stores".into());
-        }
+    if args.store == StoreKind::Memory && args.durability != DurabilityArg::Os {
+        return Err("--durability: only for the jsonl, sqlite and postgres stores".into());
     }
-    Ok(())
+    if args.dir.is_some() && !matches!(args.store, StoreKind::Jsonl | StoreKind::Sqlite) {
+        return Err("--dir: only for the jsonl and sqlite stores".into());
+    }
+    match (args.store, &args.url) {
+        (StoreKind::Postgres, None) => Err("--store postgres needs --url URL".into()),
+        (StoreKind::Postgres, Some(_)) | (_, None) => Ok(()),
+        (_, Some(_)) => Err("--url: only for the postgres store".into()),
+    }
 }
 
-/// The store, and where its logs are (durable stores).
+/// The store, and where its logs are (durable stores: a path, or a URL without its password).
+/// The postgres store is opened on `tokio`, where its writer runs.
 fn open_store(
     args: &StressArgs,
     agents: usize,
-) -> Result<(Arc<dyn SessionStore>, Option<PathBuf>), String> {
+    tokio: &tokio::runtime::Runtime,
+) -> Result<(Arc<dyn SessionStore>, Option<String>), String> {
     let durability = match args.durability {
         DurabilityArg::Os => Durability::Os,
         DurabilityArg::Disk => Durability::Disk,
     };
-    if args.store == StoreKind::Memory {
-        return Ok((Arc::new(MemoryStore::new()), None));
+    match args.store {
+        StoreKind::Memory => return Ok((Arc::new(MemoryStore::new()), None)),
+        StoreKind::Postgres => {
+            let url = args.url.as_deref().unwrap_or_default();
+            let store = tokio
+                .block_on(PostgresStore::open(url, durability))
+                .map_err(|e| format!("--url: {e}"))?;
+            let shown = store.shown().to_owned();
+            return Ok((Arc::new(store), Some(shown)));
+        }
+        StoreKind::Jsonl | StoreKind::Sqlite => {}
     }
     let dir = match &args.dir {
         Some(dir) => output_file::private_dir(dir).map(|()| dir.clone()),
@@ -300,12 +319,12 @@ fn open_store(
             let store = JsonlStore::open(&dir, durability)
                 .map_err(|e| e.to_string())?
                 .with_max_open_files(open_files::for_agents(agents));
-            (Arc::new(store), Some(dir))
+            (Arc::new(store), Some(dir.display().to_string()))
         }
         _ => {
             let db = dir.join("stress.db");
             let store = SqliteStore::open(&db, durability).map_err(|e| e.to_string())?;
-            (Arc::new(store), Some(db))
+            (Arc::new(store), Some(db.display().to_string()))
         }
     })
 }
@@ -315,5 +334,6 @@ fn store_name(store: StoreKind) -> &'static str {
         StoreKind::Memory => "memory",
         StoreKind::Jsonl => "jsonl",
         StoreKind::Sqlite => "sqlite",
+        StoreKind::Postgres => "postgres",
     }
 }

@@ -208,7 +208,7 @@ impl std::fmt::Debug for PostgresStore {
 /// The whole message of a driver error: its own words and its cause's ("db error: FATAL:
 /// password authentication failed for user …", "error connecting to server: Connection refused").
 /// The driver never puts a password in either.
-pub(crate) fn message(e: &tokio_postgres::Error) -> String {
+pub fn message(e: &tokio_postgres::Error) -> String {
     let mut text = e.to_string();
     if let Some(db) = e.as_db_error() {
         text = format!("{text}: {} {}", db.severity(), db.message());

@@ -43,6 +43,12 @@ impl Target {
         Ok(Self { config, shown })
     }
 
+    /// The driver's configuration, password included (its `Debug` does not show it): for a
+    /// reader of its own, such as `rein check --postgres`.
+    pub fn config(&self) -> &tokio_postgres::Config {
+        &self.config
+    }
+
     /// The URL without its password: `postgres://USER@HOST:PORT/DB`.
     pub fn shown(&self) -> &str {
         &self.shown
