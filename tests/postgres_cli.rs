@@ -121,3 +121,26 @@ fn a_database_that_cannot_be_reached_is_a_clear_error_without_the_password() {
         assert!(run.stderr.starts_with(want), "{args:?}: {}", run.stderr);
     }
 }
+
+#[test]
+fn demo_writes_its_log_to_postgres_as_a_new_session_that_checks_clean() {
+    let Some(cluster) = PgCluster::start() else { return };
+    let url = cluster.create_database("demo");
+    let shown = format!("postgres://rein@127.0.0.1:{}/demo", cluster.port());
+    let run = rein(&["demo", "--store", &url], None);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let line = run.stdout.lines().last().unwrap();
+    let id = line
+        .strip_prefix("session log: ")
+        .and_then(|rest| {
+            rest.strip_suffix(&format!(
+                " in {shown} (check it: rein check --postgres {shown} --session {})",
+                &rest[..17]
+            ))
+        })
+        .unwrap_or_else(|| panic!("{line}"));
+    assert!(id.starts_with("demo-") && id.len() == 17, "{id}");
+    let checked = rein(&["check", "--finished", "--postgres", &url, "--session", id], None);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    assert!(checked.stdout.starts_with("ok: 1 log, "), "{}", checked.stdout);
+}

@@ -1,4 +1,5 @@
-//! `rein demo [--json] [--dir DIR]`: the embedded demo scenario — no API key, no server.
+//! `rein demo [--json] [--dir DIR | --store postgres://USER@HOST/DB]`: the embedded demo
+//! scenario — no API key, no server.
 //!
 //! Runs the embedded scenario `examples/scenarios/demo.json` on virtual time with the default
 //! plugin chain (`llm-retry`, `compaction`, `auto-retry`): a turn whose first attempt is rate
@@ -6,7 +7,9 @@
 //! `llm-retry`, then a tool call through `echo`; a second turn that fails with `AUTH` (never
 //! retried, not even by `auto-retry`: the hard floor) and is retried by hand a minute later. It
 //! prints what happened (the summary names the manual retry and shows the tool call), writes the
-//! session log as JSONL and says where, so `rein check` can be run on it. Output and exit status:
+//! session log as JSONL (or, with `--store postgres://…`, as a new session `demo-XXXXXXXXXXXX` of
+//! that PostgreSQL store, appended at `Disk` durability) and says where, so `rein check` can be
+//! run on it. Output and exit status:
 //! [`DEMO_HELP`].
 //!
 //! # Why a fresh directory per run, and no links
@@ -39,6 +42,9 @@ Files:
   made for this run in the temporary directory ($TMPDIR, else /tmp): rein-demo-XXXXXX, owner-only.
   With --dir, DIR is created owner-only if missing; a DIR or DIR/demo.jsonl that is a symbolic
   link is refused. The log is written whole (a temporary file renamed into place).
+  With --store postgres://USER[:PASSWORD]@HOST[:PORT]/DB, the log is a new session
+  demo-XXXXXXXXXXXX of that PostgreSQL store instead, appended whole in one transaction
+  (synchronous commit); the password (from the URL or PGPASSWORD) is never printed.
 
 Output:
   stdout   a summary: turns (the manual retry named), the tool call, the retries, the invariant
@@ -59,12 +65,18 @@ pub(crate) struct DemoArgs {
     json: bool,
     /// Write the session log to DIR/demo.jsonl (default: a new directory per run in the
     /// temporary directory).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "store")]
     dir: Option<PathBuf>,
+    /// Write the session log to a PostgreSQL store instead: postgres://USER@HOST/DB.
+    #[arg(long, value_name = "URL")]
+    store: Option<String>,
 }
 
 /// Runs `rein demo`.
 pub(crate) fn run(args: &DemoArgs) -> ExitCode {
+    if let Some(url) = &args.store {
+        return to_postgres(url, args.json);
+    }
     let fresh = args.dir.is_none();
     let dir = match prepare(args.dir.as_deref()) {
         Ok(dir) => dir,
@@ -89,6 +101,39 @@ pub(crate) fn run(args: &DemoArgs) -> ExitCode {
         let line =
             format!("session log: {} (check it: rein check {})", log.display(), log.display());
         if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    }
+    status
+}
+
+/// The demo with its log written to the PostgreSQL store at `url`, as a new session.
+fn to_postgres(url: &str, json: bool) -> ExitCode {
+    use rein::runtime::store::postgres::PostgresStore;
+    use rein::runtime::store::{Durability, SessionStore};
+    let id = format!("demo-{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let mut shown = None;
+    let status = super::scenario::run_text_with("demo.json (embedded)", DEMO, json, |events| {
+        let tokio = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        tokio.block_on(async {
+            let store =
+                PostgresStore::open(url, Durability::Disk).await.map_err(|e| e.to_string())?;
+            let _claim = store.claim(&id).await.map_err(|e| e.to_string())?;
+            store.append(&id, events).await.map_err(|e| e.to_string())?;
+            shown = Some(store.shown().to_owned());
+            Ok(())
+        })
+    });
+    if let (true, Some(shown)) = (status == ExitCode::SUCCESS, shown) {
+        let line = format!(
+            "session log: {id} in {shown} (check it: rein check --postgres {shown} --session {id})"
+        );
+        if json {
             eprintln!("{line}");
         } else {
             println!("{line}");

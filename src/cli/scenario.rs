@@ -111,6 +111,21 @@ pub(crate) fn run_text(
     json: bool,
     log: Option<(&Path, Access)>,
 ) -> ExitCode {
+    run_text_with(file, text, json, |events| match log {
+        Some((path, access)) => output_file::write(path, access, |out| write_log(out, events))
+            .map_err(|e| e.to_string()),
+        None => Ok(()),
+    })
+}
+
+/// [`run_text`], the run's log handed to `write` (before anything is printed; its error fails
+/// the run, "cannot write the log: …").
+pub(crate) fn run_text_with(
+    file: &str,
+    text: &str,
+    json: bool,
+    write: impl FnOnce(&[Envelope]) -> Result<(), String>,
+) -> ExitCode {
     let scenario = match Scenario::from_json(text) {
         Ok(scenario) => scenario,
         // The error quotes the file (an unknown key, a bad value): cut to a readable length.
@@ -123,10 +138,8 @@ pub(crate) fn run_text(
         }
         Err(e) => return fail(FAULT, &format!("{file}: {e}")),
     };
-    if let Some((path, access)) = log {
-        if let Err(e) = output_file::write(path, access, |out| write_log(out, &outcome.events)) {
-            return fail(FAULT, &format!("cannot write the log: {e}"));
-        }
+    if let Err(e) = write(&outcome.events) {
+        return fail(FAULT, &format!("cannot write the log: {e}"));
     }
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");
