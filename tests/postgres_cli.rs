@@ -18,9 +18,25 @@ struct Run {
     stderr: String,
 }
 
+/// What could make `rein chat` talk to a real model.
+const PROVIDER_ENV: [&str; 9] = [
+    "DEEPSEEK_API_KEY",
+    "DEEPSEEK_BASE_URL",
+    "DEEPSEEK_MODEL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_MODEL",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_MODEL",
+];
+
 fn rein(args: &[&str], pgpassword: Option<&str>) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
-    command.args(args).env_remove("PGPASSWORD");
+    command.args(args).env_remove("PGPASSWORD").stdin(std::process::Stdio::null());
+    for name in PROVIDER_ENV {
+        command.env_remove(name);
+    }
     if let Some(password) = pgpassword {
         command.env("PGPASSWORD", password);
     }
@@ -143,4 +159,40 @@ fn demo_writes_its_log_to_postgres_as_a_new_session_that_checks_clean() {
     let checked = rein(&["check", "--finished", "--postgres", &url, "--session", id], None);
     assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
     assert!(checked.stdout.starts_with("ok: 1 log, "), "{}", checked.stdout);
+}
+
+#[test]
+fn chat_keeps_its_session_in_postgres_and_resumes_it() {
+    let Some(cluster) = PgCluster::start() else { return };
+    let url = cluster.create_database("chat");
+    let shown = format!("postgres://rein@127.0.0.1:{}/chat", cluster.port());
+    let first = rein(&["chat", "--seed", "1", "--store", &url, "--session", "s1", "hello"], None);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    assert!(
+        first.stderr.contains(&format!("session s1 (new) · log {shown}#s1")),
+        "{}",
+        first.stderr
+    );
+    assert!(
+        first.stderr.contains(&format!("continue it: rein chat --store {shown} --session s1")),
+        "{}",
+        first.stderr
+    );
+    let again = rein(
+        &[
+            "chat",
+            "--seed",
+            "1",
+            "--store",
+            &cluster.url_without_password("chat"),
+            "--session",
+            "s1",
+            "again",
+        ],
+        Some(PASSWORD),
+    );
+    assert_eq!(again.code, 0, "{}{}", again.stdout, again.stderr);
+    assert!(again.stderr.contains("session s1 (resumed, 1 turn)"), "{}", again.stderr);
+    let checked = rein(&["check", "--finished", "--postgres", &url, "--session", "s1"], None);
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
 }

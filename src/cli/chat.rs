@@ -21,7 +21,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anstream::ColorChoice;
 use rein_runtime::event::TurnEndReason;
@@ -130,8 +129,9 @@ pub(crate) struct ChatArgs {
     provider: ProviderArgs,
     #[command(flatten)]
     generation: GenerationArgs,
-    /// The directory of session logs.
-    #[arg(long, value_name = "DIR", default_value = sessions::DEFAULT_STORE)]
+    /// The directory of session logs, or a PostgreSQL store: postgres://USER@HOST/DB (the
+    /// password from the URL or PGPASSWORD, never printed).
+    #[arg(long, value_name = "DIR|URL", default_value = sessions::DEFAULT_STORE)]
     store: PathBuf,
     /// The session: an existing id resumes it, a new one starts it (default: a fresh id).
     #[arg(long, value_name = "ID")]
@@ -196,7 +196,7 @@ async fn chat(args: &ChatArgs) -> u8 {
     // The chat holds its one session — and the lock on its log — for its whole run: hibernating
     // between two lines would let another process take the session, and the next line fail.
     let hold = std::time::Duration::MAX;
-    let runtime = match agent::build(&routes, Arc::new(place.store.clone()), hold).await {
+    let runtime = match agent::build(&routes, place.store.clone(), hold).await {
         Ok(runtime) => runtime,
         Err(e) => {
             console.error(&e);
@@ -211,7 +211,7 @@ async fn chat(args: &ChatArgs) -> u8 {
     let session = match opened {
         Ok(session) => session,
         Err(e) => {
-            console.error(&format!("{}: {e}", place.path.display()));
+            console.error(&format!("{}: {e}", place.shown));
             runtime.shutdown().await;
             return BAD_INPUT;
         }
@@ -230,6 +230,10 @@ async fn chat(args: &ChatArgs) -> u8 {
     runtime.shutdown().await;
     let resume = match args.store.as_path() == Path::new(sessions::DEFAULT_STORE) {
         true => format!("rein chat --session {}", place.id),
+        false if sessions::is_postgres(&args.store) => {
+            let url = place.shown.strip_suffix(&format!("#{}", place.id)).unwrap_or_default();
+            format!("rein chat --store {url} --session {}", place.id)
+        }
         false => format!("rein chat --store {} --session {}", args.store.display(), place.id),
     };
     console.note(&format!("session {} · continue it: {resume}", place.id));
@@ -255,7 +259,10 @@ fn prepare(args: &ChatArgs) -> Result<(agent::Routes, sessions::Place), String> 
     let every = std::iter::once(&routes.primary).chain(&routes.fallbacks);
     routes.generation = generation::settings(&args.generation, every)?;
     // Last: opening the session's place may create the store.
-    let place = sessions::open(&args.store, args.session.as_deref())?;
+    let place = match sessions::is_postgres(&args.store) {
+        true => sessions::open_postgres(&args.store.to_string_lossy(), args.session.as_deref())?,
+        false => sessions::open(&args.store, args.session.as_deref())?,
+    };
     Ok((routes, place))
 }
 
@@ -283,15 +290,12 @@ fn banner(console: &mut Console, routes: &agent::Routes, place: &sessions::Place
         None => "new".to_owned(),
         Some(resumed) => format!("resumed, {}", count(resumed.turns, "turn", "turns")),
     };
-    console.note(&format!("session {} ({state}) · log {}", place.id, place.path.display()));
+    console.note(&format!("session {} ({state}) · log {}", place.id, place.shown));
     if let Some(torn) = place.resumed.as_ref().and_then(|r| r.torn.as_ref()) {
         console.warning(&format!(
             "{}: torn last line {} ({} bytes, a crash during an append): cut on reopen, kept in \
              {}.torn",
-            place.path.display(),
-            torn.line,
-            torn.bytes,
-            place.path.display()
+            place.shown, torn.line, torn.bytes, place.shown
         ));
     }
     if lines {

@@ -12,12 +12,19 @@
 //!
 //! A missing store directory is created owner-only (`0700`, with its parents): the logs hold
 //! conversations. A new session gets a fresh random id that names no existing log.
+//!
+//! A `--store` of `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` (`rein chat` only) is a PostgreSQL
+//! store instead ([`is_postgres`]): opened at `Disk` durability (synchronous commit), the
+//! session's log read through the store the same way, and named `URL#ID` with the URL's password
+//! left out (see [`open_postgres`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use rein_runtime::event::Event;
 use rein_runtime::store::jsonl::{JsonlStore, read_log};
-use rein_runtime::store::{Durability, TornTail, check_session_id};
+use rein_runtime::store::postgres::PostgresStore;
+use rein_runtime::store::{Durability, SessionStore, TornTail, check_session_id};
 
 /// The store directory when `--store` is not given (relative to the working directory).
 pub(crate) const DEFAULT_STORE: &str = ".rein/sessions";
@@ -25,11 +32,11 @@ pub(crate) const DEFAULT_STORE: &str = ".rein/sessions";
 /// A session's place in the store, checked.
 pub(crate) struct Place {
     /// The store.
-    pub(crate) store: JsonlStore,
+    pub(crate) store: Arc<dyn SessionStore>,
     /// The session id.
     pub(crate) id: String,
-    /// The session's log file.
-    pub(crate) path: PathBuf,
+    /// The session's log, as shown: its file, or `URL#ID` (the URL without its password).
+    pub(crate) shown: String,
     /// What the existing log holds, when the session is resumed.
     pub(crate) resumed: Option<Resumed>,
 }
@@ -60,7 +67,42 @@ pub(crate) fn open(dir: &Path, id: Option<&str>) -> Result<Place, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    Ok(Place { store, id, path, resumed })
+    Ok(Place { store: Arc::new(store), id, shown: path.display().to_string(), resumed })
+}
+
+/// Whether a `--store` names a PostgreSQL database rather than a directory.
+pub(crate) fn is_postgres(store: &Path) -> bool {
+    store.to_str().is_some_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+}
+
+/// Opens the PostgreSQL store at `url` and places the session `id` (a new one when `None`) in
+/// it, reading an existing log through the store. Blocks on the current tokio runtime: call it
+/// from a blocking task.
+pub(crate) fn open_postgres(url: &str, id: Option<&str>) -> Result<Place, String> {
+    if let Some(id) = id {
+        check_session_id(id).map_err(|e| format!("--session: {e}"))?;
+    }
+    let handle = tokio::runtime::Handle::try_current().map_err(|e| e.to_string())?;
+    handle.block_on(async {
+        let store = PostgresStore::open(url, Durability::Disk)
+            .await
+            .map_err(|e| format!("--store: {e}"))?;
+        let id = match id {
+            Some(id) => id.to_owned(),
+            None => loop {
+                let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+                if store.load(&id).await.map_err(|e| e.to_string())?.is_none() {
+                    break id;
+                }
+            },
+        };
+        let shown = format!("{}#{id}", store.shown());
+        let resumed = match store.load(&id).await.map_err(|e| e.to_string())? {
+            None => None,
+            Some(loaded) => Some(resumed_of(&loaded.events, loaded.torn, &shown, &id)?),
+        };
+        Ok(Place { store: Arc::new(store), id, shown, resumed })
+    })
 }
 
 /// The JSONL store at `dir` (appends at [`Durability::Os`]), the directory created owner-only
@@ -93,19 +135,28 @@ fn prepare_dir(dir: &Path) -> Result<(), String> {
 /// Reads an existing log without changing it: its turns, or why it cannot be resumed.
 fn read_existing(path: &Path, id: &str) -> Result<Resumed, String> {
     let loaded = read_log(path).map_err(|e| e.to_string())?;
-    if let Some(first) = loaded.events.first() {
+    resumed_of(&loaded.events, loaded.torn, &path.display().to_string(), id)
+}
+
+/// What an existing log (named `shown`) holds, or why it is not session `id`'s.
+fn resumed_of(
+    events: &[rein_runtime::event::Envelope],
+    torn: Option<TornTail>,
+    shown: &str,
+    id: &str,
+) -> Result<Resumed, String> {
+    if let Some(first) = events.first() {
         if let Event::SessionStart(start) = &first.event {
             if start.session != id {
                 return Err(format!(
-                    "{}:1: the log belongs to session {}, not {id:?}",
-                    path.display(),
+                    "{shown}:1: the log belongs to session {}, not {id:?}",
                     rein_runtime::quote::value(&start.session)
                 ));
             }
         }
     }
-    let turns = loaded.events.iter().filter(|e| matches!(e.event, Event::TurnStart(_))).count();
-    Ok(Resumed { turns, torn: loaded.torn })
+    let turns = events.iter().filter(|e| matches!(e.event, Event::TurnStart(_))).count();
+    Ok(Resumed { turns, torn })
 }
 
 /// A new session id (12 hex digits from a v4 UUID) that names no log in `store`.
@@ -166,7 +217,7 @@ mod tests {
         let place = open(&dir, None).unwrap();
         assert!(place.resumed.is_none());
         assert_eq!(place.id.len(), 12);
-        assert_eq!(place.path, dir.join(format!("{}.jsonl", place.id)));
+        assert_eq!(place.shown, dir.join(format!("{}.jsonl", place.id)).display().to_string());
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
