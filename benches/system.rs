@@ -17,6 +17,9 @@
 //!
 //! - `append`: 256 sessions appending to SQLite at `Disk`: appends per `fdatasync`, and appends/s
 //!   against bare rusqlite inserting the same rows into an append-ordered table (two lines).
+//! - `postgres_append`: the same 256 sessions appending to PostgreSQL at `Disk` (a throwaway
+//!   cluster): appends per commit, and appends/s against bare tokio-postgres inserting the same
+//!   rows in the same batches (two lines; skipped without PostgreSQL).
 //! - `turn_overhead_vs_bare_tree` (`turn_overhead`): back-to-back turns on one warm session
 //!   against the same turns through `bare_tree`.
 //! - `waterfall_hop_vs_ractor_call` (`waterfall_hop`): one pass-through plugin, read as the
@@ -104,6 +107,8 @@ mod mass_cancel;
 mod parked;
 #[path = "system/plain_loop.rs"]
 mod plain_loop;
+#[path = "system/postgres_append.rs"]
+mod postgres_append;
 #[path = "system/report.rs"]
 mod report;
 #[path = "system/round_trip.rs"]
@@ -154,6 +159,7 @@ type Measure = fn(&Options) -> anyhow::Result<Vec<Metric>>;
 /// Every group of metrics, by the name a filter matches, in the order they run.
 const METRICS: &[(&str, Measure)] = &[
     (append::NAME, append::run),
+    (postgres_append::NAME, postgres_append::run),
     (turn_overhead::NAME, turn_overhead::run),
     (waterfall_hop::NAME, waterfall_hop::run),
     (mass_cancel::NAME, mass_cancel::run),
