@@ -452,6 +452,32 @@ mod postgres {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_sessions_share_commits() {
+        const SESSIONS: usize = 128;
+        const EVENTS: u64 = 5;
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        let url = cluster.create_database("group");
+        let store = Arc::new(PostgresStore::open(&url, Durability::Disk).await.unwrap());
+        let mut tasks = tokio::task::JoinSet::new();
+        for s in 0..SESSIONS {
+            let store = store.clone();
+            tasks.spawn(async move {
+                for seq in 0..EVENTS {
+                    store.append(&format!("s{s}"), &[idle(seq)]).await.unwrap();
+                }
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap();
+        }
+        use std::sync::atomic::Ordering::Relaxed;
+        let (commits, appends) =
+            (store.counters().commits.load(Relaxed), store.counters().appends.load(Relaxed));
+        assert_eq!(appends, SESSIONS as u64 * EVENTS);
+        assert!(commits * 4 <= appends, "{appends} appends in {commits} commits: no group commit");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_database_that_is_down_at_open_or_refuses_the_password_is_a_clear_error_without_it() {
         let Some(cluster) = rein_testkit::PgCluster::start() else { return };
         let url = cluster.create_database("down");

@@ -133,9 +133,12 @@ impl Writer {
                     self.next_seq.clear();
                 }
                 self.next_seq.extend(next);
-                use std::sync::atomic::Ordering::Relaxed;
-                self.counters.commits.fetch_add(1, Relaxed);
-                self.counters.appends.fetch_add(acknowledged, Relaxed);
+                // A batch whose every request was refused committed nothing.
+                if acknowledged > 0 {
+                    use std::sync::atomic::Ordering::Relaxed;
+                    self.counters.commits.fetch_add(1, Relaxed);
+                    self.counters.appends.fetch_add(acknowledged, Relaxed);
+                }
             }
             Err(message) => {
                 let message = if broken { self.unreachable(&message) } else { message };
