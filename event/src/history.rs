@@ -21,8 +21,8 @@
 //! from the model's view too, and the two can never disagree.
 
 use crate::event::{Envelope, Event, ToolCall};
+use crate::message::{Message, Messages};
 use crate::projection::Projection;
-use crate::provider::{Message, Messages};
 
 /// The registration key of [`HistoryProjection`].
 pub const HISTORY: &str = "history";
