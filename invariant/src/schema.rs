@@ -11,9 +11,9 @@
 
 use std::fmt;
 
-use rein_runtime::event::{Envelope, Event};
-use rein_runtime::failure::Failure;
-use rein_runtime::quote;
+use rein_event::event::{Envelope, Event};
+use rein_event::failure::Failure;
+use rein_event::quote;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use rein_runtime::event::{Envelope, Event, LlmRetry};
+use rein_event::event::{Envelope, Event, LlmRetry};
 
 use crate::rules::MAX_DELAY_MS;
 

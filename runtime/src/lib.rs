@@ -1,5 +1,8 @@
-//! rein-runtime: the event vocabulary, the durable session log and its stores, the actors of an
-//! agent (session, turn, step, provider, plugin host) and the request-error waterfall.
+//! rein-runtime: the engine — the durable session log and its stores, the actors of an agent
+//! (session, turn, step, provider, plugin host) and the request-error waterfall. The vocabulary
+//! (events, failures, retry policies, the pure views of a log) lives in `rein-event`, which has
+//! no async runtime; this crate re-exports each of its modules at the same path
+//! (`rein_runtime::event` is `rein_event::event`).
 //!
 //! # Layout
 //!
@@ -125,32 +128,32 @@ pub mod census;
 pub mod clock;
 mod context;
 pub(crate) mod crash;
-pub mod event;
-pub mod failure;
+pub use rein_event::event;
+pub use rein_event::failure;
 pub mod fault;
 pub mod file;
 mod first_poll;
-pub mod history;
-pub mod json_number;
-pub mod panel;
+pub use rein_event::history;
+pub use rein_event::json_number;
+pub use rein_event::panel;
 pub mod plugin;
 pub(crate) mod plugin_host;
-pub mod plural;
-pub mod policy_key;
-pub mod projection;
+pub use rein_event::plural;
+pub use rein_event::policy_key;
+pub use rein_event::projection;
 pub mod provider;
-pub mod quote;
+pub use rein_event::quote;
 pub mod random;
-pub mod retry_policy;
+pub use rein_event::retry_policy;
 pub mod runtime;
 pub mod session;
 pub mod session_log;
 mod step;
 pub mod store;
 pub mod tool;
-pub mod transcript;
+pub use rein_event::transcript;
 mod turn;
-pub mod validator;
+pub use rein_event::validator;
 pub(crate) mod waterfall;
 
 /// Everything an agent author needs, in one import: `use rein_runtime::prelude::*;`.

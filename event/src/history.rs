@@ -30,8 +30,8 @@
 //! never rewritten, and nothing new is appended.
 
 use crate::event::{Envelope, Event, ToolCall};
+use crate::message::{Message, Messages};
 use crate::projection::Projection;
-use crate::provider::{Message, Messages};
 
 /// The registration key of [`HistoryProjection`].
 pub const HISTORY: &str = "history";
