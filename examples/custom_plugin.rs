@@ -60,7 +60,7 @@ use rein::runtime::plural::count;
 use rein::runtime::projection::Projection;
 use rein::runtime::session::Answer;
 use rein::runtime::session_log::{LogError, SessionLog};
-use rein::scenario::scripted::{Scripted, ScriptedProvider};
+use rein_scenario::scripted::{Scripted, ScriptedProvider};
 use serde_json::{Value, json};
 
 /// The plugin's name in the chain.

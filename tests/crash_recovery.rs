@@ -47,7 +47,7 @@ use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::{Durability, SessionStore};
-use rein::scenario::scripted::{Scripted, ScriptedProvider};
+use rein_cli::scenario::scripted::{Scripted, ScriptedProvider};
 use serde_json::json;
 
 /// Kills per store when `REIN_CRASH_KILLS` is not set.

@@ -12,7 +12,7 @@ use rein::plugins::{FALLBACK_FIRST, fallback, llm_retry};
 use rein::prelude::*;
 use rein::runtime::event::{RequestStart, RouteSwitched};
 use rein::runtime::runtime::BuildError;
-use rein::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
+use rein_cli::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -349,8 +349,10 @@ async fn cancelling_during_the_fallback_attempt_ends_the_turn_aborted() {
 async fn the_request_sent_to_the_fallback_carries_the_same_messages_as_the_failed_one() {
     let store = MemoryStore::new();
     let failing = Scripted::Fail(
-        rein::scenario::scripted::ScriptedFail::new(Failure::new("QUOTA", "no credit").unwrap())
-            .with_chunks(["a draft ", "cut short"]),
+        rein_cli::scenario::scripted::ScriptedFail::new(
+            Failure::new("QUOTA", "no credit").unwrap(),
+        )
+        .with_chunks(["a draft ", "cut short"]),
     );
     let (main, main_provider) = route("main", vec![Scripted::reply("first answer"), failing]);
     let (backup, backup_provider) = route("backup", vec![Scripted::reply("second answer")]);

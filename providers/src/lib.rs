@@ -80,6 +80,7 @@ pub mod answer;
 pub mod anthropic;
 pub mod classify;
 pub mod config;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
@@ -87,6 +88,7 @@ pub mod response_headers;
 pub mod scrub;
 pub mod secret;
 pub mod simulated;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod sse;
 mod telemetry;
 

@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use reqwest::header::HeaderMap;
+use http::header::HeaderMap;
 
 /// The headers a request id is read from, in order.
 const REQUEST_ID_HEADERS: [&str; 2] = ["x-request-id", "x-deepseek-request-id"];
@@ -50,7 +50,7 @@ fn text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 mod tests {
     use std::time::Duration;
 
-    use reqwest::header::{HeaderName, HeaderValue};
+    use http::header::{HeaderName, HeaderValue};
 
     use super::*;
 

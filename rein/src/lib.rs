@@ -1,14 +1,27 @@
 //! rein: an actor-based agent runtime whose model-request failures flow through an ordered
-//! waterfall of supervised retry plugins. This crate re-exports the family.
+//! waterfall of supervised retry plugins. This crate (package `rein-agent`, library `rein`) is
+//! what an agent program depends on; it re-exports the family:
 //!
-//! - [`providers`]: the OpenAI-compatible streaming adapter (DeepSeek preset) and the simulated
-//!   provider.
-//! - [`scenario`]: scenario runs with the shipped plugins and the invariant checker.
-//! - [`html`]: HTML views of session logs: turn-tail panels and the `rein report` page.
+//! - [`event`]: the vocabulary (events, failures, retry policies, the pure views of a log),
+//!   crate `rein-event`; [`runtime`]: the engine (actors, the session log, stores, the
+//!   waterfall), crate `rein-runtime`.
+//! - [`plugins`]: the shipped retry plugins; [`invariant`]: the session-log contract's rules.
+//! - [`providers`]: the simulated provider, and with the features `openai` and `anthropic` the
+//!   OpenAI-compatible streaming adapter (DeepSeek preset) and the Anthropic adapter.
 //! - [`show`]: the terminal text of turn-tail panels (`rein show`, `rein chat`).
-//! - [`stress`]: the engine of `rein stress` (many agents under faults, cancellations and plugin
-//!   chaos, every guarantee checked after), also run by the system benchmark.
 //! - [`prelude`]: everything an agent program needs, in one import.
+//!
+//! No web server, no command line, no HTTP client unless a provider feature asks for one: the
+//! `rein` binary, its console, HTML report and stress engine are the package `rein-cli`.
+//!
+//! # Features
+//!
+//! - `sqlite` (default): the SQLite store (`SqliteStore`, bundled SQLite).
+//! - `openai`: `OpenAiCompatible` (DeepSeek, OpenAI, any `/chat/completions` server).
+//! - `anthropic`: `Anthropic` (the Messages API).
+//!
+//! The virtual clock (`VirtualClock`) runs on tokio's clock: a program that wants it to pause
+//! and jump (as the tests and scenarios do) enables tokio's `test-util` feature itself.
 //!
 //! # Quick start
 //!
@@ -54,20 +67,13 @@
 //! `cancel_storm`, `custom_plugin`) are written against the prelude; each file's header says what
 //! it shows and how to run it.
 
+pub use rein_event as event;
 pub use rein_invariant as invariant;
 pub use rein_plugins as plugins;
 pub use rein_providers as providers;
 pub use rein_runtime as runtime;
 
-pub mod html;
-pub mod scenario;
 pub mod show;
-pub mod stress;
-
-/// The README's code, compiled with the doctests so that it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
 
 /// Everything an agent program needs, in one import: `use rein::prelude::*;` — the runtime's
 /// prelude (runtime, routes, sessions, stores, the `Adapter`, `Plugin` and `Tool` traits), the
@@ -78,10 +84,11 @@ pub mod prelude {
     pub use rein_plugins::auto_retry::AutoRetry;
     pub use rein_plugins::compaction::Compaction;
     pub use rein_plugins::llm_retry::LlmRetry;
-    pub use rein_providers::{
-        Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig, Preset, Simulated,
-        SimulatedConfig,
-    };
+    #[cfg(feature = "anthropic")]
+    pub use rein_providers::{Anthropic, AnthropicConfig};
+    #[cfg(feature = "openai")]
+    pub use rein_providers::{OpenAiCompatible, OpenAiConfig, Preset};
+    pub use rein_providers::{Simulated, SimulatedConfig};
     pub use rein_runtime::prelude::*;
     pub use rein_runtime::tool::echo::EchoTool;
     pub use tokio_util::sync::CancellationToken;
