@@ -50,6 +50,7 @@
 //!
 //! use rein_plugins::{ALL, DEFAULT_CHAIN};
 //! use rein_runtime::prelude::*;
+//! use rein_runtime::provider::prelude::*;
 //! use serde_json::json;
 //!
 //! /// Fails with a 503 five times, then answers.
@@ -83,7 +84,7 @@
 //!     let (_, factory) = ALL.iter().find(|(known, _)| known == name).expect("in ALL");
 //!     let built = factory(config)?;
 //!     assert!(built.warnings.is_empty(), "{:?}", built.warnings);
-//!     builder = builder.built(built);
+//!     builder = builder.plugin(built);
 //! }
 //! let runtime = builder.build().await?;
 //! assert_eq!(runtime.plugins(), DEFAULT_CHAIN);

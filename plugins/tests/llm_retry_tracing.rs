@@ -30,7 +30,7 @@ async fn each_recovery_is_traced_with_its_error_type_and_delay() {
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
         .route(Route::new("mock", adapter.clone()).model("m"))
         .build()
         .await

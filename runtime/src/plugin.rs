@@ -42,34 +42,51 @@
 //! go of the plugin.
 
 //!
-//! # Why settings are part of the trait
+//! # Why settings are one object
 //!
-//! A settings page or a CLI talks to the runtime, not to a plugin's type: it reads a plugin's
-//! settings with their revision ([`Plugin::settings`]), checks a patch without applying it
-//! ([`Plugin::check_settings`]) so it can block a save and name the field, and applies it under
-//! the revision fence ([`Plugin::configure`]), so of two pages saving from one revision exactly one
-//! wins. Each has a default (no settings, unsupported), so a plugin without settings writes
-//! nothing; a plugin whose settings cannot change at run time says so with
-//! [`ConfigError::ReadOnly`] rather than accepting a patch it would not apply.
+//! A settings page or a CLI talks to the runtime, not to a plugin's type: the runtime reaches a
+//! plugin's settings through [`Plugin::settings`], one [`Settings`] object that shows them with
+//! their revision, stages a patch (the revision fence and every field checked, nothing applied),
+//! commits a staged patch, and restores recorded settings. A plugin without settings writes
+//! nothing (the default is `None`); a plugin whose settings cannot change at run time returns a
+//! [`ReadOnly`], which refuses every patch with [`ConfigError::ReadOnly`] rather than accepting
+//! one it would not apply. `rein-plugins`' `Revisioned` is the one implementation the shipped
+//! plugins share.
 
 mod configured;
 mod downstream;
+mod read_only;
 mod recovery;
 mod settings;
 mod verdict;
 
 use std::sync::Arc;
 
-use serde_json::Value;
-
 use crate::BoxFuture;
 
-pub use configured::{BuiltPlugin, ConfigWarning};
+pub use configured::{BuiltPlugin, ConfigWarning, Configured, IntoPlugin, PluginWarning};
 pub(crate) use downstream::{AskedDownstream, DownstreamWalk};
 pub use downstream::{Downstream, DownstreamAnswer, RestOfChain};
+pub use read_only::ReadOnly;
 pub use recovery::{Interrupted, Recovery, RequestErrorPayload, SwitchError};
-pub use settings::{ConfigError, ConfigOutcome, PluginSettings};
+pub use settings::{ConfigError, ConfigOutcome, PluginSettings, Settings, Staged};
 pub use verdict::Verdict;
+
+/// What a plugin author uses, in one import: `use rein_runtime::plugin::prelude::*;` — the
+/// trait, what a recovery gets and answers, the settings seam, the configured form a plugin's
+/// `from_config` returns, and the vocabulary a recovery decides with.
+pub mod prelude {
+    pub use super::{
+        BuiltPlugin, ConfigError, ConfigOutcome, ConfigWarning, Configured, Downstream,
+        DownstreamAnswer, Interrupted, IntoPlugin, Plugin, PluginSettings, ReadOnly, Recovery,
+        RequestErrorPayload, Settings, Staged, SwitchError, Verdict,
+    };
+    pub use crate::BoxFuture;
+    pub use crate::failure::Failure;
+    pub use crate::retry_policy::RetryPolicy;
+    pub use crate::session_log::SessionLog;
+    pub use tokio_util::sync::CancellationToken;
+}
 
 /// A policy plugin. Implemented by `rein-plugins` and by users; the runtime knows
 /// plugins only through this trait.
@@ -82,6 +99,8 @@ pub use verdict::Verdict;
 /// use std::sync::atomic::{AtomicU32, Ordering};
 /// use std::time::Duration;
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::plugin::prelude::*;
+/// use rein_runtime::provider::prelude::*;
 ///
 /// struct AfterAMinute;
 ///
@@ -145,35 +164,11 @@ pub trait Plugin: Send + Sync + 'static {
     /// actor.
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict>;
 
-    /// Applies a run-time settings patch based on `base_revision`. On success the
-    /// runtime appends `config/changed` to every open session log. Default: unsupported.
-    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
-        let _ = (patch, base_revision);
-        Err(ConfigError::Unsupported(self.name().to_owned()))
-    }
-
-    /// The current settings revision (the base a run-time patch names). Default 0.
-    fn revision(&self) -> u64 {
-        0
-    }
-
-    /// The current settings and their revision, for a settings page or a CLI. Default: `None`,
-    /// the plugin has no settings to show.
-    fn settings(&self) -> Option<PluginSettings> {
+    /// Its run-time settings, for a settings page or a CLI to show, change and restore through
+    /// the runtime (see [`Settings`]). Default: `None`, the plugin has no settings (a patch is
+    /// refused with [`ConfigError::Unsupported`]).
+    fn settings(&self) -> Option<&dyn Settings> {
         None
-    }
-
-    /// Checks a run-time patch exactly as [`Plugin::configure`] would — the revision fence, then
-    /// every field — without applying it: the names of the fields it would change, or the error
-    /// that would refuse it (what a settings page calls to block a save and name the field).
-    /// Default: unsupported.
-    fn check_settings(
-        &self,
-        patch: &Value,
-        base_revision: u64,
-    ) -> Result<Vec<String>, ConfigError> {
-        let _ = (patch, base_revision);
-        Err(ConfigError::Unsupported(self.name().to_owned()))
     }
 
     /// Tells the plugin which provider routes the runtime serves, when it joins a runtime (built

@@ -28,6 +28,17 @@ mod generation;
 
 pub use generation::{Generation, GenerationError, MAX_TEMPERATURE};
 
+/// What an adapter author uses, in one import: `use rein_runtime::provider::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        Adapter, ChunkSink, Completion, Generation, Message, Messages, Request, SinkClosed,
+        ToolSpec,
+    };
+    pub use crate::BoxFuture;
+    pub use crate::event::{ToolCall, Usage};
+    pub use crate::failure::Failure;
+}
+
 /// One entry of the model-visible history, folded from the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role", rename_all = "camelCase")]
@@ -246,6 +257,7 @@ impl ChunkSink {
 /// ```
 /// use std::sync::Arc;
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::provider::prelude::*;
 ///
 /// struct Echo;
 ///

@@ -166,6 +166,7 @@ impl Sessions {
 /// ```
 /// use std::sync::Arc;
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::provider::prelude::*;
 ///
 /// /// Never answers: every attempt waits until it is cancelled.
 /// struct Silent;
