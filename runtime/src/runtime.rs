@@ -107,6 +107,8 @@ pub enum BuildError {
 /// ```
 /// # use std::sync::Arc;
 /// # use rein_runtime::prelude::*;
+/// # use rein_runtime::provider::Adapter;
+/// # use rein_runtime::runtime::RuntimeBuilder;
 /// # fn routes(adapter: Arc<dyn Adapter>) -> Result<RuntimeBuilder, Box<dyn std::error::Error>> {
 /// let policy = RetryPolicy::from_declared(&serde_json::json!({"mode": "always"}), "policy")?;
 /// let builder = Runtime::builder()

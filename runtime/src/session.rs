@@ -43,6 +43,7 @@ use actor::ClientMsg;
 ///
 /// ```
 /// use rein_runtime::prelude::*;
+/// # use rein_runtime::provider::GenerationError;
 ///
 /// let plain: Prompt = "hello".into(); // on the runtime's default route
 /// assert_eq!(plain.route, None);
