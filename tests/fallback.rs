@@ -10,7 +10,8 @@ use std::time::Duration;
 use rein::invariant::{LiveValidator, check_finished_log};
 use rein::plugins::{FALLBACK_FIRST, fallback, llm_retry};
 use rein::prelude::*;
-use rein::runtime::event::{RequestStart, RouteSwitched};
+use rein::runtime::event::{RequestStart, RouteSwitched, ToolCall};
+use rein::runtime::plugin::BuiltPlugin;
 use rein::runtime::runtime::BuildError;
 use rein_cli::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
 use serde_json::{Value, json};
@@ -51,7 +52,7 @@ async fn runtime(routes: Vec<Route>, plugins: Vec<BuiltPlugin>, store: &MemorySt
         builder = builder.route(route);
     }
     for plugin in plugins {
-        builder = builder.built(plugin);
+        builder = builder.plugin(plugin);
     }
     builder.build().await.unwrap()
 }
@@ -450,7 +451,7 @@ async fn a_fallback_route_the_runtime_does_not_serve_is_refused_by_name() {
     let built = Runtime::builder()
         .store(Arc::new(store.clone()))
         .route(main)
-        .built(plugin(fallback::NAME, json!({"routes": ["bakup"]})))
+        .plugin(plugin(fallback::NAME, json!({"routes": ["bakup"]})))
         .build()
         .await;
     let Err(error) = built else { panic!("a fallback to an unknown route must be refused") };

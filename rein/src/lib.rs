@@ -40,9 +40,9 @@
 //! let runtime = Runtime::builder()
 //!     .clock(Arc::new(VirtualClock::start()))
 //!     .route(Route::new("sim", Arc::new(model)).model("simulated-1"))
-//!     .built(LlmRetry::default().into()) // its configuration: the routes' default policy
-//!     .plugin(Arc::new(Compaction::default()))
-//!     .plugin(Arc::new(AutoRetry::default()))
+//!     .plugin(LlmRetry::default()) // its configuration: the routes' default policy
+//!     .plugin(Compaction::default())
+//!     .plugin(AutoRetry::default())
 //!     .build()
 //!     .await?;
 //! assert_eq!(runtime.plugins(), DEFAULT_CHAIN);
@@ -75,14 +75,15 @@ pub use rein_runtime as runtime;
 
 pub mod show;
 
-/// Everything an agent program needs, in one import: `use rein::prelude::*;` — the runtime's
-/// prelude (runtime, routes, sessions, stores, the `Adapter`, `Plugin` and `Tool` traits), the
-/// default chain's plugins, the providers, the `echo` tool and the cancellation token a tool or a
-/// plugin watches.
+/// What an agent program uses, in one import: `use rein::prelude::*;` — the runtime's prelude
+/// (runtime, routes, sessions, what a turn returns, events, clocks, stores), the shipped plugins
+/// and the default chain, the providers and the `echo` tool. A plugin author imports
+/// [`plugin::prelude`], a tool author [`tool::prelude`], an adapter author [`provider::prelude`].
 pub mod prelude {
     pub use rein_plugins::DEFAULT_CHAIN;
     pub use rein_plugins::auto_retry::AutoRetry;
     pub use rein_plugins::compaction::Compaction;
+    pub use rein_plugins::fallback::Fallback;
     pub use rein_plugins::llm_retry::LlmRetry;
     #[cfg(feature = "anthropic")]
     pub use rein_providers::{Anthropic, AnthropicConfig};
@@ -91,5 +92,35 @@ pub mod prelude {
     pub use rein_providers::{Simulated, SimulatedConfig};
     pub use rein_runtime::prelude::*;
     pub use rein_runtime::tool::echo::EchoTool;
-    pub use tokio_util::sync::CancellationToken;
+}
+
+/// Writing a plugin.
+pub mod plugin {
+    /// What a plugin author uses, in one import: `use rein::plugin::prelude::*;` — the runtime's
+    /// plugin prelude (the `Plugin` trait, recoveries, verdicts, the settings seam, the
+    /// configured form) and `rein-plugins`' settings kit: [`Revisioned`](rein_plugins::settings::Revisioned)
+    /// (the one implementation of the settings seam), the [`Patchable`](rein_plugins::settings::Patchable)
+    /// trait a settings type implements, the strict patch readers and the lenient file reader.
+    pub mod prelude {
+        pub use rein_plugins::settings::{
+            FieldError, FileReader, Patchable, Patched, Revisioned, Warning, patch,
+        };
+        pub use rein_runtime::plugin::prelude::*;
+    }
+}
+
+/// Writing a tool.
+pub mod tool {
+    /// What a tool author uses, in one import: `use rein::tool::prelude::*;`.
+    pub mod prelude {
+        pub use rein_runtime::tool::prelude::*;
+    }
+}
+
+/// Writing a provider adapter.
+pub mod provider {
+    /// What an adapter author uses, in one import: `use rein::provider::prelude::*;`.
+    pub mod prelude {
+        pub use rein_runtime::provider::prelude::*;
+    }
 }

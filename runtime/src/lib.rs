@@ -46,6 +46,8 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //!
 //! use rein_runtime::prelude::*;
+//! use rein_runtime::plugin::prelude::*;
+//! use rein_runtime::provider::prelude::*;
 //!
 //! /// Streams "hello" — except on its first call, which fails after a partial chunk.
 //! #[derive(Default)]
@@ -156,27 +158,19 @@ mod turn;
 pub use rein_event::validator;
 pub(crate) mod waterfall;
 
-/// Everything an agent author needs, in one import: `use rein_runtime::prelude::*;`.
+/// What an agent program uses, in one import: `use rein_runtime::prelude::*;` — the runtime and
+/// its routes, sessions and what a turn returns, the events of a session's log, the clocks and
+/// the stores. Writing a plugin, a tool or an adapter has its own prelude where that trait lives:
+/// [`plugin::prelude`], [`tool::prelude`], [`provider::prelude`].
 pub mod prelude {
-    pub use crate::BoxFuture;
     pub use crate::clock::{Clock, VirtualClock, WallClock};
-    pub use crate::event::{CancelCause, Envelope, Event, ToolCall, TurnEndReason, Usage};
+    pub use crate::event::{CancelCause, Envelope, Event, TurnEndReason};
     pub use crate::failure::Failure;
-    pub use crate::plugin::{
-        BuiltPlugin, ConfigError, ConfigOutcome, ConfigWarning, DownstreamAnswer, Interrupted,
-        Plugin, PluginSettings, Recovery, RequestErrorPayload, SwitchError, Verdict,
-    };
-    pub use crate::provider::{
-        Adapter, ChunkSink, Completion, Generation, GenerationError, Message, Messages, Request,
-        SinkClosed, ToolSpec,
-    };
+    pub use crate::provider::Generation;
     pub use crate::retry_policy::RetryPolicy;
-    pub use crate::runtime::{Route, Runtime, RuntimeBuilder};
-    pub use crate::session::{
-        AnswerDelta, AnswerStream, Prompt, Session, SessionError, TurnHandle, TurnOutcome,
-    };
+    pub use crate::runtime::{Route, Runtime};
+    pub use crate::session::{AnswerDelta, Prompt, Session, SessionError, TurnHandle, TurnOutcome};
     #[cfg(feature = "sqlite")]
     pub use crate::store::sqlite::SqliteStore;
     pub use crate::store::{Durability, SessionStore, jsonl::JsonlStore, memory::MemoryStore};
-    pub use crate::tool::{Tool, ToolOutcome};
 }

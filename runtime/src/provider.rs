@@ -29,6 +29,17 @@ mod generation;
 pub use generation::{Generation, GenerationError, MAX_TEMPERATURE};
 pub use rein_event::message::{Message, Messages};
 
+/// What an adapter author uses, in one import: `use rein_runtime::provider::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        Adapter, ChunkSink, Completion, Generation, Message, Messages, Request, SinkClosed,
+        ToolSpec,
+    };
+    pub use crate::BoxFuture;
+    pub use crate::event::{ToolCall, Usage};
+    pub use crate::failure::Failure;
+}
+
 /// A tool the model may call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
@@ -142,6 +153,7 @@ impl ChunkSink {
 /// ```
 /// use std::sync::Arc;
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::provider::prelude::*;
 ///
 /// struct Echo;
 ///
