@@ -26,10 +26,10 @@ pub fn request_id_of(headers: &HeaderMap, names: &[&str]) -> Option<String> {
 /// `Failure::with_retry_after_ms`.
 pub fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<f64> {
     let positive = |ms: f64| (ms.is_finite() && ms > 0.0).then_some(ms);
-    if let Some(ms) = text(headers, "retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        if let Some(ms) = positive(ms) {
-            return Some(ms);
-        }
+    if let Some(ms) = text(headers, "retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && let Some(ms) = positive(ms)
+    {
+        return Some(ms);
     }
     let value = text(headers, "retry-after")?;
     if let Ok(seconds) = value.parse::<f64>() {

@@ -347,10 +347,10 @@ impl RuntimeBuilder {
                 return Err(BuildError::DuplicateRoute { index, name: route.name.clone() });
             }
         }
-        if let Some(name) = &self.default_route {
-            if !self.routes.iter().any(|r| &r.name == name) {
-                return Err(BuildError::UnknownDefaultRoute(name.clone()));
-            }
+        if let Some(name) = &self.default_route
+            && !self.routes.iter().any(|r| &r.name == name)
+        {
+            return Err(BuildError::UnknownDefaultRoute(name.clone()));
         }
         if self.max_steps == 0 {
             return Err(BuildError::ZeroSteps);

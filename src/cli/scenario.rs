@@ -123,10 +123,10 @@ pub(crate) fn run_text(
         }
         Err(e) => return fail(FAULT, &format!("{file}: {e}")),
     };
-    if let Some((path, access)) = log {
-        if let Err(e) = output_file::write(path, access, |out| write_log(out, &outcome.events)) {
-            return fail(FAULT, &format!("cannot write the log: {e}"));
-        }
+    if let Some((path, access)) = log
+        && let Err(e) = output_file::write(path, access, |out| write_log(out, &outcome.events))
+    {
+        return fail(FAULT, &format!("cannot write the log: {e}"));
     }
     for warning in &outcome.warnings {
         eprintln!("warning: {warning}");

@@ -197,18 +197,18 @@ fn chain(state: &State, event: &Envelope, r: &LlmRetry, out: &mut Vec<Violation>
             }
         }
     }
-    if let Some(record) = state.retry_ids.get(&r.retry_id) {
-        if record.owner != key {
-            out.push(Violation::new(
-                event,
-                Rule::RetryIdOwnedByOneChain,
-                format!(
-                    "retryId {:?} already belongs to chain {} of turn {} step {} (llm/retry seq {}), \
+    if let Some(record) = state.retry_ids.get(&r.retry_id)
+        && record.owner != key
+    {
+        out.push(Violation::new(
+            event,
+            Rule::RetryIdOwnedByOneChain,
+            format!(
+                "retryId {:?} already belongs to chain {} of turn {} step {} (llm/retry seq {}), \
                      not to chain {key}",
-                    r.retry_id, record.owner, record.owner.turn, record.owner.step, record.first_seq
-                ),
-            ));
-        }
+                r.retry_id, record.owner, record.owner.turn, record.owner.step, record.first_seq
+            ),
+        ));
     }
 }
 

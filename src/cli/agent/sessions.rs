@@ -93,16 +93,15 @@ fn prepare_dir(dir: &Path) -> Result<(), String> {
 /// Reads an existing log without changing it: its turns, or why it cannot be resumed.
 fn read_existing(path: &Path, id: &str) -> Result<Resumed, String> {
     let loaded = read_log(path).map_err(|e| e.to_string())?;
-    if let Some(first) = loaded.events.first() {
-        if let Event::SessionStart(start) = &first.event {
-            if start.session != id {
-                return Err(format!(
-                    "{}:1: the log belongs to session {}, not {id:?}",
-                    path.display(),
-                    rein_runtime::quote::value(&start.session)
-                ));
-            }
-        }
+    if let Some(first) = loaded.events.first()
+        && let Event::SessionStart(start) = &first.event
+        && start.session != id
+    {
+        return Err(format!(
+            "{}:1: the log belongs to session {}, not {id:?}",
+            path.display(),
+            rein_runtime::quote::value(&start.session)
+        ));
     }
     let turns = loaded.events.iter().filter(|e| matches!(e.event, Event::TurnStart(_))).count();
     Ok(Resumed { turns, torn: loaded.torn })

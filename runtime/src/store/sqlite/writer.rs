@@ -213,11 +213,11 @@ impl State {
                     (_, outcome) => drop(request.reply.send(outcome)),
                 }
             }
-            if let Some(flusher) = self.flusher.as_ref().filter(|_| !waiting.is_empty()) {
-                if let Err(mpsc::SendError(waiting)) = flusher.send(waiting) {
-                    for reply in waiting {
-                        let _ = reply.send(Err(StoreError::Closed));
-                    }
+            if let Some(flusher) = self.flusher.as_ref().filter(|_| !waiting.is_empty())
+                && let Err(mpsc::SendError(waiting)) = flusher.send(waiting)
+            {
+                for reply in waiting {
+                    let _ = reply.send(Err(StoreError::Closed));
                 }
             }
             if tail::lock(&self.tail).rows() >= self.fold_at {
