@@ -54,13 +54,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, ensure};
 use rein::invariant::check_finished_log;
-use rein::plugins::settings::{FieldError, Patched, Revisioned, Settings, patch};
+use rein::plugin::prelude::*;
+use rein::plugins::settings::{FieldError, Patchable, Patched, Revisioned, patch};
 use rein::prelude::*;
 use rein::runtime::plural::count;
 use rein::runtime::projection::Projection;
 use rein::runtime::session::Answer;
 use rein::runtime::session_log::{LogError, SessionLog};
-use rein::scenario::scripted::{Scripted, ScriptedProvider};
+use rein_scenario::scripted::{Scripted, ScriptedProvider};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 /// The plugin's name in the chain.
@@ -68,13 +70,15 @@ const NAME: &str = "session-budget";
 /// Its one setting.
 const MAX_RETRIES: &str = "maxRetriesPerSession";
 
-/// `session-budget`'s settings: valid by construction (a patch is read strictly).
-#[derive(Debug, Clone, PartialEq)]
+/// `session-budget`'s settings: valid by construction (a patch is read strictly). They are shown
+/// with the keys a patch uses.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 struct BudgetSettings {
+    #[serde(rename = "maxRetriesPerSession")]
     max_retries: u32,
 }
 
-impl Settings for BudgetSettings {
+impl Patchable for BudgetSettings {
     fn patched(&self, patch: &Value) -> Result<Patched<Self>, FieldError> {
         let mut settings = self.clone();
         let mut changed = Vec::new();
@@ -163,29 +167,9 @@ impl Plugin for SessionBudget {
         })
     }
 
-    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
-        Ok(self.settings.configure(&patch, base_revision)?.into())
-    }
-
-    fn revision(&self) -> u64 {
-        self.settings.revision()
-    }
-
-    fn settings(&self) -> Option<PluginSettings> {
-        let snapshot = self.settings.snapshot();
-        Some(PluginSettings {
-            revision: snapshot.revision,
-            settings: json!({MAX_RETRIES: snapshot.settings.max_retries}),
-            read_only: false,
-        })
-    }
-
-    fn check_settings(
-        &self,
-        patch: &Value,
-        base_revision: u64,
-    ) -> Result<Vec<String>, ConfigError> {
-        self.settings.check(patch, base_revision)
+    /// Shown, staged, committed and restored by `Revisioned`, once for every settings type.
+    fn settings(&self) -> Option<&dyn Settings> {
+        Some(&self.settings)
     }
 }
 
@@ -216,9 +200,9 @@ async fn run(clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow::Result<()> 
         .clock(clock)
         .route(Route::new("scripted", Arc::new(model)).model("scripted-1"))
         .plugin(budget.clone())
-        .built(llm_retry.into()) // its policy: the routes' default
-        .plugin(Arc::new(Compaction::default()))
-        .plugin(Arc::new(AutoRetry::default()))
+        .plugin(llm_retry) // its policy: the routes' default
+        .plugin(Compaction::default())
+        .plugin(AutoRetry::default())
         .build()
         .await?;
     writeln!(out, "chain: {}", runtime.plugins().join(" → "))?;

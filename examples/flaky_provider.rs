@@ -46,6 +46,7 @@ use anyhow::ensure;
 use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
+use rein::provider::prelude::*;
 use rein::runtime::plural::count;
 use rein::runtime::session::Answer;
 use serde_json::json;
@@ -107,19 +108,20 @@ async fn run(
     let llm_retry = LlmRetry::from_config(&json!({
         "maxTransientRetries": 2, "initialDelayMs": 200, "maxDelayMs": 1000, "jitterRatio": 0.1
     }))?;
-    let (auto_retry, warnings) = AutoRetry::from_config(&json!({
+    let auto_retry = AutoRetry::from_config(&json!({
         "extraRetries": 3, "initialDelayMs": 200, "maxDelayMs": 1000, "jitterRatio": 0.1
-    }));
-    ensure!(warnings.is_empty(), "auto-retry's configuration: {warnings:?}");
+    }))?;
     let flaky = Flaky { failures: args.failures, calls: AtomicU32::new(0) };
     let runtime = Runtime::builder()
         .clock(clock)
         .route(Route::new("flaky", Arc::new(flaky)).model("flaky-1"))
-        .built(llm_retry.into()) // its policy: the routes' default
-        .plugin(Arc::new(Compaction::default()))
-        .plugin(Arc::new(auto_retry))
+        .plugin(llm_retry) // its policy: the routes' default
+        .plugin(Compaction::default())
+        .plugin(auto_retry) // the chain's order is the order of registration
         .build()
         .await?;
+    let warnings = runtime.config_warnings();
+    ensure!(warnings.is_empty(), "the plugins' configuration: {warnings:?}");
     ensure!(runtime.plugins() == DEFAULT_CHAIN, "the chain is {:?}", runtime.plugins());
     writeln!(out, "chain: {}", DEFAULT_CHAIN.join(" → "))?;
 

@@ -27,7 +27,7 @@ use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
 use rein::runtime::plural::count;
-use rein::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
+use rein_scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
 
 /// One turn on the scripted provider.
 #[derive(Debug, Parser)]

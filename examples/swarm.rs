@@ -83,19 +83,19 @@ async fn run(args: &Args, clock: Arc<dyn Clock>, out: &mut impl Write) -> anyhow
     })?;
     let model = simulated.model().to_owned();
     let llm_retry = LlmRetry::from_config(&json!({"initialDelayMs": 10, "maxDelayMs": 100}))?;
-    let (auto_retry, warnings) =
-        AutoRetry::from_config(&json!({"initialDelayMs": 10, "maxDelayMs": 100}));
-    ensure!(warnings.is_empty(), "auto-retry's configuration: {warnings:?}");
+    let auto_retry = AutoRetry::from_config(&json!({"initialDelayMs": 10, "maxDelayMs": 100}))?;
     let store = Arc::new(MemoryStore::new());
     let runtime = Runtime::builder()
         .clock(clock)
         .store(store.clone())
         .route(Route::new("simulated", Arc::new(simulated)).model(model))
-        .built(llm_retry.into()) // its policy: the routes' default
-        .plugin(Arc::new(Compaction::default()))
-        .plugin(Arc::new(auto_retry))
+        .plugin(llm_retry) // its policy: the routes' default
+        .plugin(Compaction::default())
+        .plugin(auto_retry) // the chain's order is the order of registration
         .build()
         .await?;
+    let warnings = runtime.config_warnings();
+    ensure!(warnings.is_empty(), "the plugins' configuration: {warnings:?}");
     writeln!(
         out,
         "swarm: {} agents, one turn each, on the simulated provider (seed {})",

@@ -40,7 +40,9 @@ use anyhow::ensure;
 use clap::Parser;
 use rein::invariant::check_finished_log;
 use rein::prelude::*;
+use rein::provider::prelude::*;
 use rein::runtime::plural::count;
+use rein::tool::prelude::*;
 use serde_json::{Value, json};
 
 /// Tool calls across steps.

@@ -185,7 +185,7 @@ pub async fn run(
         .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
         .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
     for spec in &specs {
-        builder = builder.built((spec.make)()?);
+        builder = builder.plugin((spec.make)()?);
     }
     let runtime = builder.build().await.map_err(|e| e.to_string())?;
 

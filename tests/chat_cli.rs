@@ -668,8 +668,8 @@ fn a_second_chat_on_a_session_another_chat_holds_is_refused_naming_it_and_writes
         rein(dir.path(), &["chat", "--seed", "9", "--session", "shared", "hello"], &[], "");
     assert_eq!(second.code, Some(2), "{second:?}");
     let want = format!(
-        "error: .rein/sessions/shared.jsonl: session shared: .rein/sessions/shared.jsonl is in use \
-         by another process (pid {}, since ",
+        "error: session shared: .rein/sessions/shared.jsonl is in use by another process (pid {}, \
+         since ",
         first.id()
     );
     assert!(second.stderr.contains(&want), "{second:?}");

@@ -450,10 +450,10 @@ fn a_missing_or_foreign_database_exits_2_and_is_not_created() {
 fn violating() -> Vec<Envelope> {
     let mut events = valid();
     for e in &mut events {
-        if let rein_runtime::event::Event::LlmRetry(r) = &mut e.event {
-            if r.retry == 2 {
-                r.retry = 3;
-            }
+        if let rein_runtime::event::Event::LlmRetry(r) = &mut e.event
+            && r.retry == 2
+        {
+            r.retry = 3;
         }
     }
     events

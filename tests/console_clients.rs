@@ -365,7 +365,7 @@ async fn oversized_bodies_and_duplicate_keys_get_json_errors() {
 /// Session `id` in the store at `dir` with `turns` finished turns, each answered with `answer`:
 /// written by a runtime of this test (a scripted provider), as `rein chat` would.
 async fn session_with_turns(dir: &Path, id: &str, turns: usize, answer: &str) {
-    use rein::scenario::scripted::{Scripted, ScriptedProvider};
+    use rein_cli::scenario::scripted::{Scripted, ScriptedProvider};
     use rein_runtime::runtime::{Route, Runtime};
     use rein_runtime::store::Durability;
     use rein_runtime::store::jsonl::JsonlStore;

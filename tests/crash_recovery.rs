@@ -41,13 +41,13 @@ use rein::runtime::BoxFuture;
 use rein::runtime::clock::VirtualClock;
 use rein::runtime::event::{Envelope, Event, TurnEndReason};
 use rein::runtime::failure::Failure;
-use rein::runtime::plugin::{BuiltPlugin, Plugin, Recovery, Verdict};
+use rein::runtime::plugin::{IntoPlugin, Plugin, Recovery, Verdict};
 use rein::runtime::runtime::{Route, Runtime};
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::{Durability, SessionStore};
-use rein::scenario::scripted::{Scripted, ScriptedProvider};
+use rein_cli::scenario::scripted::{Scripted, ScriptedProvider};
 use serde_json::json;
 
 /// Kills per store when `REIN_CRASH_KILLS` is not set.
@@ -277,7 +277,7 @@ async fn reopen_and_check(
     let runtime = Runtime::builder()
         .store(Arc::clone(&opened))
         .route(Route::new("simulated", Arc::new(failing.clone())).model(failing.model()))
-        .built(llm_retry.into())
+        .plugin(llm_retry)
         .idle_grace(Duration::ZERO)
         .build()
         .await
@@ -379,7 +379,7 @@ async fn a_plugin_restarted_mid_chain_continues_the_chain_count() {
         "maxTransientRetries": 2, "initialDelayMs": 100, "maxDelayMs": 1000, "jitterRatio": 0
     }))
     .unwrap();
-    let built = BuiltPlugin::from(llm_retry);
+    let built = llm_retry.into_plugin();
     let policy = built.default_route_policy.clone().unwrap();
     let crashing =
         Arc::new(CrashOnce { inner: built.plugin, crash_on: 2, offered: AtomicUsize::new(0) });

@@ -10,9 +10,10 @@ use std::time::Duration;
 use rein::invariant::{LiveValidator, check_finished_log};
 use rein::plugins::{FALLBACK_FIRST, fallback, llm_retry};
 use rein::prelude::*;
-use rein::runtime::event::{RequestStart, RouteSwitched};
+use rein::runtime::event::{RequestStart, RouteSwitched, ToolCall};
+use rein::runtime::plugin::BuiltPlugin;
 use rein::runtime::runtime::BuildError;
-use rein::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
+use rein_cli::scenario::scripted::{Scripted, ScriptedProvider, ScriptedReply};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -51,7 +52,7 @@ async fn runtime(routes: Vec<Route>, plugins: Vec<BuiltPlugin>, store: &MemorySt
         builder = builder.route(route);
     }
     for plugin in plugins {
-        builder = builder.built(plugin);
+        builder = builder.plugin(plugin);
     }
     builder.build().await.unwrap()
 }
@@ -349,8 +350,10 @@ async fn cancelling_during_the_fallback_attempt_ends_the_turn_aborted() {
 async fn the_request_sent_to_the_fallback_carries_the_same_messages_as_the_failed_one() {
     let store = MemoryStore::new();
     let failing = Scripted::Fail(
-        rein::scenario::scripted::ScriptedFail::new(Failure::new("QUOTA", "no credit").unwrap())
-            .with_chunks(["a draft ", "cut short"]),
+        rein_cli::scenario::scripted::ScriptedFail::new(
+            Failure::new("QUOTA", "no credit").unwrap(),
+        )
+        .with_chunks(["a draft ", "cut short"]),
     );
     let (main, main_provider) = route("main", vec![Scripted::reply("first answer"), failing]);
     let (backup, backup_provider) = route("backup", vec![Scripted::reply("second answer")]);
@@ -448,7 +451,7 @@ async fn a_fallback_route_the_runtime_does_not_serve_is_refused_by_name() {
     let built = Runtime::builder()
         .store(Arc::new(store.clone()))
         .route(main)
-        .built(plugin(fallback::NAME, json!({"routes": ["bakup"]})))
+        .plugin(plugin(fallback::NAME, json!({"routes": ["bakup"]})))
         .build()
         .await;
     let Err(error) = built else { panic!("a fallback to an unknown route must be refused") };

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use rein::runtime::event::Envelope;
-use rein::scenario::Report;
+use rein_cli::scenario::Report;
 use serde_json::{Value, json};
 
 fn rein(args: &[&str]) -> Output {
@@ -78,7 +78,7 @@ fn every_example_scenario_is_a_valid_file() {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         let text = std::fs::read_to_string(&path).unwrap();
-        if let Err(e) = rein::scenario::Scenario::from_json(&text) {
+        if let Err(e) = rein_cli::scenario::Scenario::from_json(&text) {
             panic!("{}: {e}", path.display());
         }
         seen += 1;
@@ -545,7 +545,7 @@ fn the_report_checker_is_the_invariant_crate() {
         },
         Envelope { seq: 1, time: 0, event: Event::TurnStart(TurnStart { turn: 1 }) },
     ];
-    let violations = rein::scenario::check(&open_turn);
+    let violations = rein_cli::scenario::check(&open_turn);
     assert_eq!(violations.len(), 1, "{violations:?}");
     assert_eq!(violations[0].seq, 1);
     assert!(violations[0].message.contains("never ends"), "{violations:?}");

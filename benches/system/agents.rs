@@ -196,17 +196,17 @@ async fn rein(
     appends: Option<Arc<Appends>>,
 ) -> anyhow::Result<(Side, BTreeMap<String, Vec<Envelope>>)> {
     let store = store_in(dir, appends)?;
-    let (auto_retry, warnings) = AutoRetry::from_config(&auto_retry_settings());
-    anyhow::ensure!(warnings.is_empty(), "auto-retry settings: {warnings:?}");
     let runtime = Runtime::builder()
         .store(Arc::clone(&store))
         .route(Route::new("sim", Arc::new(AgentsProvider::new()?)).model("sim-1"))
-        .built(LlmRetry::from_config(&llm_retry_settings())?.into())
-        .plugin(Arc::new(Compaction::default()))
-        .plugin(Arc::new(auto_retry))
+        .plugin(LlmRetry::from_config(&llm_retry_settings())?)
+        .plugin(Compaction::default())
+        .plugin(AutoRetry::from_config(&auto_retry_settings())?)
         .tool(Arc::new(EchoTool))
         .build()
         .await?;
+    let warnings = runtime.config_warnings();
+    anyhow::ensure!(warnings.is_empty(), "plugin settings: {warnings:?}");
 
     let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
     let mut turns = Vec::with_capacity(agents);

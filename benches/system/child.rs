@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 /// Which side of the stress workload a child runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
-    /// `rein::stress::run` on a memory store.
+    /// `rein_cli::stress::run` on a memory store.
     Rein,
     /// The hand-rolled tokio + backon loop (`hand_rolled_stress`).
     HandRolled,

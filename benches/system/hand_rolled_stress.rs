@@ -3,7 +3,7 @@
 //! of the events rein would write for the same turn.
 //!
 //! An agent runs its turns one after another, as a stress agent does: each turn's plan (cancel
-//! or not, and when) is drawn from the same seeded stream (`rein::stress::plan`), so both sides
+//! or not, and when) is drawn from the same seeded stream (`rein_cli::stress::plan`), so both sides
 //! cancel the same turns at the same moments. A turn appends `user/message` + `turn/start`, then
 //! per attempt `step/start` + `request/start`, calls the same simulated provider
 //! (`StressConfig::simulated`) and appends each chunk as it arrives; a failure appends
@@ -29,9 +29,9 @@ use rein::runtime::event::{
 };
 use rein::runtime::failure::Failure;
 use rein::runtime::provider::{Adapter, ChunkSink, Message, Messages, Request};
-use rein::stress::StressConfig;
-use rein::stress::plan::{self, Rates};
-use rein::stress::summary::{Latencies, outcome_kind};
+use rein_cli::stress::StressConfig;
+use rein_cli::stress::plan::{self, Rates};
+use rein_cli::stress::summary::{Latencies, outcome_kind};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 

@@ -3,7 +3,7 @@
 //! API, as a user drives them. Budget: a 2,000-turn run takes at most 4.5 × the 500-turn run
 //! (linear is 4) — no turn pays for the history before it, whichever way its events are read.
 //!
-//! - **Scenario**: `rein scenario run`'s path (`rein::scenario::runner`): one session of N
+//! - **Scenario**: `rein scenario run`'s path (`rein_cli::scenario::runner`): one session of N
 //!   turns, each answered by the scripted provider after 10 ms of virtual time; the runner
 //!   follows each turn's events from a task of its own, which usually starts reading after the
 //!   turn started and so catches up from the log.
@@ -29,7 +29,7 @@ use rein::runtime::session::TurnHandle;
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::{Durability, SessionStore};
-use rein::scenario::Scenario;
+use rein_cli::scenario::Scenario;
 use serde_json::json;
 
 use crate::Options;
@@ -115,7 +115,7 @@ fn scenario(turns: usize) -> anyhow::Result<Scenario> {
 /// Runs `scenario` (of `turns` turns) as `rein scenario run` does, and times it.
 fn run_scenario(scenario: &Scenario, turns: usize) -> anyhow::Result<Duration> {
     let start = Clock::now();
-    let outcome = rein::scenario::runner().run(scenario)?;
+    let outcome = rein_cli::scenario::runner().run(scenario)?;
     let took = start.elapsed();
     let completed =
         outcome.report.turns.iter().filter(|t| t.reason == TurnEndReason::Completed).count();

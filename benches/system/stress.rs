@@ -1,4 +1,4 @@
-//! Metrics `stress_{N}k_agents_*`: the `rein stress` engine (`rein::stress`) at N thousand
+//! Metrics `stress_{N}k_agents_*`: the `rein stress` engine (`rein_cli::stress`) at N thousand
 //! agents on a memory store, against the same workload done by a hand-rolled tokio + backon
 //! loop (`hand_rolled_stress`) — the ratio a user weighing rein against writing the loop by
 //! hand would want. These have no budget: they are printed for the record (`"budget": "none"`),
@@ -27,8 +27,8 @@
 use std::process::ExitCode;
 
 use rein::runtime::store::memory::MemoryStore;
-use rein::stress::StressConfig;
-use rein::stress::plan::Rates;
+use rein_cli::stress::StressConfig;
+use rein_cli::stress::plan::Rates;
 
 use crate::Options;
 use crate::child::{self, Kind, Run};
@@ -129,10 +129,10 @@ pub(crate) fn child(kind: Kind, agents: usize, turns: u32) -> ExitCode {
     }
 }
 
-/// `rein::stress::run` on a memory store.
+/// `rein_cli::stress::run` on a memory store.
 async fn rein(config: &StressConfig) -> anyhow::Result<Run> {
     let (rss_before_kib, _) = child::rss_kib();
-    let summary = rein::stress::run(config, std::sync::Arc::new(MemoryStore::new()), None)
+    let summary = rein_cli::stress::run(config, std::sync::Arc::new(MemoryStore::new()), None)
         .await
         .map_err(|e| anyhow::anyhow!(e))?
         .settle();

@@ -124,7 +124,7 @@ impl ReinSide {
         let runtime = Runtime::builder()
             .store(store)
             .route(Route::new(ROUTE, Arc::new(Instant)).model(MODEL))
-            .built(LlmRetry::default().into())
+            .plugin(LlmRetry::default())
             .build()
             .await?;
         let session = runtime.session(id).await?;

@@ -11,7 +11,7 @@
 //! [`Checker::finish`] / [`check_finished_log`] report it ([`Rule::TurnLeftOpen`]) for a log that
 //! is known to be complete, such as the end of a scenario run.
 
-use rein_runtime::event::Envelope;
+use rein_event::event::Envelope;
 
 use crate::rules::{self, Rule};
 use crate::schema::{LineError, parse_line};

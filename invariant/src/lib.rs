@@ -28,6 +28,7 @@
 //!
 //! use rein_invariant::{LiveValidator, Rule, check_finished_log, check_log};
 //! use rein_runtime::prelude::*;
+//! use rein_runtime::provider::prelude::*;
 //!
 //! /// Answers every request with "ok".
 //! struct Answers;

@@ -12,8 +12,8 @@
 //! batch of one — nearly every append — needs no fold at all, since the rules only read the state:
 //! it is checked in place, so the common path costs no copy of the retry-id map.
 
-use rein_runtime::event::Envelope;
-use rein_runtime::validator::{Rejection, Validator};
+use rein_event::event::Envelope;
+use rein_event::validator::{Rejection, Validator};
 
 use crate::checker::Checker;
 use crate::violation::Violation;

@@ -25,7 +25,7 @@
 
 use std::fmt;
 
-use rein_runtime::event::Envelope;
+use rein_event::event::Envelope;
 
 use crate::state::State;
 use crate::violation::Violation;

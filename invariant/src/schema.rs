@@ -11,9 +11,9 @@
 
 use std::fmt;
 
-use rein_runtime::event::{Envelope, Event};
-use rein_runtime::failure::Failure;
-use rein_runtime::quote;
+use rein_event::event::{Envelope, Event};
+use rein_event::failure::Failure;
+use rein_event::quote;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -121,10 +121,10 @@ fn classify(value: &Value, message: String) -> LineError {
 
 /// The retry rule an `llm/retry`'s data breaks so badly that the typed event cannot hold it.
 fn retry_rule(data: &Value) -> Option<(Rule, String)> {
-    if let Some(failure) = data.get("failure") {
-        if let Err(e) = Failure::deserialize(failure) {
-            return Some((Rule::RetryFailureValid, e.to_string()));
-        }
+    if let Some(failure) = data.get("failure")
+        && let Err(e) = Failure::deserialize(failure)
+    {
+        return Some((Rule::RetryFailureValid, e.to_string()));
     }
     let not_a_count = |field: &str| data.get(field).filter(|v| !v.is_null() && !v.is_u64());
     if let Some(retry) = not_a_count("retry") {

@@ -18,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use rein_runtime::event::{Envelope, Event, LlmRetry};
+use rein_event::event::{Envelope, Event, LlmRetry};
 
 use crate::rules::MAX_DELAY_MS;
 
@@ -205,10 +205,11 @@ impl State {
                 }
             }
             Event::RequestError(e) => {
-                if let Some(attempt) = self.open_step.as_mut().and_then(|s| s.attempt.as_mut()) {
-                    if attempt.number == e.attempt && attempt.error.is_none() {
-                        attempt.error = Some(envelope.seq);
-                    }
+                if let Some(attempt) = self.open_step.as_mut().and_then(|s| s.attempt.as_mut())
+                    && attempt.number == e.attempt
+                    && attempt.error.is_none()
+                {
+                    attempt.error = Some(envelope.seq);
                 }
             }
             Event::LlmRetry(r) => self.fold_retry(envelope, r),
@@ -225,10 +226,10 @@ impl State {
                 }
                 record.latest.started = Some(envelope.seq);
                 let retried = record.latest.attempt;
-                if let Some(attempt) = self.open_step.as_mut().and_then(|s| s.attempt.as_mut()) {
-                    if Some(attempt.number) == retried {
-                        attempt.retry_started = Some(envelope.seq);
-                    }
+                if let Some(attempt) = self.open_step.as_mut().and_then(|s| s.attempt.as_mut())
+                    && Some(attempt.number) == retried
+                {
+                    attempt.retry_started = Some(envelope.seq);
                 }
             }
             _ => {}

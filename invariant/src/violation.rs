@@ -3,9 +3,9 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use rein_runtime::event::Envelope;
-use rein_runtime::quote;
-use rein_runtime::validator::Rejection;
+use rein_event::event::Envelope;
+use rein_event::quote;
+use rein_event::validator::Rejection;
 
 use crate::rules::Rule;
 

@@ -12,9 +12,9 @@ mod history;
 
 use history::{generate, renumber};
 use proptest::prelude::*;
+use rein_event::event::{Envelope, Event};
+use rein_event::validator::Validator;
 use rein_invariant::{Checker, LiveValidator, check_finished_log};
-use rein_runtime::event::{Envelope, Event};
-use rein_runtime::validator::Validator;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {
@@ -368,10 +368,10 @@ fn the_generator_covers_every_recovery_path() {
     assert!(has(&|e| matches!(e, Event::ContextCompacted(_))));
     assert!(has(&|e| matches!(e, Event::ToolResult(_))));
     assert!(has(
-        &|e| matches!(e, Event::TurnEnd(t) if matches!(t.reason, rein_runtime::event::TurnEndReason::Aborted { .. }))
+        &|e| matches!(e, Event::TurnEnd(t) if matches!(t.reason, rein_event::event::TurnEndReason::Aborted { .. }))
     ));
     assert!(has(
-        &|e| matches!(e, Event::TurnEnd(t) if matches!(t.reason, rein_runtime::event::TurnEndReason::Error { .. }))
+        &|e| matches!(e, Event::TurnEnd(t) if matches!(t.reason, rein_event::event::TurnEndReason::Error { .. }))
     ));
     assert!(has(&|e| matches!(e, Event::RequestStart(r) if r.provider == "deepseek")));
     assert!(has(&|e| matches!(e, Event::StepStart(s) if s.step >= 2)));

@@ -50,6 +50,7 @@
 //!
 //! use rein_plugins::{ALL, DEFAULT_CHAIN};
 //! use rein_runtime::prelude::*;
+//! use rein_runtime::provider::prelude::*;
 //! use serde_json::json;
 //!
 //! /// Fails with a 503 five times, then answers.
@@ -83,7 +84,7 @@
 //!     let (_, factory) = ALL.iter().find(|(known, _)| known == name).expect("in ALL");
 //!     let built = factory(config)?;
 //!     assert!(built.warnings.is_empty(), "{:?}", built.warnings);
-//!     builder = builder.built(built);
+//!     builder = builder.plugin(built);
 //! }
 //! let runtime = builder.build().await?;
 //! assert_eq!(runtime.plugins(), DEFAULT_CHAIN);
@@ -185,5 +186,73 @@ mod tests {
             ["extraRetries: must be an integer, got \"3\"; using the default 3"],
             "a lenient reader's fallbacks come back with the plugin"
         );
+    }
+
+    #[test]
+    fn a_typo_in_any_plugins_configuration_reaches_the_caller_naming_the_field() {
+        // (plugin, configuration with a typo'd key, what the caller gets)
+        let cases: [(&str, Value, &str); 4] = [
+            (
+                llm_retry::NAME,
+                json!({"maxTransientRetires": 3}),
+                "error: maxTransientRetires: unknown key",
+            ),
+            (
+                compaction::NAME,
+                json!({"keepRecentMesages": 3}),
+                "warning: keepRecentMesages: unknown key",
+            ),
+            (auto_retry::NAME, json!({"extraRetrys": 3}), "warning: extraRetrys: unknown key"),
+            (
+                fallback::NAME,
+                json!({"routes": ["backup"], "maxWaitMS": 1}),
+                "error: maxWaitMS: unknown key",
+            ),
+        ];
+        for (name, config, expected) in cases {
+            let (_, factory) = ALL.iter().find(|(known, _)| *known == name).unwrap();
+            let got = match factory(&config) {
+                Err(error) => format!("error: {error}"),
+                Ok(built) => {
+                    let warnings: Vec<String> =
+                        built.warnings.iter().map(|w| format!("warning: {w}")).collect();
+                    assert_eq!(warnings.len(), 1, "{name}: {warnings:?}");
+                    warnings[0].clone()
+                }
+            };
+            assert!(got.starts_with(expected), "{name}: {got}");
+        }
+        // The typed constructors say the same, and a registry's prefix reaches the path.
+        let typo = auto_retry::AutoRetry::from_config(&json!({"extraRetrys": 3})).unwrap();
+        let typo = typo.within("plugins[2].config");
+        assert!(typo.warnings[0].to_string().starts_with("plugins[2].config.extraRetrys: unknown"));
+        let refused = llm_retry::LlmRetry::from_config(&json!({"maxTransientRetires": 3}));
+        let refused = refused.unwrap_err().within("plugins[0].config");
+        assert!(refused.to_string().starts_with("plugins[0].config.maxTransientRetires: unknown"));
+    }
+
+    #[tokio::test]
+    async fn a_runtime_keeps_every_plugins_warnings_with_its_name() {
+        let auto_retry = auto_retry::AutoRetry::from_config(&json!({"extraRetrys": 3})).unwrap();
+        let compaction = compaction::Compaction::from_config(&json!({"keepRecentMessages": 0}));
+        let runtime = rein_runtime::runtime::Runtime::builder()
+            .plugin(llm_retry::LlmRetry::default())
+            .plugin(compaction.unwrap())
+            .plugin(auto_retry)
+            .build()
+            .await
+            .unwrap();
+        let warnings: Vec<String> =
+            runtime.config_warnings().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            [
+                "plugin compaction: keepRecentMessages: 0 is outside 1..=1000; clamped to 1",
+                "plugin auto-retry: extraRetrys: unknown key (expected one of: enabled, \
+                 extraRetries, initialDelayMs, maxDelayMs, jitterRatio, retryableCodes); ignored",
+            ]
+        );
+        assert_eq!(runtime.plugins(), DEFAULT_CHAIN, "in the order of registration");
+        runtime.shutdown().await;
     }
 }

@@ -10,11 +10,10 @@
 //!   compare-and-set fence ([`Revisioned`]): a patch based on a revision that is no longer current
 //!   is refused, so of two concurrent writers exactly one wins and the other must reload.
 //!
-//! A plugin's settings type implements [`Settings`] (how a patch applies to it); [`Revisioned`]
-//! then gives it the fence, the revision counter and the "validate without applying" check, with
-//! the runtime's [`ConfigOutcome`](rein_runtime::plugin::ConfigOutcome) and
-//! [`ConfigError`](rein_runtime::plugin::ConfigError) as results, so a plugin's
-//! `Plugin::configure` is one call.
+//! A plugin's settings type implements [`Patchable`] (how a patch applies to it); [`Revisioned`]
+//! then gives it the fence, the revision counter, staging and committing, and restoring: it
+//! implements the runtime's [`Settings`](rein_runtime::plugin::Settings) seam once for every
+//! settings type, so a plugin's `Plugin::settings` is `Some(&self.settings)`.
 //!
 //! # Why lenient in one place and strict in the other
 //!
@@ -31,10 +30,12 @@ use serde_json::Value;
 
 pub use file::{FileReader, Warning, WarningKind};
 pub use patch::FieldError;
-pub use revisioned::{Accepted, Revisioned, Snapshot};
+pub use revisioned::{Revisioned, Snapshot};
 
 /// Settings that can be changed at run time by a patch (a JSON object of the fields to change).
-pub trait Settings: Send + Sync + 'static + Sized {
+/// The keys a patch uses are the keys the settings serialize with, so the settings as shown are
+/// also a patch that restores them.
+pub trait Patchable: Send + Sync + 'static + Sized {
     /// Reads `patch` strictly against `self`: the settings with the patch applied and the names
     /// of the fields whose value actually changed (in the settings' own key order), or the first
     /// invalid field. `self` is not changed.

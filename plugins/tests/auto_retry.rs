@@ -37,13 +37,13 @@ fn builder(store: &MemoryStore, auto_retry: AutoRetry) -> RuntimeBuilder {
         .clock(Arc::new(VirtualClock::start()))
         .jitter(Arc::new(Constant::new(0.5).unwrap()))
         .idle_grace(Duration::from_secs(3600))
-        .built(LlmRetry::from_config(&json!({"jitterRatio": 0})).unwrap().into())
-        .plugin(Arc::new(Compaction::default()))
+        .plugin(LlmRetry::from_config(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(Compaction::default())
         .plugin(Arc::new(auto_retry))
 }
 
 fn flat() -> AutoRetry {
-    AutoRetry::from_config(&json!({"jitterRatio": 0})).0
+    AutoRetry::from_config(&json!({"jitterRatio": 0})).unwrap().plugin
 }
 
 async fn start(
@@ -313,14 +313,14 @@ async fn the_own_count_comes_from_the_log_across_restarts_of_the_actor() {
 }
 
 #[test]
-fn the_plugin_reports_its_settings_and_checks_patches_without_a_runtime() {
+fn the_plugin_reports_its_settings_and_stages_patches_without_a_runtime() {
     let plugin = AutoRetry::default();
-    assert_eq!(plugin.settings().unwrap().revision, 0);
-    assert_eq!(
-        plugin.check_settings(&json!({"enabled": false}), 0),
-        Ok(vec!["enabled".to_owned()])
-    );
-    assert_eq!(plugin.revision(), 0, "a check applies nothing");
-    assert_eq!(plugin.configure(json!({"enabled": false}), 0).unwrap().revision, 1);
+    let settings = plugin.settings().unwrap();
+    assert_eq!(settings.shown().revision, 0);
+    let staged = settings.stage(&json!({"enabled": false}), 0).unwrap();
+    assert_eq!(staged.changed(), ["enabled".to_owned()]);
+    assert_eq!(settings.revision(), 0, "staging applies nothing");
+    assert!(plugin.current().enabled());
+    assert_eq!(settings.commit(staged).unwrap().revision, 1);
     assert!(!plugin.current().enabled());
 }

@@ -32,9 +32,9 @@ async fn runtime(store: &MemoryStore, adapter: &Arc<ScriptAdapter>) -> Runtime {
         .jitter(Arc::new(Constant::new(0.5).unwrap()))
         .tool(Arc::new(EchoTool))
         .route(Route::new("mock", adapter.clone()).model("m"))
-        .built(LlmRetry::default().into())
-        .plugin(Arc::new(Compaction::from_config(&json!({"keepRecentMessages": 2})).0))
-        .plugin(Arc::new(AutoRetry::default()))
+        .plugin(LlmRetry::default())
+        .plugin(Compaction::from_config(&json!({"keepRecentMessages": 2})).unwrap())
+        .plugin(AutoRetry::default())
         .build()
         .await
         .unwrap()

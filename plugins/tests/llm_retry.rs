@@ -46,7 +46,7 @@ fn builder(store: &MemoryStore, config: Value, downstream: Vec<Arc<dyn Plugin>>)
         .clock(Arc::new(VirtualClock::start()))
         .jitter(Arc::new(Constant::new(0.5).unwrap()))
         .tool(Arc::new(EchoTool))
-        .built(llm_retry::factory(&config).unwrap());
+        .plugin(llm_retry::factory(&config).unwrap());
     for plugin in downstream {
         builder = builder.plugin(plugin);
     }
@@ -286,7 +286,7 @@ async fn the_configuration_is_the_default_route_policy_and_a_declared_policy_win
     };
     let (plain, own) = (ScriptAdapter::new(script(2)), ScriptAdapter::new(script(3)));
     let config = json!({"maxTransientRetries": 1, "initialDelayMs": 100, "jitterRatio": 0});
-    let plugin = LlmRetry::from_config(&config).unwrap();
+    let plugin = LlmRetry::from_config(&config).unwrap().plugin;
     let built = llm_retry::factory(&config).unwrap();
     assert_eq!(built.default_route_policy.as_ref(), Some(plugin.policy()));
     let runtime = builder(&store, config, vec![])

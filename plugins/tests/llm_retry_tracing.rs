@@ -24,13 +24,14 @@ use serde_json::json;
 
 #[tokio::test(start_paused = true)]
 async fn each_recovery_is_traced_with_its_error_type_and_delay() {
-    let (spans, _guard) = spans::Spans::capture("llm_retry");
+    // The plugin actor opens one `recovery` span per recovery, for every plugin.
+    let (spans, _guard) = spans::Spans::capture("recovery");
     let store = MemoryStore::new();
     let adapter = ScriptAdapter::new(vec![fail("RATE_LIMIT", "busy"), fail("AUTH", "no")]);
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
         .route(Route::new("mock", adapter.clone()).model("m"))
         .build()
         .await
@@ -54,6 +55,7 @@ async fn each_recovery_is_traced_with_its_error_type_and_delay() {
         (field(0, "session.id"), field(0, "gen_ai.provider.name"), field(0, "attempt")),
         (Some("s"), Some("mock"), Some("1"))
     );
+    assert_eq!((field(0, "plugin"), field(1, "plugin")), (Some("llm-retry"), Some("llm-retry")));
     assert_eq!(
         (field(1, "error.type"), field(1, "retry.delay_ms"), field(1, "attempt")),
         (Some("AUTH"), None, Some("2")),

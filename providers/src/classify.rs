@@ -29,9 +29,9 @@
 use std::sync::LazyLock;
 use std::time::{Duration, SystemTime};
 
+use http::header::HeaderMap;
 use regex::Regex;
 use rein_runtime::failure::{self, Failure};
-use reqwest::header::HeaderMap;
 use serde_json::Value;
 
 use crate::response_headers;
@@ -245,7 +245,7 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
-    use reqwest::header::HeaderValue;
+    use http::header::HeaderValue;
     use serde_json::json;
 
     use super::*;

@@ -39,6 +39,8 @@
 //! use rein_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig, Preset};
 //! use rein_providers::{Simulated, SimulatedConfig};
 //! use rein_runtime::prelude::*;
+//! use rein_runtime::plugin::prelude::*;
+//! use rein_runtime::provider::prelude::*;
 //!
 //! # pub async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let claude = AnthropicConfig::from_env()?;
@@ -58,7 +60,7 @@
 //! let brief = Generation::new().with_system_prompt("Be brief.")?.with_max_tokens(256)?;
 //! let runtime = Runtime::builder()
 //!     .route(Route::new(name, adapter).model(model).generation(brief))
-//!     .built(rein_plugins::llm_retry::factory(&serde_json::Value::Null)?)
+//!     .plugin(rein_plugins::llm_retry::factory(&serde_json::Value::Null)?)
 //!     .build()
 //!     .await?;
 //! let session = runtime.session("demo").await?;
@@ -80,6 +82,7 @@ pub mod answer;
 pub mod anthropic;
 pub mod classify;
 pub mod config;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 mod http;
 #[cfg(feature = "openai")]
 pub mod openai;
@@ -87,6 +90,7 @@ pub mod response_headers;
 pub mod scrub;
 pub mod secret;
 pub mod simulated;
+#[cfg(any(feature = "openai", feature = "anthropic"))]
 pub mod sse;
 mod telemetry;
 

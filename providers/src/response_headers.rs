@@ -4,7 +4,7 @@
 
 use std::time::SystemTime;
 
-use reqwest::header::HeaderMap;
+use http::header::HeaderMap;
 
 /// The headers a request id is read from, in order.
 const REQUEST_ID_HEADERS: [&str; 2] = ["x-request-id", "x-deepseek-request-id"];
@@ -26,10 +26,10 @@ pub fn request_id_of(headers: &HeaderMap, names: &[&str]) -> Option<String> {
 /// `Failure::with_retry_after_ms`.
 pub fn retry_after_ms(headers: &HeaderMap, now: SystemTime) -> Option<f64> {
     let positive = |ms: f64| (ms.is_finite() && ms > 0.0).then_some(ms);
-    if let Some(ms) = text(headers, "retry-after-ms").and_then(|v| v.parse::<f64>().ok()) {
-        if let Some(ms) = positive(ms) {
-            return Some(ms);
-        }
+    if let Some(ms) = text(headers, "retry-after-ms").and_then(|v| v.parse::<f64>().ok())
+        && let Some(ms) = positive(ms)
+    {
+        return Some(ms);
     }
     let value = text(headers, "retry-after")?;
     if let Ok(seconds) = value.parse::<f64>() {
@@ -50,7 +50,7 @@ fn text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 mod tests {
     use std::time::Duration;
 
-    use reqwest::header::{HeaderName, HeaderValue};
+    use http::header::{HeaderName, HeaderValue};
 
     use super::*;
 

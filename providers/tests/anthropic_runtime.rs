@@ -76,8 +76,8 @@ fn builder(store: &MemoryStore, routes: Vec<Route>) -> RuntimeBuilder {
 /// `llm-retry` then `auto-retry`, no jitter, over one Anthropic route at `server`; session `s`.
 async fn start(store: &MemoryStore, route: Route) -> (Runtime, Session) {
     let runtime = builder(store, vec![route])
-        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
-        .built(auto_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(auto_retry::factory(&json!({"jitterRatio": 0})).unwrap())
         .build()
         .await
         .unwrap();
@@ -95,7 +95,7 @@ async fn start_with_fallback(
         [json!({"routes": [to]}), json!({"jitterRatio": 0}), json!({}), json!({"jitterRatio": 0})];
     let mut builder = builder(store, routes);
     for (name, config) in FALLBACK_FIRST.iter().zip(configs) {
-        builder = builder.built(plugin(name, config));
+        builder = builder.plugin(plugin(name, config));
     }
     let runtime = builder.build().await.unwrap();
     let session = runtime.session("s").await.unwrap();

@@ -57,7 +57,7 @@ async fn a_primary_out_of_quota_hands_the_turn_to_the_fallback_server_which_answ
         .route(route("primary", &primary, "big-model"))
         .route(route("secondary", &secondary, "small-model"));
     for (name, config) in FALLBACK_FIRST.iter().zip(configs) {
-        builder = builder.built(plugin(name, config));
+        builder = builder.plugin(plugin(name, config));
     }
     let runtime = builder.build().await.unwrap();
     assert_eq!(runtime.plugins(), FALLBACK_FIRST);

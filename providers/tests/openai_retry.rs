@@ -41,9 +41,9 @@ async fn start_with(store: &MemoryStore, base_url: &str, auto_retry: bool) -> (R
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .tool(Arc::new(EchoTool))
-        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap());
+        .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap());
     if auto_retry {
-        builder = builder.built(auto_retry::factory(&json!({"jitterRatio": 0})).unwrap());
+        builder = builder.plugin(auto_retry::factory(&json!({"jitterRatio": 0})).unwrap());
     }
     let runtime = builder
         .route(

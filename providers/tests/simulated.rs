@@ -29,7 +29,7 @@ async fn run(config: SimulatedConfig, prompts: &[&str]) -> (Vec<Envelope>, Vec<T
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .built(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(llm_retry::factory(&json!({"jitterRatio": 0})).unwrap())
         .route(Route::new("simulated", Arc::new(simulated)).model(model))
         .build()
         .await
@@ -145,7 +145,7 @@ async fn a_stall_lasts_until_the_turn_is_cancelled() {
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .built(llm_retry::factory(&json!({})).unwrap())
+        .plugin(llm_retry::factory(&json!({})).unwrap())
         .route(Route::new("simulated", Arc::new(simulated)).model("simulated-1"))
         .build()
         .await

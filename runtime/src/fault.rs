@@ -54,10 +54,10 @@ impl Faults {
 
     /// Waits, if turn `turn` is to be slow to stop.
     pub(crate) async fn at_turn_end(&self, turn: u32) {
-        if let Some((slow, delay)) = self.slow_turn_end {
-            if slow == turn {
-                tokio::time::sleep(delay).await;
-            }
+        if let Some((slow, delay)) = self.slow_turn_end
+            && slow == turn
+        {
+            tokio::time::sleep(delay).await;
         }
     }
 

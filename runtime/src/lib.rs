@@ -1,5 +1,8 @@
-//! rein-runtime: the event vocabulary, the durable session log and its stores, the actors of an
-//! agent (session, turn, step, provider, plugin host) and the request-error waterfall.
+//! rein-runtime: the engine — the durable session log and its stores, the actors of an agent
+//! (session, turn, step, provider, plugin host) and the request-error waterfall. The vocabulary
+//! (events, failures, retry policies, the pure views of a log) lives in `rein-event`, which has
+//! no async runtime; this crate re-exports each of its modules at the same path
+//! (`rein_runtime::event` is `rein_event::event`).
 //!
 //! # Layout
 //!
@@ -43,6 +46,8 @@
 //! use std::sync::atomic::{AtomicU32, Ordering};
 //!
 //! use rein_runtime::prelude::*;
+//! use rein_runtime::plugin::prelude::*;
+//! use rein_runtime::provider::prelude::*;
 //!
 //! /// Streams "hello" — except on its first call, which fails after a partial chunk.
 //! #[derive(Default)]
@@ -125,55 +130,47 @@ pub mod census;
 pub mod clock;
 mod context;
 pub(crate) mod crash;
-pub mod event;
-pub mod failure;
+pub use rein_event::event;
+pub use rein_event::failure;
 pub mod fault;
 pub mod file;
 mod first_poll;
-pub mod history;
-pub mod json_number;
-pub mod panel;
+pub use rein_event::history;
+pub use rein_event::json_number;
+pub use rein_event::panel;
 pub mod plugin;
 pub(crate) mod plugin_host;
-pub mod plural;
-pub mod policy_key;
-pub mod projection;
+pub use rein_event::plural;
+pub use rein_event::policy_key;
+pub use rein_event::projection;
 pub mod provider;
-pub mod quote;
+pub use rein_event::quote;
 pub mod random;
-pub mod retry_policy;
+pub use rein_event::retry_policy;
 pub mod runtime;
 pub mod session;
 pub mod session_log;
 mod step;
 pub mod store;
 pub mod tool;
-pub mod transcript;
+pub use rein_event::transcript;
 mod turn;
-pub mod validator;
+pub use rein_event::validator;
 pub(crate) mod waterfall;
 
-/// Everything an agent author needs, in one import: `use rein_runtime::prelude::*;`.
+/// What an agent program uses, in one import: `use rein_runtime::prelude::*;` — the runtime and
+/// its routes, sessions and what a turn returns, the events of a session's log, the clocks and
+/// the stores. Writing a plugin, a tool or an adapter has its own prelude where that trait lives:
+/// [`plugin::prelude`], [`tool::prelude`], [`provider::prelude`].
 pub mod prelude {
-    pub use crate::BoxFuture;
     pub use crate::clock::{Clock, VirtualClock, WallClock};
-    pub use crate::event::{CancelCause, Envelope, Event, ToolCall, TurnEndReason, Usage};
+    pub use crate::event::{CancelCause, Envelope, Event, TurnEndReason};
     pub use crate::failure::Failure;
-    pub use crate::plugin::{
-        BuiltPlugin, ConfigError, ConfigOutcome, ConfigWarning, DownstreamAnswer, Interrupted,
-        Plugin, PluginSettings, Recovery, RequestErrorPayload, SwitchError, Verdict,
-    };
-    pub use crate::provider::{
-        Adapter, ChunkSink, Completion, Generation, GenerationError, Message, Messages, Request,
-        SinkClosed, ToolSpec,
-    };
+    pub use crate::provider::Generation;
     pub use crate::retry_policy::RetryPolicy;
-    pub use crate::runtime::{Route, Runtime, RuntimeBuilder};
-    pub use crate::session::{
-        AnswerDelta, AnswerStream, Prompt, Session, SessionError, TurnHandle, TurnOutcome,
-    };
+    pub use crate::runtime::{Route, Runtime};
+    pub use crate::session::{AnswerDelta, Prompt, Session, SessionError, TurnHandle, TurnOutcome};
     #[cfg(feature = "sqlite")]
     pub use crate::store::sqlite::SqliteStore;
     pub use crate::store::{Durability, SessionStore, jsonl::JsonlStore, memory::MemoryStore};
-    pub use crate::tool::{Tool, ToolOutcome};
 }

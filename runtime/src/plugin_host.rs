@@ -74,14 +74,6 @@ pub enum DisposeError {
     /// The host is stopped.
     #[error("the plugin host is stopped")]
     Stopped,
-    /// Its settings name a route the runtime does not serve (`Plugin::known_routes`).
-    #[error("plugin {name}: {error}")]
-    Routes {
-        /// The plugin.
-        name: String,
-        /// Its refusal, naming the field.
-        error: crate::plugin::ConfigError,
-    },
 }
 
 /// Why a plugin could not be registered at run time.

@@ -27,34 +27,17 @@ pub(crate) mod actor;
 mod generation;
 
 pub use generation::{Generation, GenerationError, MAX_TEMPERATURE};
+pub use rein_event::message::{Message, Messages};
 
-/// One entry of the model-visible history, folded from the log.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "role", rename_all = "camelCase")]
-pub enum Message {
-    /// A `user/message`.
-    User {
-        /// Its text.
-        text: String,
-    },
-    /// An `assistant/message`.
-    Assistant {
-        /// Its text.
-        text: String,
-        /// The tool calls it asked for.
-        #[serde(default, skip_serializing_if = "Vec::is_empty", rename = "toolCalls")]
-        tool_calls: Vec<ToolCall>,
-    },
-    /// A `tool/result`.
-    Tool {
-        /// The call it answers.
-        id: String,
-        /// The output.
-        output: String,
-        /// Whether the tool failed.
-        #[serde(rename = "isError")]
-        is_error: bool,
-    },
+/// What an adapter author uses, in one import: `use rein_runtime::provider::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        Adapter, ChunkSink, Completion, Generation, Message, Messages, Request, SinkClosed,
+        ToolSpec,
+    };
+    pub use crate::BoxFuture;
+    pub use crate::event::{ToolCall, Usage};
+    pub use crate::failure::Failure;
 }
 
 /// A tool the model may call.
@@ -123,82 +106,6 @@ pub struct Completion {
     pub usage: Option<Usage>,
 }
 
-/// The model-visible history a request carries: a list of [`Message`]s whose clones share their
-/// storage (see the module docs).
-#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Messages(Arc<Vec<Message>>);
-
-impl std::fmt::Debug for Messages {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.iter()).finish()
-    }
-}
-
-impl std::ops::Deref for Messages {
-    type Target = [Message];
-
-    fn deref(&self) -> &[Message] {
-        &self.0
-    }
-}
-
-impl Messages {
-    /// No messages.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Appends a message (in place unless another clone still shares the list).
-    pub fn push(&mut self, message: Message) {
-        Arc::make_mut(&mut self.0).push(message);
-    }
-
-    /// The message at `index`, to change it in place.
-    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut Message> {
-        Arc::make_mut(&mut self.0).get_mut(index)
-    }
-}
-
-impl From<Vec<Message>> for Messages {
-    fn from(messages: Vec<Message>) -> Self {
-        Self(Arc::new(messages))
-    }
-}
-
-impl FromIterator<Message> for Messages {
-    fn from_iter<I: IntoIterator<Item = Message>>(iter: I) -> Self {
-        Self(Arc::new(iter.into_iter().collect()))
-    }
-}
-
-impl<'a> IntoIterator for &'a Messages {
-    type Item = &'a Message;
-    type IntoIter = std::slice::Iter<'a, Message>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.0.iter()
-    }
-}
-
-impl PartialEq<[Message]> for Messages {
-    fn eq(&self, other: &[Message]) -> bool {
-        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a == b)
-    }
-}
-
-impl PartialEq<Vec<Message>> for Messages {
-    fn eq(&self, other: &Vec<Message>) -> bool {
-        *self == other[..]
-    }
-}
-
-impl<const N: usize> PartialEq<[Message; N]> for Messages {
-    fn eq(&self, other: &[Message; N]) -> bool {
-        *self == other[..]
-    }
-}
-
 /// The chunk sink's receiving end is gone (the attempt's step ended): stop streaming.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the attempt's step no longer takes chunks")]
@@ -246,6 +153,7 @@ impl ChunkSink {
 /// ```
 /// use std::sync::Arc;
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::provider::prelude::*;
 ///
 /// struct Echo;
 ///

@@ -43,7 +43,10 @@ pub use crate::context::ValidatorFactory;
 use crate::context::{ServedRoute, Shared};
 use crate::event::ConfigChanged;
 use crate::fault::Faults;
-use crate::plugin::{BuiltPlugin, ConfigError, ConfigOutcome, Plugin, PluginSettings};
+use crate::plugin::{
+    BuiltPlugin, ConfigError, ConfigOutcome, IntoPlugin, Plugin, PluginSettings, PluginWarning,
+    Settings,
+};
 use crate::plugin_host::PluginHost;
 use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
 pub use crate::plugin_host::{
@@ -104,6 +107,8 @@ pub enum BuildError {
 /// ```
 /// # use std::sync::Arc;
 /// # use rein_runtime::prelude::*;
+/// # use rein_runtime::provider::Adapter;
+/// # use rein_runtime::runtime::RuntimeBuilder;
 /// # fn routes(adapter: Arc<dyn Adapter>) -> Result<RuntimeBuilder, Box<dyn std::error::Error>> {
 /// let policy = RetryPolicy::from_declared(&serde_json::json!({"mode": "always"}), "policy")?;
 /// let builder = Runtime::builder()
@@ -177,6 +182,7 @@ pub struct RuntimeBuilder {
     routes: Vec<Route>,
     default_route: Option<String>,
     plugins: Vec<Arc<dyn Plugin>>,
+    warnings: Vec<PluginWarning>,
     tools: Toolbox,
     max_steps: u32,
     intensity: RestartIntensity,
@@ -211,6 +217,7 @@ impl Default for RuntimeBuilder {
             routes: Vec::new(),
             default_route: None,
             plugins: Vec::new(),
+            warnings: Vec::new(),
             tools: Toolbox::new(),
             max_steps: DEFAULT_MAX_STEPS,
             intensity: RestartIntensity::default(),
@@ -256,19 +263,22 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Adds a plugin at the end of the chain (the first added is the outermost).
-    pub fn plugin(mut self, plugin: Arc<dyn Plugin>) -> Self {
-        self.plugins.push(plugin);
-        self
-    }
-
-    /// Adds a plugin built from its configuration at the end of the chain; the runtime's default
-    /// route policy it sets (`llm-retry`'s configuration) applies unless one is set already.
-    pub fn built(mut self, built: BuiltPlugin) -> Self {
+    /// Adds a plugin at the end of the chain: the chain's order is the order of registration
+    /// (the first added is the outermost, offered each failure first). Takes any plugin — a
+    /// value, an `Arc` of one (to keep a handle), a [`Configured`](crate::plugin::Configured)
+    /// plugin read from its configuration (its warnings are kept: see
+    /// [`Runtime::config_warnings`]) or `llm-retry`'s configuration, whose policy becomes the
+    /// runtime's default route policy unless one is set already.
+    pub fn plugin(mut self, plugin: impl IntoPlugin) -> Self {
+        let BuiltPlugin { plugin, warnings, default_route_policy } = plugin.into_plugin();
         if self.default_policy.is_none() {
-            self.default_policy = built.default_route_policy;
+            self.default_policy = default_route_policy;
         }
-        self.plugins.push(built.plugin);
+        let name = plugin.name();
+        self.warnings.extend(
+            warnings.into_iter().map(|warning| PluginWarning { plugin: name.to_owned(), warning }),
+        );
+        self.plugins.push(plugin);
         self
     }
 
@@ -298,8 +308,8 @@ impl RuntimeBuilder {
     }
 
     /// The runtime's default route policy: the effective policy of a route without a declared
-    /// one. When unset, the first plugin added with [`RuntimeBuilder::built`] whose configuration
-    /// sets one (`llm-retry`'s) sets it; else the defaults.
+    /// one. When unset, the first plugin added with [`RuntimeBuilder::plugin`] whose
+    /// configuration sets one (`llm-retry`'s) sets it; else the defaults.
     pub fn default_route_policy(mut self, policy: RetryPolicy) -> Self {
         self.default_policy = Some(policy);
         self
@@ -337,10 +347,10 @@ impl RuntimeBuilder {
                 return Err(BuildError::DuplicateRoute { index, name: route.name.clone() });
             }
         }
-        if let Some(name) = &self.default_route {
-            if !self.routes.iter().any(|r| &r.name == name) {
-                return Err(BuildError::UnknownDefaultRoute(name.clone()));
-            }
+        if let Some(name) = &self.default_route
+            && !self.routes.iter().any(|r| &r.name == name)
+        {
+            return Err(BuildError::UnknownDefaultRoute(name.clone()));
         }
         if self.max_steps == 0 {
             return Err(BuildError::ZeroSteps);
@@ -413,7 +423,12 @@ impl RuntimeBuilder {
             faults: self.faults,
         };
         let sessions = Arc::new(Sessions::new(Arc::new(shared)));
-        let inner = Arc::new(Inner { sessions, host, providers, root, down: OnceCell::new() });
+        for PluginWarning { plugin, warning } in &self.warnings {
+            tracing::warn!(%plugin, path = %warning.path, "plugin configuration: {}", warning.message);
+        }
+        let warnings = self.warnings;
+        let inner =
+            Arc::new(Inner { sessions, host, providers, root, warnings, down: OnceCell::new() });
         let guard = Arc::new(DropGuard(Arc::clone(&inner)));
         Ok(Runtime { inner, _guard: guard })
     }
@@ -429,6 +444,8 @@ async fn stop_all(providers: &[ActorRef<ProviderMsg>], root: &ActorRef<()>) {
 struct Inner {
     sessions: Arc<Sessions>,
     host: PluginHost,
+    /// The fallbacks the plugins' configuration readers took, in registration order.
+    warnings: Vec<PluginWarning>,
     providers: Vec<ActorRef<ProviderMsg>>,
     root: ActorRef<()>,
     down: OnceCell<()>,
@@ -515,6 +532,14 @@ impl Runtime {
         Ok(session)
     }
 
+    /// The fallbacks the configuration readers of the plugins given to the builder took, in
+    /// registration and field order (each also logged at `warn` when the runtime was built):
+    /// what a program shows a person, so that a typo in a configuration never silently runs a
+    /// default.
+    pub fn config_warnings(&self) -> &[PluginWarning] {
+        &self.inner.warnings
+    }
+
     /// Disposes the plugin named `name`: it leaves the chain for every later failure, its waits
     /// abort (those recoveries answer `Stop`), and this resolves once its recoveries settled.
     pub async fn dispose_plugin(&self, name: &str) -> Result<(), DisposeError> {
@@ -535,22 +560,21 @@ impl Runtime {
         self.inner.host.register(plugin).await
     }
 
-    /// Applies a run-time settings patch to the plugin named `name` (based on `base_revision`)
-    /// and, when accepted, appends `config/changed` to every awake session's log.
+    /// Applies a run-time settings patch to the plugin named `name` (based on `base_revision`):
+    /// staged, then committed through the plugin's [`Settings`], and, when accepted, appends
+    /// `config/changed` to every awake session's log.
     pub async fn configure_plugin(
         &self,
         name: &str,
         patch: Value,
         base_revision: u64,
     ) -> Result<ConfigOutcome, ConfigError> {
-        let plugin = self
-            .inner
-            .sessions
-            .shared
-            .chain
-            .plugin(name)
-            .ok_or_else(|| ConfigError::UnknownPlugin(name.to_owned()))?;
-        let outcome = plugin.configure(patch, base_revision)?;
+        let plugin = self.plugin_in_chain(name)?;
+        let settings = settings_of(name, plugin.as_ref())?;
+        let staged = settings.stage(&patch, base_revision)?;
+        // (A durable record of `staged.settings()` at `staged.revision()` goes here, before the
+        // commit: see `plugin::settings`.)
+        let outcome = settings.commit(staged)?;
         let change = ConfigChanged {
             plugin: name.to_owned(),
             revision: outcome.revision,
@@ -560,9 +584,11 @@ impl Runtime {
         Ok(outcome)
     }
 
-    /// The current settings revision of the plugin named `name`, if it is in the chain.
+    /// The current settings revision of the plugin named `name`, if it is in the chain (0 for a
+    /// plugin without settings).
     pub fn plugin_revision(&self, name: &str) -> Option<u64> {
-        self.inner.sessions.shared.chain.plugin(name).map(|p| p.revision())
+        let plugin = self.inner.sessions.shared.chain.plugin(name)?;
+        Some(plugin.settings().map_or(0, Settings::revision))
     }
 
     /// The current settings of the plugin named `name` and their revision (what a settings page
@@ -570,19 +596,35 @@ impl Runtime {
     /// the chain, [`ConfigError::Unsupported`] when it has no settings.
     pub fn plugin_settings(&self, name: &str) -> Result<PluginSettings, ConfigError> {
         let plugin = self.plugin_in_chain(name)?;
-        plugin.settings().ok_or_else(|| ConfigError::Unsupported(name.to_owned()))
+        Ok(settings_of(name, plugin.as_ref())?.shown())
     }
 
     /// Checks a run-time patch for the plugin named `name` as [`Runtime::configure_plugin`] would
-    /// (revision fence, then every field) without applying it: the fields it would change, or the
-    /// error that would refuse it, naming the field. Nothing is written anywhere.
+    /// (it is staged: revision fence, then every field) without applying it: the fields it would
+    /// change, or the error that would refuse it, naming the field. Nothing is written anywhere.
     pub fn check_plugin_settings(
         &self,
         name: &str,
         patch: &Value,
         base_revision: u64,
     ) -> Result<Vec<String>, ConfigError> {
-        self.plugin_in_chain(name)?.check_settings(patch, base_revision)
+        let plugin = self.plugin_in_chain(name)?;
+        let staged = settings_of(name, plugin.as_ref())?.stage(patch, base_revision)?;
+        Ok(staged.changed().to_vec())
+    }
+
+    /// Puts back the settings of the plugin named `name` at `revision`, in the form
+    /// [`Runtime::plugin_settings`] shows them (as a durable record holds them): read strictly,
+    /// with no revision fence, and no `config/changed` written — nothing changed from the
+    /// record's point of view.
+    pub fn restore_plugin_settings(
+        &self,
+        name: &str,
+        settings: &Value,
+        revision: u64,
+    ) -> Result<(), ConfigError> {
+        let plugin = self.plugin_in_chain(name)?;
+        settings_of(name, plugin.as_ref())?.restore(settings, revision)
     }
 
     fn plugin_in_chain(&self, name: &str) -> Result<Arc<dyn Plugin>, ConfigError> {
@@ -696,4 +738,9 @@ impl Actor for RootActor {
         }
         Ok(())
     }
+}
+
+/// The settings of the plugin `name`, or [`ConfigError::Unsupported`] when it has none.
+fn settings_of<'p>(name: &str, plugin: &'p dyn Plugin) -> Result<&'p dyn Settings, ConfigError> {
+    plugin.settings().ok_or_else(|| ConfigError::Unsupported(name.to_owned()))
 }

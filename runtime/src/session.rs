@@ -43,6 +43,7 @@ use actor::ClientMsg;
 ///
 /// ```
 /// use rein_runtime::prelude::*;
+/// # use rein_runtime::provider::GenerationError;
 ///
 /// let plain: Prompt = "hello".into(); // on the runtime's default route
 /// assert_eq!(plain.route, None);
@@ -166,6 +167,7 @@ impl Sessions {
 /// ```
 /// use std::sync::Arc;
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::provider::prelude::*;
 ///
 /// /// Never answers: every attempt waits until it is cancelled.
 /// struct Silent;

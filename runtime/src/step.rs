@@ -303,10 +303,10 @@ impl StepActor {
             .map_err(|error| {
                 Fault(runtime_failure(format!("the route switch could not be read: {error}")))
             })?;
-        if let Some(to) = switched {
-            if to != state.route.name {
-                state.route = state.ctx.shared.route(&to);
-            }
+        if let Some(to) = switched
+            && to != state.route.name
+        {
+            state.route = state.ctx.shared.route(&to);
         }
         Ok(())
     }
@@ -573,10 +573,9 @@ impl Actor for StepActor {
         let span = state.span.clone();
         if let Err(Fault(failure)) =
             Box::pin(self.message(&myself, message, state)).instrument(span).await
+            && !state.cancelled()
         {
-            if !state.cancelled() {
-                self.finish(&myself, state, StepOutcome::Failed(failure));
-            }
+            self.finish(&myself, state, StepOutcome::Failed(failure));
         }
         Ok(())
     }

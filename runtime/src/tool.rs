@@ -35,6 +35,14 @@ use crate::provider::ToolSpec;
 
 pub mod echo;
 
+/// What a tool author uses, in one import: `use rein_runtime::tool::prelude::*;`.
+pub mod prelude {
+    pub use super::{Tool, ToolOutcome};
+    pub use crate::BoxFuture;
+    pub use crate::provider::ToolSpec;
+    pub use tokio_util::sync::CancellationToken;
+}
+
 /// The failure code of a turn ended by a tool error (not offered to the waterfall).
 pub const TOOL_ERROR: &str = "TOOL_ERROR";
 
@@ -55,6 +63,7 @@ pub enum ToolOutcome {
 ///
 /// ```
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::tool::prelude::*;
 /// use serde_json::{Value, json};
 /// use tokio_util::sync::CancellationToken;
 ///

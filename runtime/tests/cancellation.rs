@@ -21,9 +21,11 @@ use log::{assert_valid, kinds};
 use plugins::{TestPlugin, Trace};
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
+use rein_runtime::event::ToolCall;
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
+use rein_runtime::history::UNANSWERED;
 use rein_runtime::plugin::{Plugin, Verdict};
-use rein_runtime::provider::{Adapter, ToolSpec};
+use rein_runtime::provider::{Adapter, Message, ToolSpec};
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::SessionError;
 use rein_runtime::session::TurnHandle;
@@ -114,6 +116,45 @@ async fn cancelling_during_a_provider_stream_aborts_the_attempt() {
 async fn cancelling_during_a_tool_call_aborts_the_tool() {
     let adapter = Scripted::new(vec![call(&[], &[("c1", "slow", json!({}))]), reply(&["never"])]);
     cancel_at("tool/call", adapter, vec![]).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_turn_after_one_cancelled_during_a_tool_sends_the_call_answered() {
+    // Every chat API refuses a tool call without its result: the next turn must not inherit one.
+    let adapter = Scripted::new(vec![call(&[], &[("c1", "slow", json!({}))]), reply(&["fine"])]);
+    let store = MemoryStore::new();
+    let runtime = runtime(&store, adapter.clone(), vec![]).await;
+    let session = runtime.session("s").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
+    until(&mut turn, "tool/call").await;
+    assert!(session.cancel(CancelCause::User).await.unwrap());
+    turn.outcome().await.unwrap();
+
+    let outcome = session.ask("and now?").await.unwrap();
+    assert_eq!(outcome.reason, TurnEndReason::Completed);
+    runtime.shutdown().await;
+
+    let seen = adapter.seen();
+    let messages: Vec<Message> = seen[1].messages.iter().cloned().collect();
+    assert_eq!(
+        messages[1..],
+        [
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: "c1".into(),
+                    name: "slow".into(),
+                    arguments: json!({})
+                }],
+            },
+            Message::Tool { id: "c1".into(), output: UNANSWERED.into(), is_error: true },
+            Message::User { text: "and now?".into() },
+        ]
+    );
+    // Only the request says it: the log keeps the call unanswered, as it happened.
+    let events = store.events("s");
+    assert_valid(&events);
+    assert!(!kinds(&events).contains(&"tool/result"));
 }
 
 #[tokio::test(start_paused = true)]

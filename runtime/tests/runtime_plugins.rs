@@ -24,7 +24,9 @@ use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{
     ConfigChanged, Event, LlmRetry, LlmRetryStarted, PluginCrashed, TurnEndReason,
 };
-use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, Recovery, Verdict};
+use rein_runtime::plugin::{
+    ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, Settings, Staged, Verdict,
+};
 use rein_runtime::runtime::RegisterError;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::SessionError;
@@ -70,7 +72,19 @@ impl Plugin for Switch {
     fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
         Box::pin(async { Verdict::Next })
     }
-    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
+    fn settings(&self) -> Option<&dyn Settings> {
+        Some(self)
+    }
+}
+
+/// The switch's settings, written by hand (the runtime's own tests use no `rein-plugins`).
+impl Settings for Switch {
+    fn shown(&self) -> PluginSettings {
+        let enabled = *self.enabled.lock().unwrap();
+        let revision = self.revision.load(Ordering::SeqCst);
+        PluginSettings { revision, settings: json!({"enabled": enabled}), read_only: false }
+    }
+    fn stage(&self, patch: &Value, base_revision: u64) -> Result<Staged, ConfigError> {
         let current = self.revision.load(Ordering::SeqCst);
         if base_revision != current {
             return Err(ConfigError::StaleRevision { based_on: base_revision, current });
@@ -81,12 +95,25 @@ impl Plugin for Switch {
                 message: "must be a bool".into(),
             });
         };
-        *self.enabled.lock().unwrap() = enabled;
-        let revision = self.revision.fetch_add(1, Ordering::SeqCst) + 1;
-        Ok(ConfigOutcome { revision, changed: vec!["enabled".into()] })
+        let changed = vec!["enabled".to_owned()];
+        Ok(Staged::new(base_revision, changed, json!({"enabled": enabled}), enabled))
     }
-    fn revision(&self) -> u64 {
-        self.revision.load(Ordering::SeqCst)
+    fn commit(&self, staged: Staged) -> Result<ConfigOutcome, ConfigError> {
+        let base = staged.base_revision();
+        let (enabled, changed) = staged.into_value::<bool>().map_err(|_| ConfigError::Foreign)?;
+        let mut current = self.enabled.lock().unwrap();
+        self.revision
+            .compare_exchange(base, base + 1, Ordering::SeqCst, Ordering::SeqCst)
+            .map_err(|current| ConfigError::StaleRevision { based_on: base, current })?;
+        *current = enabled;
+        Ok(ConfigOutcome { revision: base + 1, changed })
+    }
+    fn restore(&self, settings: &Value, revision: u64) -> Result<(), ConfigError> {
+        let staged = self.stage(settings, self.revision.load(Ordering::SeqCst))?;
+        let (enabled, _) = staged.into_value::<bool>().map_err(|_| ConfigError::Foreign)?;
+        *self.enabled.lock().unwrap() = enabled;
+        self.revision.store(revision, Ordering::SeqCst);
+        Ok(())
     }
 }
 
@@ -121,6 +148,9 @@ async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
     assert_eq!(outcome.revision, 1);
     assert!(!*switch.enabled.lock().unwrap());
     assert_eq!(runtime.plugin_revision("switch"), Some(1));
+    // Restored as a durable record holds them: no fence, no `config/changed`.
+    runtime.restore_plugin_settings("switch", &json!({"enabled": false}), 4).unwrap();
+    assert_eq!(runtime.plugin_settings("switch").unwrap().revision, 4);
     assert!(!runtime.session("asleep").await.unwrap().is_awake(), "not woken for it");
 
     runtime.shutdown().await;

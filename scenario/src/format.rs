@@ -56,9 +56,9 @@ use serde_json::{Number, Value};
 
 use crate::reject::REJECTABLE;
 use crate::scripted::{Scripted, ScriptedFail, ScriptedReply};
-use rein_runtime::event::{Event, ToolCall, Usage};
-use rein_runtime::failure::{Failure, FailureError};
-use rein_runtime::retry_policy::RetryPolicy;
+use rein_event::event::{Event, ToolCall, Usage};
+use rein_event::failure::{Failure, FailureError};
+use rein_event::retry_policy::RetryPolicy;
 
 /// The largest `latencyMs` accepted (the largest timer delay browsers and the retry policies
 /// accept, about 24.8 days). An action's `atMs` may be any non-negative integer.

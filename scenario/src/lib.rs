@@ -25,6 +25,7 @@
 //! use std::sync::Arc;
 //!
 //! use rein_runtime::prelude::*;
+//! use rein_runtime::plugin::prelude::*;
 //! use rein_scenario::{PluginRegistry, Scenario, ScenarioRunner};
 //!
 //! /// Retries the first failed attempt of a step after `delay_ms`; delegates the rest.

@@ -15,11 +15,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use rein_runtime::event::{Envelope, Event, TurnEndReason};
-use rein_runtime::history::History;
-use rein_runtime::json_number;
-use rein_runtime::provider::Message;
-use rein_runtime::validator::Rejection;
+use rein_event::event::{Envelope, Event, TurnEndReason};
+use rein_event::history::History;
+use rein_event::json_number;
+use rein_event::message::Message;
+use rein_event::validator::Rejection;
 
 /// The report `rein scenario run --json` prints.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

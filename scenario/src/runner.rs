@@ -216,7 +216,7 @@ impl ScenarioRunner {
             builder = builder.validator(move || Box::new(reject.clone()));
         }
         for plugin in plugins {
-            builder = builder.built(plugin);
+            builder = builder.plugin(plugin);
         }
         for tool in tools {
             builder = builder.tool(tool);

@@ -176,10 +176,10 @@ fn scenario_checked(bytes: &[u8]) -> Result<(), TestCaseError> {
     if let Err(err) = Scenario::from_json(&text) {
         prop_assert!(!err.path.is_empty() && !err.message.is_empty(), "{err:?}");
     }
-    if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
-        if let Err(err) = Scenario::from_value(value) {
-            prop_assert!(!err.path.is_empty() && !err.message.is_empty(), "{err:?}");
-        }
+    if let Ok(value) = serde_json::from_slice::<Value>(bytes)
+        && let Err(err) = Scenario::from_value(value)
+    {
+        prop_assert!(!err.path.is_empty() && !err.message.is_empty(), "{err:?}");
     }
     Ok(())
 }

@@ -124,7 +124,8 @@ pub(crate) fn routes(planned: Planned) -> Result<Routes, String> {
 /// routes' generation settings, the default plugin chain with each plugin's default settings
 /// (`fallback` first, naming the fallback routes, when there are any), the simulated provider's
 /// seed as every plugin's jitter seed, `store` for the session logs, and how long an idle session
-/// stays awake (holding its log and the lock on it) before it hibernates.
+/// stays awake (holding its log and the lock on it) before it hibernates. Each fallback a
+/// plugin's configuration reader took is printed on stderr (`warning: plugin …: field: …`).
 pub(crate) async fn build(
     routes: &Routes,
     store: Arc<dyn SessionStore>,
@@ -147,10 +148,15 @@ pub(crate) async fn build(
         builder = builder.route(served(fallback));
     }
     for plugin in chain {
-        builder = builder.built(plugin);
+        builder = builder.plugin(plugin);
     }
     if let Some(seed) = route.seed {
         builder = builder.jitter(Arc::new(SeededJitter::new(seed)));
     }
-    builder.build().await.map_err(|e| format!("cannot start the runtime: {e}"))
+    let runtime = builder.build().await.map_err(|e| format!("cannot start the runtime: {e}"))?;
+    // A configuration value a plugin could not use fell back to its default: say so.
+    for warning in runtime.config_warnings() {
+        eprintln!("warning: {warning}");
+    }
+    Ok(runtime)
 }

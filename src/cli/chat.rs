@@ -211,7 +211,7 @@ async fn chat(args: &ChatArgs) -> u8 {
     let session = match opened {
         Ok(session) => session,
         Err(e) => {
-            console.error(&format!("{}: {e}", place.shown));
+            console.error(&located(&place.shown, &e.to_string()));
             runtime.shutdown().await;
             return BAD_INPUT;
         }
@@ -381,4 +381,34 @@ async fn interactive(
         }
     }
     Ok(last)
+}
+
+/// An error about the session's log, naming the log once: most store errors already name the
+/// file (a corrupt line, a lock another process holds); the rest get it in front.
+fn located(path: &str, message: &str) -> String {
+    if message.contains(path) { message.to_owned() } else { format!("{path}: {message}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::located;
+
+    #[test]
+    fn an_error_names_the_log_once() {
+        let path = ".rein/sessions/s.jsonl";
+        let cases = [
+            ("sqlite: disk I/O error", ".rein/sessions/s.jsonl: sqlite: disk I/O error"),
+            (
+                "session s: .rein/sessions/s.jsonl is in use by another process (pid 7)",
+                "session s: .rein/sessions/s.jsonl is in use by another process (pid 7)",
+            ),
+            (
+                ".rein/sessions/s.jsonl:3: corrupt log line: not JSON",
+                ".rein/sessions/s.jsonl:3: corrupt log line: not JSON",
+            ),
+        ];
+        for (message, shown) in cases {
+            assert_eq!(located(path, message), shown, "{message}");
+        }
+    }
 }

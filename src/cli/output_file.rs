@@ -116,10 +116,10 @@ fn creation_mode(_: Access) -> Option<fs::Permissions> {
 
 /// Makes a rename in `dir` durable where the platform can (best effort: the file is in place).
 fn sync_dir(dir: &Path) {
-    if cfg!(unix) {
-        if let Ok(handle) = File::open(dir) {
-            let _ = handle.sync_all();
-        }
+    if cfg!(unix)
+        && let Ok(handle) = File::open(dir)
+    {
+        let _ = handle.sync_all();
     }
 }
 

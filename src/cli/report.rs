@@ -1,5 +1,5 @@
 //! `rein report LOG… -o FILE`: one self-contained HTML page for session logs (the page is built
-//! by [`rein::html::report`]).
+//! by [`rein_cli::html::report`]).
 //!
 //! Every log is read first; if one cannot be read, nothing is written (an existing report is
 //! not replaced by one that silently lacks a log). The page is written to a temporary file in
@@ -10,7 +10,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use rein::html::report::{Source, report};
+use rein_cli::html::report::{Source, report};
 use rein_runtime::plural::count;
 
 use super::logs::{self, Log};

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use rein::runtime::event::Envelope;
-use rein::scenario::{RunError, Scenario};
+use rein_cli::scenario::{RunError, Scenario};
 
 use super::output_file::{self, Access};
 
@@ -131,7 +131,7 @@ pub(crate) fn run_text_with(
         // The error quotes the file (an unknown key, a bad value): cut to a readable length.
         Err(e) => return fail(INVALID, &format!("{file}: invalid scenario: {}", quote(&e))),
     };
-    let outcome = match rein::scenario::runner().run(&scenario) {
+    let outcome = match rein_cli::scenario::runner().run(&scenario) {
         Ok(outcome) => outcome,
         Err(RunError::Invalid(e)) => {
             return fail(INVALID, &format!("{file}: invalid scenario: {}", quote(&e)));

@@ -1,4 +1,4 @@
-//! `rein stress`: the command-line shell over the stress engine (`rein::stress`): its flags,
+//! `rein stress`: the command-line shell over the stress engine (`rein_cli::stress`): its flags,
 //! the store it opens, how it prints the summary and its exit status ([`STRESS_HELP`]). What a
 //! run does and checks is the engine's; the decisions behind the output are in
 //! `docs/runtime-semantics.md` ("rein stress").
@@ -14,9 +14,9 @@ use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::postgres::PostgresStore;
 use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::{Durability, SessionStore};
-use rein::stress::plan::Rates;
-use rein::stress::summary::Summary;
-use rein::stress::{StressConfig, acks, limits};
+use rein_cli::stress::plan::Rates;
+use rein_cli::stress::summary::Summary;
+use rein_cli::stress::{StressConfig, acks, limits};
 
 use super::output_file;
 
@@ -217,7 +217,7 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         }
     };
     let summary =
-        tokio.block_on(rein::stress::run(&config, store, acks.as_ref().map(|a| a.sender())));
+        tokio.block_on(rein_cli::stress::run(&config, store, acks.as_ref().map(|a| a.sender())));
     // Nothing of the run is left to wait for (shutdown waited for every task it tracks).
     tokio.shutdown_timeout(Duration::from_secs(1));
     // An ack file that could not be written lacks lines it promised: the run fails.

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use rein::runtime::event::{CancelCause, Envelope, Event, ToolResult, TurnEndReason};
-use rein::scenario::{Report, RunOutcome};
+use rein_cli::scenario::{Report, RunOutcome};
 
 /// How many rows of one kind the summary lists before it says "… and N more".
 const LISTED: usize = 10;

@@ -245,10 +245,10 @@ async fn one_turn(
             }
         }
     }
-    if let Err(error) = outcome {
-        if !shared.watch.stopping() {
-            report.error(format!("{id} turn {turn}: {error}"));
-        }
+    if let Err(error) = outcome
+        && !shared.watch.stopping()
+    {
+        report.error(format!("{id} turn {turn}: {error}"));
     }
 }
 

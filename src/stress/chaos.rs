@@ -232,39 +232,60 @@ mod tests {
 
     use crate::runtime::BoxFuture;
     use crate::runtime::clock::VirtualClock;
-    use crate::runtime::plugin::{ConfigOutcome, Plugin, Recovery, Verdict};
+    use crate::runtime::plugin::{
+        ConfigOutcome, Plugin, PluginSettings, Recovery, Settings, Staged, Verdict,
+    };
     use crate::runtime::store::memory::MemoryStore;
     use serde_json::Value;
 
     use super::*;
 
     /// A plugin with run-time settings behind a revision fence; it keeps every patch it took.
-    struct Settings {
+    struct Fenced {
         name: &'static str,
         revision: AtomicU64,
         patches: Arc<Mutex<Vec<Value>>>,
     }
 
-    impl Plugin for Settings {
+    impl Plugin for Fenced {
         fn name(&self) -> &str {
             self.name
         }
         fn recover(self: Arc<Self>, _: Recovery) -> BoxFuture<'static, Verdict> {
             Box::pin(async { Verdict::Next })
         }
-        fn configure(&self, patch: Value, base: u64) -> Result<ConfigOutcome, ConfigError> {
+        fn settings(&self) -> Option<&dyn Settings> {
+            Some(self)
+        }
+    }
+
+    impl Settings for Fenced {
+        fn shown(&self) -> PluginSettings {
+            let revision = self.revision.load(Ordering::SeqCst);
+            PluginSettings { revision, settings: serde_json::json!({}), read_only: false }
+        }
+        fn stage(&self, patch: &Value, base: u64) -> Result<Staged, ConfigError> {
             let current = self.revision.load(Ordering::SeqCst);
             if base != current {
                 return Err(ConfigError::StaleRevision { based_on: base, current });
             }
             let changed =
                 patch.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
-            self.patches.lock().unwrap().push(patch);
-            let revision = self.revision.fetch_add(1, Ordering::SeqCst) + 1;
-            Ok(ConfigOutcome { revision, changed })
+            Ok(Staged::new(base, changed, patch.clone(), patch.clone()))
         }
-        fn revision(&self) -> u64 {
-            self.revision.load(Ordering::SeqCst)
+        fn commit(&self, staged: Staged) -> Result<ConfigOutcome, ConfigError> {
+            let base = staged.base_revision();
+            let (patch, changed) =
+                staged.into_value::<Value>().map_err(|_| ConfigError::Foreign)?;
+            self.revision
+                .compare_exchange(base, base + 1, Ordering::SeqCst, Ordering::SeqCst)
+                .map_err(|current| ConfigError::StaleRevision { based_on: base, current })?;
+            self.patches.lock().unwrap().push(patch);
+            Ok(ConfigOutcome { revision: base + 1, changed })
+        }
+        fn restore(&self, _: &Value, revision: u64) -> Result<(), ConfigError> {
+            self.revision.store(revision, Ordering::SeqCst);
+            Ok(())
         }
     }
 
@@ -286,7 +307,7 @@ mod tests {
         let seen = Arc::clone(&patches);
         let settings: MakePlugin = Arc::new(move || {
             let patches = Arc::clone(&seen);
-            Ok(BuiltPlugin::strict(Arc::new(Settings {
+            Ok(BuiltPlugin::strict(Arc::new(Fenced {
                 name: "auto-retry",
                 revision: AtomicU64::new(0),
                 patches,
@@ -300,8 +321,8 @@ mod tests {
         let runtime = Runtime::builder()
             .store(Arc::new(MemoryStore::new()))
             .clock(Arc::new(VirtualClock::start()))
-            .built((plain)().unwrap())
-            .built((settings)().unwrap())
+            .plugin((plain)().unwrap())
+            .plugin((settings)().unwrap())
             .build()
             .await
             .unwrap();

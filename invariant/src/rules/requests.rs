@@ -4,7 +4,7 @@
 //! `request/error` (the waterfall's input), so an error for another attempt, for another provider,
 //! or twice for the same attempt would make the waterfall's input ambiguous.
 
-use rein_runtime::event::{AssistantChunk, Envelope, Event, RequestError};
+use rein_event::event::{AssistantChunk, Envelope, Event, RequestError};
 
 use crate::rules::Rule;
 use crate::state::State;

@@ -14,8 +14,8 @@
 //! one failure are legal: an auto-retry wait aborted by `enabled = false` answers `Stop`, and an
 //! always-mode `llm-retry` then schedules its own (`docs/runtime-semantics.md`, "Always mode").
 
-use rein_runtime::event::{Envelope, Event, LlmRetry, LlmRetryStarted};
-use rein_runtime::failure::HARD_FLOOR;
+use rein_event::event::{Envelope, Event, LlmRetry, LlmRetryStarted};
+use rein_event::failure::HARD_FLOOR;
 
 use crate::rules::{MAX_DELAY_MS, MAX_SAFE_INTEGER, Rule};
 use crate::state::{ChainKey, State};
@@ -197,18 +197,18 @@ fn chain(state: &State, event: &Envelope, r: &LlmRetry, out: &mut Vec<Violation>
             }
         }
     }
-    if let Some(record) = state.retry_ids.get(&r.retry_id) {
-        if record.owner != key {
-            out.push(Violation::new(
-                event,
-                Rule::RetryIdOwnedByOneChain,
-                format!(
-                    "retryId {:?} already belongs to chain {} of turn {} step {} (llm/retry seq {}), \
+    if let Some(record) = state.retry_ids.get(&r.retry_id)
+        && record.owner != key
+    {
+        out.push(Violation::new(
+            event,
+            Rule::RetryIdOwnedByOneChain,
+            format!(
+                "retryId {:?} already belongs to chain {} of turn {} step {} (llm/retry seq {}), \
                      not to chain {key}",
-                    r.retry_id, record.owner, record.owner.turn, record.owner.step, record.first_seq
-                ),
-            ));
-        }
+                r.retry_id, record.owner, record.owner.turn, record.owner.step, record.first_seq
+            ),
+        ));
     }
 }
 
@@ -281,7 +281,7 @@ fn started(state: &State, event: &Envelope, s: &LlmRetryStarted, out: &mut Vec<V
                 event.time,
                 scheduled.due,
                 scheduled.time,
-                rein_runtime::json_number::format(scheduled.delay_ms),
+                rein_event::json_number::format(scheduled.delay_ms),
                 scheduled.seq
             ),
         ));

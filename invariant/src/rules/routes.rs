@@ -8,7 +8,7 @@
 //! attempt whose route nobody chose. One switch per failed attempt: two would leave the next
 //! attempt's route to whichever came last.
 
-use rein_runtime::event::{Envelope, Event, RequestStart, RouteSwitched};
+use rein_event::event::{Envelope, Event, RequestStart, RouteSwitched};
 
 use crate::rules::Rule;
 use crate::state::State;

@@ -4,8 +4,8 @@
 //! attempts. Each level is numbered 1, 2, 3… and closes before the next one opens, so a reader
 //! can always tell which turn, step and attempt an event belongs to from the last open ones.
 
-use rein_runtime::event::{Envelope, Event, LOG_FORMAT, StepRef};
-use rein_runtime::plural::count;
+use rein_event::event::{Envelope, Event, LOG_FORMAT, StepRef};
+use rein_event::plural::count;
 
 use crate::rules::Rule;
 use crate::state::State;

@@ -3,13 +3,13 @@
 //! Included by the integration tests with `#[path]`; not every test uses every helper.
 #![allow(dead_code, unreachable_pub, missing_docs)]
 
-use rein_runtime::event::{
+use rein_event::event::{
     AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
     Envelope, Event, LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart,
     RouteSwitched, SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd,
     TurnEndReason, TurnStart, UserMessage,
 };
-use rein_runtime::failure::Failure;
+use rein_event::failure::Failure;
 
 /// The official default policy's key.
 pub const OFFICIAL_KEY: &str =
@@ -424,7 +424,7 @@ pub fn generate(choices: &[u8]) -> Vec<Envelope> {
                 }
                 let code = CODES[d.pick(CODES.len())];
                 h.wait(1).error(code);
-                let hard_floor = rein_runtime::failure::HARD_FLOOR.contains(&code);
+                let hard_floor = rein_event::failure::HARD_FLOOR.contains(&code);
                 let official_ok =
                     OFFICIAL_CODES.contains(&code) && chains.count(provider, OFFICIAL_KEY) < 2;
                 let auto_ok = !hard_floor && chains.count(provider, AUTO_KEY) < 3;

@@ -297,7 +297,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::settings::Settings;
+    use crate::settings::Patchable;
 
     const MOCK: &str = "mock";
 

@@ -29,41 +29,42 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rein_runtime::BoxFuture;
-use rein_runtime::plugin::{BuiltPlugin, Interrupted};
-use rein_runtime::plugin::{
-    ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, RequestErrorPayload, Verdict,
-};
+use rein_runtime::plugin::{BuiltPlugin, Configured, Interrupted, IntoPlugin};
+use rein_runtime::plugin::{ConfigError, Plugin, Recovery, RequestErrorPayload, Settings, Verdict};
 use rein_runtime::random::ChainPlace;
 use rein_runtime::session_log::retry_chains::RetryChains;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
 use super::NAME;
 use super::decision::{self, Decision, Declined, Failed, Gone};
 use super::settings::AutoRetrySettings;
 use crate::schedule::{self, Scheduled};
-use crate::settings::{Revisioned, Warning};
+use crate::settings::Revisioned;
 
 /// The `auto-retry` plugin. Register it after `llm-retry` (and `compaction`): it takes over the
 /// failures the rest of the chain declines.
 ///
 /// ```
 /// # tokio_test::block_on(async {
-/// use std::sync::Arc;
 /// use rein_plugins::auto_retry::AutoRetry;
 /// use rein_plugins::llm_retry::LlmRetry;
 /// use rein_runtime::runtime::Runtime;
 ///
 /// // A configuration file is read leniently: every fallback comes back as a warning.
-/// let (auto_retry, warnings) = AutoRetry::from_config(&serde_json::json!({"extraRetries": -1}));
-/// assert_eq!(auto_retry.current().extra_retries(), 3, "a negative number is the default");
-/// assert_eq!(warnings[0].to_string(), "extraRetries: -1 is negative; using the default 3");
+/// let auto_retry = AutoRetry::from_config(&serde_json::json!({"extraRetries": -1}))?;
+/// assert_eq!(auto_retry.plugin.current().extra_retries(), 3, "a negative number is the default");
+/// assert_eq!(auto_retry.warnings[0].to_string(), "extraRetries: -1 is negative; using the default 3");
 /// let runtime = Runtime::builder()
-///     .built(LlmRetry::default().into())
-///     .plugin(Arc::new(auto_retry))
+///     .plugin(LlmRetry::default())
+///     .plugin(auto_retry) // the chain's order is the order of registration
 ///     .build()
 ///     .await?;
+/// // The builder kept the warning, with the plugin's name.
+/// assert_eq!(
+///     runtime.config_warnings()[0].to_string(),
+///     "plugin auto-retry: extraRetries: -1 is negative; using the default 3"
+/// );
 /// let settings = runtime.plugin_settings("auto-retry")?;
 /// assert_eq!((settings.revision, &settings.settings["extraRetries"]), (0, &serde_json::json!(3)));
 /// runtime.shutdown().await;
@@ -73,8 +74,9 @@ use crate::settings::{Revisioned, Warning};
 #[derive(Debug)]
 pub struct AutoRetry {
     settings: Revisioned<AutoRetrySettings>,
-    /// Cancelled (and replaced) when a patch switches the plugin off.
-    switch: Mutex<CancellationToken>,
+    /// Cancelled (and replaced) when a patch switches the plugin off (shared with the settings'
+    /// commit hook).
+    switch: Arc<Mutex<CancellationToken>>,
 }
 
 impl Default for AutoRetry {
@@ -86,15 +88,24 @@ impl Default for AutoRetry {
 impl AutoRetry {
     /// The plugin with `settings` at revision 0.
     pub fn new(settings: AutoRetrySettings) -> Self {
-        Self { settings: Revisioned::new(settings), switch: Mutex::new(CancellationToken::new()) }
+        let switch = Arc::new(Mutex::new(CancellationToken::new()));
+        let switched = Arc::clone(&switch);
+        let settings = Revisioned::new(settings).on_commit(move |before, after| {
+            if before.enabled() && !after.enabled() {
+                switch_off(&switched);
+            }
+        });
+        Self { settings, switch }
     }
 
     /// The plugin from its configuration file value, read leniently: the settings it describes
-    /// and every fallback taken, as [`Warning`]s whose paths are relative to the value
-    /// (`extraRetries`, `retryableCodes[2]`). `null` is the defaults, without a warning.
-    pub fn from_config(config: &Value) -> (Self, Vec<Warning>) {
+    /// and every fallback taken, as warnings whose paths are relative to the value
+    /// (`extraRetries`, `retryableCodes[2]`). `null` is the defaults, without a warning. Never an
+    /// error: a lenient reader falls back instead (the `Result` is the shape every plugin's
+    /// `from_config` has).
+    pub fn from_config(config: &Value) -> Result<Configured<Self>, ConfigError> {
         let (settings, warnings) = AutoRetrySettings::from_file(config, "");
-        (Self::new(settings), warnings)
+        Ok(Configured::lenient(Self::new(settings), warnings))
     }
 
     /// The settings in force.
@@ -106,22 +117,20 @@ impl AutoRetry {
     fn switch_token(&self) -> CancellationToken {
         self.switch.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
-
-    /// Ends every wait of the plugin (after the settings already say `enabled = false`).
-    fn switch_off(&self) {
-        let mut switch = self.switch.lock().unwrap_or_else(PoisonError::into_inner);
-        switch.cancel();
-        *switch = CancellationToken::new();
-    }
 }
 
-/// Builds `auto-retry` from a configuration value, as a lenient plugin registry entry (scenarios,
-/// the CLI; register it under [`NAME`] with
-/// `rein_scenario::PluginRegistry::register_lenient`): the plugin
-/// and the fallbacks its reader took. It never refuses a configuration.
+/// Ends every wait of the plugin (after the settings already say `enabled = false`).
+fn switch_off(switch: &Mutex<CancellationToken>) {
+    let mut switch = switch.lock().unwrap_or_else(PoisonError::into_inner);
+    switch.cancel();
+    *switch = CancellationToken::new();
+}
+
+/// Builds `auto-retry` from a configuration value, as a plugin registry entry (scenarios, the
+/// CLI; register it under [`NAME`]): [`AutoRetry::from_config`], the plugin and the fallbacks its
+/// reader took. It never refuses a configuration.
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
-    let (plugin, warnings) = AutoRetry::from_config(config);
-    Ok(BuiltPlugin::lenient(Arc::new(plugin), warnings))
+    AutoRetry::from_config(config).map(IntoPlugin::into_plugin)
 }
 
 impl Plugin for AutoRetry {
@@ -131,17 +140,6 @@ impl Plugin for AutoRetry {
 
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
         let p = &recovery.payload;
-        let span = tracing::info_span!(
-            "auto_retry",
-            session.id = %p.session,
-            turn = p.turn,
-            step = p.step,
-            attempt = p.attempt,
-            gen_ai.provider.name = %p.provider,
-            error.r#type = %p.failure.code(),
-            retry.delay_ms = tracing::field::Empty,
-            retry.number = tracing::field::Empty,
-        );
         // Taken before any settings are read (see the module docs).
         let switched_off = self.switch_token();
         let settings = self.current();
@@ -154,35 +152,14 @@ impl Plugin for AutoRetry {
             chains: &no_chains,
         };
         if let Decision::Decline(why) = decision::on_failure(&settings, &failed) {
-            let _entered = span.enter();
             tracing::debug!(?why, "not auto-retry's to retry");
             return Box::pin(std::future::ready(Verdict::Next));
         }
-        Box::pin(recover(self, recovery, switched_off).instrument(span))
+        Box::pin(recover(self, recovery, switched_off))
     }
 
-    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
-        let accepted = self.settings.configure(&patch, base_revision)?;
-        if accepted.changed.contains(&"enabled") && !accepted.settings.enabled() {
-            self.switch_off();
-        }
-        Ok(accepted.into())
-    }
-
-    fn revision(&self) -> u64 {
-        self.settings.revision()
-    }
-
-    fn settings(&self) -> Option<PluginSettings> {
-        Some(self.settings.shown())
-    }
-
-    fn check_settings(
-        &self,
-        patch: &Value,
-        base_revision: u64,
-    ) -> Result<Vec<String>, ConfigError> {
-        self.settings.check(patch, base_revision)
+    fn settings(&self) -> Option<&dyn Settings> {
+        Some(&self.settings)
     }
 }
 
@@ -347,7 +324,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn what_it_could_never_retry_is_handed_on_without_reading_the_log_or_asking() {
         let plugin = Arc::new(AutoRetry::default());
-        plugin.configure(json!({"retryableCodes": ["SERVER", "QUOTA"]}), 0).unwrap();
+        plugin
+            .settings()
+            .unwrap()
+            .configure(&json!({"retryableCodes": ["SERVER", "QUOTA"]}), 0)
+            .unwrap();
         for code in ["AUTH", "ABORTED", "PI_AI_ERROR"] {
             let (store, log, failure) = failed(code).await;
             // A closed log: reading it (which comes before asking downstream) would make the
@@ -375,7 +356,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_own_retry_is_scheduled_waited_and_started() {
         let (store, log, failure) = failed("PROVIDER_ERROR").await;
-        let plugin = Arc::new(AutoRetry::from_config(&json!({"jitterRatio": 0})).0);
+        let plugin = Arc::new(AutoRetry::from_config(&json!({"jitterRatio": 0})).unwrap().plugin);
         let begun = tokio::time::Instant::now();
         let verdict =
             plugin.recover(recovery(&log, failure, Downstream::end(), CancellationToken::new()));
@@ -400,12 +381,12 @@ mod tests {
             CancellationToken::new(),
         )));
         tokio::time::sleep(Duration::from_millis(100)).await;
-        plugin.configure(json!({"enabled": false}), 0).unwrap();
+        plugin.settings().unwrap().configure(&json!({"enabled": false}), 0).unwrap();
         assert_eq!(waiting.await.unwrap(), Verdict::Stop);
         assert_eq!(written(&store), ["llm/retry"], "no llm/retry-started");
 
         // Switched on again; a turn cancelled before the recovery: nothing is written.
-        plugin.configure(json!({"enabled": true}), 1).unwrap();
+        plugin.settings().unwrap().configure(&json!({"enabled": true}), 1).unwrap();
         let (store, log, failure) = failed("PROVIDER_ERROR").await;
         let cancel = CancellationToken::new();
         cancel.cancel();

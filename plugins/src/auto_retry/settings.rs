@@ -28,7 +28,7 @@ use serde_json::Value;
 use super::catalogue::{self, DEFAULT_CODES};
 use crate::settings::file::{FileReader, Warning, WarningKind};
 use crate::settings::patch::{self, FieldError};
-use crate::settings::{Patched, Settings};
+use crate::settings::{Patchable, Patched};
 
 const ENABLED: &str = "enabled";
 const EXTRA_RETRIES: &str = "extraRetries";
@@ -186,7 +186,7 @@ impl AutoRetrySettings {
     }
 }
 
-impl Settings for AutoRetrySettings {
+impl Patchable for AutoRetrySettings {
     fn patched(&self, value: &Value) -> Result<Patched<Self>, FieldError> {
         let fields = patch::fields(value, Self::KEYS)?;
         let mut next = self.clone();

@@ -82,7 +82,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::settings::Settings;
+    use crate::settings::Patchable;
 
     fn settings(patch: serde_json::Value) -> CompactionSettings {
         CompactionSettings::default().patched(&patch).unwrap().settings

@@ -24,24 +24,26 @@ use rein_runtime::BoxFuture;
 use rein_runtime::event::Event;
 use rein_runtime::failure::CONTEXT_WINDOW_EXCEEDED;
 use rein_runtime::history::{HISTORY, HistoryProjection, VisibleEvent};
-use rein_runtime::plugin::BuiltPlugin;
-use rein_runtime::plugin::{ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, Verdict};
+use rein_runtime::plugin::{BuiltPlugin, Configured, IntoPlugin};
+use rein_runtime::plugin::{ConfigError, Plugin, Recovery, Settings, Verdict};
 use serde_json::Value;
-use tracing::Instrument;
 
 use super::NAME;
 use super::decision::{self, Decision};
 use super::settings::CompactionSettings;
-use crate::settings::{Revisioned, Warning};
+use crate::settings::Revisioned;
 
 /// The `compaction` plugin: register it between `llm-retry` and `auto-retry`.
 ///
 /// ```
 /// use rein_plugins::compaction::Compaction;
 ///
-/// let (compaction, warnings) = Compaction::from_config(&serde_json::json!({"keepRecentMessages": 0}));
-/// assert_eq!(compaction.current().keep_recent_messages(), 1, "clamped into 1..=1000");
-/// assert_eq!(warnings.len(), 1);
+/// let compaction = Compaction::from_config(&serde_json::json!({"keepRecentMessages": 0})).unwrap();
+/// assert_eq!(compaction.plugin.current().keep_recent_messages(), 1, "clamped into 1..=1000");
+/// assert_eq!(
+///     compaction.warnings[0].to_string(),
+///     "keepRecentMessages: 0 is outside 1..=1000; clamped to 1"
+/// );
 /// ```
 #[derive(Debug)]
 pub struct Compaction {
@@ -61,10 +63,11 @@ impl Compaction {
     }
 
     /// The plugin from its configuration file value, read leniently: the settings and every
-    /// fallback taken, as [`Warning`]s whose paths are relative to the value.
-    pub fn from_config(config: &Value) -> (Self, Vec<Warning>) {
+    /// fallback taken, as warnings whose paths are relative to the value. Never an error (the
+    /// `Result` is the shape every plugin's `from_config` has).
+    pub fn from_config(config: &Value) -> Result<Configured<Self>, ConfigError> {
         let (settings, warnings) = CompactionSettings::from_file(config, "");
-        (Self::new(settings), warnings)
+        Ok(Configured::lenient(Self::new(settings), warnings))
     }
 
     /// The settings in force.
@@ -73,11 +76,10 @@ impl Compaction {
     }
 }
 
-/// Builds `compaction` from a configuration value, as a lenient plugin registry entry (register
-/// it under [`NAME`]): the plugin and the fallbacks its reader took.
+/// Builds `compaction` from a configuration value, as a plugin registry entry (register it under
+/// [`NAME`]): [`Compaction::from_config`], the plugin and the fallbacks its reader took.
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
-    let (plugin, warnings) = Compaction::from_config(config);
-    Ok(BuiltPlugin::lenient(Arc::new(plugin), warnings))
+    Compaction::from_config(config).map(IntoPlugin::into_plugin)
 }
 
 impl Plugin for Compaction {
@@ -91,35 +93,11 @@ impl Plugin for Compaction {
         {
             return Box::pin(std::future::ready(Verdict::Next));
         }
-        let span = tracing::info_span!(
-            "compaction",
-            session.id = %p.session,
-            turn = p.turn,
-            step = p.step,
-            attempt = p.attempt,
-            gen_ai.provider.name = %p.provider,
-        );
-        Box::pin(recover(self, recovery).instrument(span))
+        Box::pin(recover(self, recovery))
     }
 
-    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
-        Ok(self.settings.configure(&patch, base_revision)?.into())
-    }
-
-    fn revision(&self) -> u64 {
-        self.settings.revision()
-    }
-
-    fn settings(&self) -> Option<PluginSettings> {
-        Some(self.settings.shown())
-    }
-
-    fn check_settings(
-        &self,
-        patch: &Value,
-        base_revision: u64,
-    ) -> Result<Vec<String>, ConfigError> {
-        self.settings.check(patch, base_revision)
+    fn settings(&self) -> Option<&dyn Settings> {
+        Some(&self.settings)
     }
 }
 
@@ -261,7 +239,7 @@ mod tests {
     }
 
     fn keep_one() -> Compaction {
-        Compaction::from_config(&json!({"keepRecentMessages": 1})).0
+        Compaction::from_config(&json!({"keepRecentMessages": 1})).unwrap().plugin
     }
 
     #[tokio::test]
@@ -309,7 +287,7 @@ mod tests {
             Verdict::Next
         );
         let (_, log, failure) = overflowed(CONTEXT_WINDOW_EXCEEDED).await;
-        let inert = Compaction::from_config(&json!({"maxOverflowRetries": 0})).0;
+        let inert = Compaction::from_config(&json!({"maxOverflowRetries": 0})).unwrap().plugin;
         assert_eq!(
             offer(inert, &log, failure, cancel.clone(), disposed.clone()).await,
             Verdict::Next
@@ -323,14 +301,15 @@ mod tests {
     #[test]
     fn settings_are_readable_checkable_and_patchable() {
         let plugin = Compaction::default();
-        let read = plugin.settings().unwrap();
+        let settings = plugin.settings().unwrap();
+        let read = settings.shown();
         assert_eq!(read.settings, json!({"maxOverflowRetries": 1, "keepRecentMessages": 6}));
         assert!(!read.read_only);
         assert_eq!(
-            plugin.check_settings(&json!({"keepRecentMessages": 0}), 0).unwrap_err().to_string(),
+            settings.stage(&json!({"keepRecentMessages": 0}), 0).unwrap_err().to_string(),
             "keepRecentMessages: must be an integer within 1..=1000, got 0"
         );
-        let outcome = plugin.configure(json!({"maxOverflowRetries": 2}), 0).unwrap();
+        let outcome = settings.configure(&json!({"maxOverflowRetries": 2}), 0).unwrap();
         assert_eq!((outcome.revision, outcome.changed), (1, vec!["maxOverflowRetries".to_owned()]));
         assert_eq!(plugin.current().max_overflow_retries(), 2);
     }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::settings::file::{FileReader, Warning};
 use crate::settings::patch::{self, FieldError};
-use crate::settings::{Patched, Settings};
+use crate::settings::{Patchable, Patched};
 
 const MAX_OVERFLOW_RETRIES: &str = "maxOverflowRetries";
 const KEEP_RECENT_MESSAGES: &str = "keepRecentMessages";
@@ -87,7 +87,7 @@ impl CompactionSettings {
     }
 }
 
-impl Settings for CompactionSettings {
+impl Patchable for CompactionSettings {
     fn patched(&self, value: &Value) -> Result<Patched<Self>, FieldError> {
         let fields = patch::fields(value, Self::KEYS)?;
         let mut next = *self;

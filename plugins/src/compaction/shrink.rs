@@ -60,10 +60,10 @@ pub fn cut(visible: &[VisibleEvent], keep_recent: u32) -> Option<Cut> {
     }
     // The question of the oldest kept answer.
     let oldest = units.of_event.iter().position(|unit| kept[*unit]);
-    if let Some(oldest) = oldest.filter(|i| !is_user(&visible[*i])) {
-        if let Some(i) = visible[..oldest].iter().rposition(is_user) {
-            kept[units.of_event[i]] = true;
-        }
+    if let Some(oldest) = oldest.filter(|i| !is_user(&visible[*i]))
+        && let Some(i) = visible[..oldest].iter().rposition(is_user)
+    {
+        kept[units.of_event[i]] = true;
     }
     let removed: Vec<u64> = visible
         .iter()

@@ -26,16 +26,16 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use rein_runtime::BoxFuture;
 use rein_runtime::plugin::{
-    BuiltPlugin, ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, SwitchError, Verdict,
+    BuiltPlugin, ConfigError, Configured, IntoPlugin, Plugin, Recovery, Settings, SwitchError,
+    Verdict,
 };
 use serde_json::Value;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use super::NAME;
 use super::decision::{self, Cooldowns, Decision, Declined, Failed, Switch};
 use super::settings::FallbackSettings;
-use crate::settings::{FieldError, Revisioned};
+use crate::settings::Revisioned;
 
 /// The `fallback` plugin. Register it first (before `llm-retry`): it lets the rest of the chain
 /// retry the failing route first, except for an eager code or an over-long provider delay.
@@ -47,7 +47,7 @@ use crate::settings::{FieldError, Revisioned};
 ///
 /// let config = serde_json::json!({"routes": ["backup"], "maxWaitMs": 5000});
 /// let fallback = Fallback::from_config(&config)?;
-/// assert_eq!(fallback.current().routes(), ["backup"]);
+/// assert_eq!(fallback.plugin.current().routes(), ["backup"]);
 /// // `routes` is required, and every field is read strictly.
 /// let error = Fallback::from_config(&serde_json::json!({"routes": []})).unwrap_err();
 /// assert_eq!(error.to_string(), "routes: must list at least one route");
@@ -59,25 +59,27 @@ pub struct Fallback {
     settings: Revisioned<FallbackSettings>,
     /// Until when each route is skipped, for every session of the runtime.
     cooldowns: Mutex<Cooldowns<Instant>>,
-    /// The routes the runtime serves, once it told ([`Plugin::known_routes`]).
-    known: RwLock<Option<Vec<String>>>,
+    /// The routes the runtime serves, once it told ([`Plugin::known_routes`]); shared with the
+    /// settings' guard, which refuses a patch naming another.
+    known: Arc<RwLock<Option<Vec<String>>>>,
 }
 
 impl Fallback {
     /// The plugin with `settings` at revision 0.
     pub fn new(settings: FallbackSettings) -> Self {
-        Self {
-            settings: Revisioned::new(settings),
-            cooldowns: Mutex::new(Cooldowns::new()),
-            known: RwLock::new(None),
-        }
+        let known = Arc::new(RwLock::new(None));
+        let served = Arc::clone(&known);
+        let settings = Revisioned::new(settings)
+            .guard(move |settings: &FallbackSettings| check_known(&served, settings.routes()));
+        Self { settings, cooldowns: Mutex::new(Cooldowns::new()), known }
     }
 
     /// The plugin from its configuration file value, read strictly: an unknown key or an invalid
-    /// value is an error naming the field relative to the value (`routes[1]`); `routes` is
-    /// required.
-    pub fn from_config(config: &Value) -> Result<Self, FieldError> {
-        FallbackSettings::from_file(config).map(Self::new)
+    /// value is a [`ConfigError::Invalid`] naming the field relative to the value (`routes[1]`);
+    /// `routes` is required; no fallback is ever taken.
+    pub fn from_config(config: &Value) -> Result<Configured<Self>, ConfigError> {
+        let settings = FallbackSettings::from_file(config).map_err(ConfigError::from)?;
+        Ok(Configured::strict(Self::new(settings)))
     }
 
     /// The settings in force.
@@ -89,44 +91,34 @@ impl Fallback {
     pub fn cooling(&self) -> Vec<String> {
         self.cooldowns.lock().unwrap_or_else(PoisonError::into_inner).cooling(Instant::now())
     }
+}
 
-    /// Refuses a route name the runtime does not serve (once it said which it serves).
-    fn check_known(&self, routes: &[String]) -> Result<(), ConfigError> {
-        let known = self.known.read().unwrap_or_else(PoisonError::into_inner);
-        let Some(known) = known.as_ref() else { return Ok(()) };
-        match routes.iter().position(|route| !known.contains(route)) {
-            None => Ok(()),
-            Some(i) => {
-                let mut served: Vec<&str> = known.iter().map(String::as_str).collect();
-                served.sort_unstable();
-                Err(ConfigError::Invalid {
-                    path: format!("routes[{i}]"),
-                    message: format!(
-                        "no provider route named {:?} is served (served: {})",
-                        routes[i],
-                        served.join(", ")
-                    ),
-                })
-            }
+/// Refuses a route name the runtime does not serve (once it said which it serves), naming the
+/// field (`routes[1]`).
+fn check_known(known: &RwLock<Option<Vec<String>>>, routes: &[String]) -> Result<(), ConfigError> {
+    let known = known.read().unwrap_or_else(PoisonError::into_inner);
+    let Some(known) = known.as_ref() else { return Ok(()) };
+    match routes.iter().position(|route| !known.contains(route)) {
+        None => Ok(()),
+        Some(i) => {
+            let mut served: Vec<&str> = known.iter().map(String::as_str).collect();
+            served.sort_unstable();
+            Err(ConfigError::Invalid {
+                path: format!("routes[{i}]"),
+                message: format!(
+                    "no provider route named {:?} is served (served: {})",
+                    routes[i],
+                    served.join(", ")
+                ),
+            })
         }
-    }
-
-    /// The route names a patch sets, if it sets any (an invalid list is the settings' to refuse).
-    fn patched_routes(patch: &Value) -> Vec<String> {
-        patch
-            .get("routes")
-            .and_then(Value::as_array)
-            .map(|list| list.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-            .unwrap_or_default()
     }
 }
 
 /// Builds `fallback` from a configuration value, as a plugin registry entry (scenarios, the CLI;
-/// register it under [`NAME`]): read strictly, an invalid configuration is a
-/// [`ConfigError::Invalid`] whose `path` is relative to the value (`routes[1]`).
+/// register it under [`NAME`]): [`Fallback::from_config`].
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
-    let plugin = Fallback::from_config(config).map_err(ConfigError::from)?;
-    Ok(BuiltPlugin::strict(Arc::new(plugin)))
+    Fallback::from_config(config).map(IntoPlugin::into_plugin)
 }
 
 impl Plugin for Fallback {
@@ -136,15 +128,6 @@ impl Plugin for Fallback {
 
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
         let p = &recovery.payload;
-        let span = tracing::info_span!(
-            "fallback",
-            session.id = %p.session,
-            turn = p.turn,
-            step = p.step,
-            attempt = p.attempt,
-            gen_ai.provider.name = %p.provider,
-            error.r#type = %p.failure.code(),
-        );
         let settings = self.current();
         if let Some(cooldown) = decision::cooldown(&settings, &p.failure) {
             let mut cooldowns = self.cooldowns.lock().unwrap_or_else(PoisonError::into_inner);
@@ -154,36 +137,16 @@ impl Plugin for Fallback {
             // Answered in the plugin's handler: no task, no log read.
             return Box::pin(std::future::ready(Verdict::Next));
         }
-        Box::pin(recover(self, recovery).instrument(span))
+        Box::pin(recover(self, recovery))
     }
 
-    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
-        self.settings.check(&patch, base_revision)?;
-        self.check_known(&Self::patched_routes(&patch))?;
-        Ok(self.settings.configure(&patch, base_revision)?.into())
-    }
-
-    fn revision(&self) -> u64 {
-        self.settings.revision()
-    }
-
-    fn settings(&self) -> Option<PluginSettings> {
-        Some(self.settings.shown())
-    }
-
-    fn check_settings(
-        &self,
-        patch: &Value,
-        base_revision: u64,
-    ) -> Result<Vec<String>, ConfigError> {
-        let changed = self.settings.check(patch, base_revision)?;
-        self.check_known(&Self::patched_routes(patch))?;
-        Ok(changed)
+    fn settings(&self) -> Option<&dyn Settings> {
+        Some(&self.settings)
     }
 
     fn known_routes(&self, routes: &[String]) -> Result<(), ConfigError> {
         *self.known.write().unwrap_or_else(PoisonError::into_inner) = Some(routes.to_vec());
-        self.check_known(self.current().routes())
+        check_known(&self.known, self.current().routes())
     }
 }
 
@@ -331,7 +294,7 @@ mod tests {
     }
 
     fn plugin(config: Value) -> Arc<Fallback> {
-        Arc::new(Fallback::from_config(&config).unwrap())
+        Arc::new(Fallback::from_config(&config).unwrap().plugin)
     }
 
     #[tokio::test(start_paused = true)]
@@ -404,24 +367,29 @@ mod tests {
 
     #[test]
     fn routes_the_runtime_does_not_serve_are_refused_by_name() {
-        let fallback = Fallback::from_config(&json!({"routes": ["backup", "bakup"]})).unwrap();
+        let fallback =
+            Fallback::from_config(&json!({"routes": ["backup", "bakup"]})).unwrap().plugin;
         let served = ["main".to_owned(), "backup".to_owned()];
         assert_eq!(
             fallback.known_routes(&served).unwrap_err().to_string(),
             "routes[1]: no provider route named \"bakup\" is served (served: backup, main)"
         );
-        let fallback = Fallback::from_config(&json!({"routes": ["backup"]})).unwrap();
+        let fallback = Fallback::from_config(&json!({"routes": ["backup"]})).unwrap().plugin;
         fallback.known_routes(&served).unwrap();
+        let settings = fallback.settings().unwrap();
         let patch = json!({"routes": ["main", "elsewhere"]});
         let refused =
             "routes[1]: no provider route named \"elsewhere\" is served (served: backup, main)";
-        assert_eq!(fallback.check_settings(&patch, 0).unwrap_err().to_string(), refused);
-        assert_eq!(fallback.configure(patch, 0).unwrap_err().to_string(), refused);
-        assert_eq!(fallback.revision(), 0, "nothing changed");
+        assert_eq!(settings.stage(&patch, 0).unwrap_err().to_string(), refused);
+        assert_eq!(settings.configure(&patch, 0).unwrap_err().to_string(), refused);
+        assert_eq!(settings.revision(), 0, "nothing changed");
+        // Nor can a restore bring such a route back.
+        let restored = settings.restore(&json!({"routes": ["elsewhere"]}), 3).unwrap_err();
+        assert!(restored.to_string().starts_with("routes[0]: no provider route"), "{restored}");
         // The revision fence comes first.
-        let stale = fallback.configure(json!({"routes": ["elsewhere"]}), 7).unwrap_err();
+        let stale = settings.configure(&json!({"routes": ["elsewhere"]}), 7).unwrap_err();
         assert!(matches!(stale, ConfigError::StaleRevision { .. }), "{stale}");
-        let accepted = fallback.configure(json!({"routes": ["main", "backup"]}), 0).unwrap();
+        let accepted = settings.configure(&json!({"routes": ["main", "backup"]}), 0).unwrap();
         assert_eq!((accepted.revision, accepted.changed), (1, vec!["routes".to_owned()]));
     }
 }

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::settings::file::describe;
 use crate::settings::patch::{self, FieldError};
-use crate::settings::{Patched, Settings};
+use crate::settings::{Patchable, Patched};
 
 const ROUTES: &str = "routes";
 const CODES: &str = "codes";
@@ -142,7 +142,7 @@ impl FallbackSettings {
     }
 }
 
-impl Settings for FallbackSettings {
+impl Patchable for FallbackSettings {
     fn patched(&self, value: &Value) -> Result<Patched<Self>, FieldError> {
         let fields = patch::fields(value, Self::KEYS)?;
         let mut next = self.clone();

@@ -48,22 +48,21 @@ use rein_runtime::BoxFuture;
 use rein_runtime::event::LlmRetry as LlmRetryEvent;
 use rein_runtime::json_number;
 use rein_runtime::plugin::{
-    BuiltPlugin, ConfigError, ConfigOutcome, DownstreamAnswer, Plugin, PluginSettings, Recovery,
-    RequestErrorPayload, Verdict,
+    BuiltPlugin, ConfigError, Configured, DownstreamAnswer, IntoPlugin, Plugin, ReadOnly, Recovery,
+    RequestErrorPayload, Settings, Verdict,
 };
 use rein_runtime::random::{ChainPlace, Jitter};
-use rein_runtime::retry_policy::{PolicyError, RetryPolicy};
+use rein_runtime::retry_policy::RetryPolicy;
 use serde_json::Value;
-use tracing::Instrument;
 
 use super::NAME;
 use super::config::LlmRetryConfig;
 use super::decision::{self, ChainId, Consulted, Decision, Schedule};
 use crate::schedule::{self, Scheduled};
 
-/// The `llm-retry` plugin's configuration: register it on a runtime with
-/// [`RuntimeBuilder::built`](rein_runtime::runtime::RuntimeBuilder::built)`(llm_retry.into())`, so
-/// that its policy becomes the runtime's default route policy — the policy of every route that
+/// The `llm-retry` plugin's configuration: add it to a runtime with
+/// [`RuntimeBuilder::plugin`](rein_runtime::runtime::RuntimeBuilder::plugin) like any plugin, and
+/// its policy becomes the runtime's default route policy — the policy of every route that
 /// declares none, which the waterfall carries to every plugin (auto-retry continues its curve).
 /// It is not a [`Plugin`] itself: the plugin exists only with its policy applied, so it cannot
 /// be added to a chain where its configuration would be silently ignored.
@@ -74,14 +73,17 @@ use crate::schedule::{self, Scheduled};
 /// use rein_runtime::runtime::Runtime;
 ///
 /// let config = serde_json::json!({"maxTransientRetries": 3, "jitterRatio": 0});
-/// let llm_retry = LlmRetry::from_config(&config)?;
+/// let llm_retry = LlmRetry::from_config(&config)?; // read strictly: no warnings, or an error
 /// assert_eq!(
-///     llm_retry.policy().policy_key(),
+///     llm_retry.plugin.policy().policy_key(),
 ///     r#"["normal",3,["RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],500,10000,0]"#
 /// );
-/// let runtime = Runtime::builder().built(llm_retry.into()).build().await?;
+/// let runtime = Runtime::builder().plugin(llm_retry).build().await?;
 /// assert_eq!(runtime.plugins(), ["llm-retry"]);
 /// runtime.shutdown().await;
+///
+/// let typo = LlmRetry::from_config(&serde_json::json!({"maxTransientRetires": 3})).unwrap_err();
+/// assert!(typo.to_string().starts_with("maxTransientRetires: unknown key"), "{typo}");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// # }).unwrap();
 /// ```
@@ -97,11 +99,18 @@ impl LlmRetry {
     }
 
     /// The plugin from its configuration file value (the original executor's keys), read
-    /// strictly: an unknown key or an invalid value is an error naming the field path relative to
-    /// the value (`maxTransientRetires: unknown key (…)`; prefix it with
-    /// [`PolicyError::within`]). `null` is the default configuration.
-    pub fn from_config(config: &Value) -> Result<Self, PolicyError> {
-        LlmRetryConfig::parse(config, "").map(Self::new)
+    /// strictly: an unknown key or an invalid value is a [`ConfigError::Invalid`] naming the
+    /// field path relative to the value (`maxTransientRetires`, empty for the value itself;
+    /// prefix it with [`ConfigError::within`]), and no fallback is ever taken. `null` is the
+    /// default configuration.
+    pub fn from_config(config: &Value) -> Result<Configured<Self>, ConfigError> {
+        match LlmRetryConfig::parse(config, "") {
+            Ok(policy) => Ok(Configured::strict(Self::new(policy))),
+            Err(error) => Err(ConfigError::Invalid {
+                path: error.path.clone(),
+                message: error.kind.to_string(),
+            }),
+        }
     }
 
     /// The configured policy (the runtime's default route policy).
@@ -111,33 +120,27 @@ impl LlmRetry {
 }
 
 /// The plugin, with its policy as the runtime's default route policy.
-impl From<LlmRetry> for BuiltPlugin {
-    fn from(plugin: LlmRetry) -> Self {
-        let policy = plugin.policy.clone();
-        let official = Arc::new(Official { policy: plugin.policy });
-        BuiltPlugin { default_route_policy: Some(policy), ..BuiltPlugin::strict(official) }
+impl IntoPlugin for LlmRetry {
+    fn into_plugin(self) -> BuiltPlugin {
+        let settings = ReadOnly::new(NAME, config_json(&self.policy), READ_ONLY);
+        let official = Arc::new(Official { settings });
+        BuiltPlugin { default_route_policy: Some(self.policy), ..BuiltPlugin::strict(official) }
     }
 }
 
 /// Builds `llm-retry` from a configuration value, as a plugin registry entry (scenarios, the
 /// CLI; register it under [`NAME`]): [`LlmRetry::from_config`], with its policy as the runtime's
-/// default route policy (give it to `RuntimeBuilder::built`). An invalid configuration is a
-/// [`ConfigError::Invalid`] whose `path` is relative to the value (`maxTransientRetires`; empty
-/// for the value itself).
+/// default route policy.
 pub fn factory(config: &Value) -> Result<BuiltPlugin, ConfigError> {
-    match LlmRetry::from_config(config) {
-        Ok(plugin) => Ok(plugin.into()),
-        Err(error) => {
-            Err(ConfigError::Invalid { path: error.path.clone(), message: error.kind.to_string() })
-        }
-    }
+    LlmRetry::from_config(config).map(IntoPlugin::into_plugin)
 }
 
 /// The plugin in the chain: the configured policy, only shown in its settings (the payload
 /// carries the effective policy of each failure).
 #[derive(Debug)]
 struct Official {
-    policy: RetryPolicy,
+    /// The configured policy with the configuration's keys, read-only.
+    settings: ReadOnly,
 }
 
 impl Plugin for Official {
@@ -146,47 +149,17 @@ impl Plugin for Official {
     }
 
     fn recover(self: Arc<Self>, recovery: Recovery) -> BoxFuture<'static, Verdict> {
-        let p = &recovery.payload;
-        let span = tracing::info_span!(
-            "llm_retry",
-            session.id = %p.session,
-            turn = p.turn,
-            step = p.step,
-            attempt = p.attempt,
-            gen_ai.provider.name = %p.provider,
-            error.r#type = %p.failure.code(),
-            retry.delay_ms = tracing::field::Empty,
-            retry.number = tracing::field::Empty,
-        );
-        Box::pin(recover(recovery).instrument(span))
+        Box::pin(recover(recovery))
     }
 
-    fn settings(&self) -> Option<PluginSettings> {
-        Some(PluginSettings { revision: 0, settings: config_json(&self.policy), read_only: true })
-    }
-
-    fn check_settings(
-        &self,
-        _patch: &Value,
-        _base_revision: u64,
-    ) -> Result<Vec<String>, ConfigError> {
-        Err(read_only())
-    }
-
-    fn configure(&self, _patch: Value, _base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
-        Err(read_only())
+    fn settings(&self) -> Option<&dyn Settings> {
+        Some(&self.settings)
     }
 }
 
 /// Why `llm-retry` refuses run-time patches.
-fn read_only() -> ConfigError {
-    ConfigError::ReadOnly {
-        plugin: NAME.to_owned(),
-        reason: "its policy is the runtime's default route policy, fixed when the runtime is \
-                 built; change its configuration and start the runtime again"
-            .to_owned(),
-    }
-}
+const READ_ONLY: &str = "its policy is the runtime's default route policy, fixed when the \
+                         runtime is built; change its configuration and start the runtime again";
 
 /// The configured policy with the configuration's keys (a normal policy, the original
 /// executor's keys); an always-mode policy given in code also names its `mode`.
@@ -370,7 +343,7 @@ mod tests {
             disposed: CancellationToken::new(),
             jitter,
         };
-        Arc::new(Official { policy: RetryPolicy::default() }).recover(recovery).await
+        LlmRetry::default().into_plugin().plugin.recover(recovery).await
     }
 
     impl Step {
@@ -510,17 +483,18 @@ mod tests {
 
     #[test]
     fn the_configuration_is_read_strictly_and_becomes_the_default_route_policy() {
-        let plugin = LlmRetry::from_config(&serde_json::json!({"maxTransientRetries": 5})).unwrap();
+        let configured = LlmRetry::from_config(&serde_json::json!({"maxTransientRetries": 5}));
+        let plugin = configured.unwrap().plugin;
         assert_eq!(plugin.policy().max_retries(), Some(5));
         let built = factory(&serde_json::json!({"maxTransientRetries": 5})).unwrap();
         assert_eq!(built.default_route_policy, Some(plugin.policy().clone()));
         assert_eq!(built.plugin.name(), "llm-retry");
-        let shown = built.plugin.settings().unwrap();
+        let shown = built.plugin.settings().unwrap().shown();
         assert_eq!(
             (shown.settings["maxTransientRetries"].as_u64(), shown.read_only),
             (Some(5), true)
         );
-        assert_eq!(LlmRetry::from_config(&Value::Null).unwrap(), LlmRetry::default());
+        assert_eq!(LlmRetry::from_config(&Value::Null).unwrap().plugin, LlmRetry::default());
         let err = LlmRetry::from_config(&serde_json::json!({"maxTransientRetires": 5}))
             .unwrap_err()
             .within("plugins[0].config");

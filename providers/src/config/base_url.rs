@@ -43,7 +43,7 @@ impl BaseUrl {
         }
         let shown = redact_userinfo(url).into_owned();
         let parsed =
-            reqwest::Url::parse(url).map_err(|e| invalid(format!("not a URL ({e}): {shown:?}")))?;
+            url::Url::parse(url).map_err(|e| invalid(format!("not a URL ({e}): {shown:?}")))?;
         if !matches!(parsed.scheme(), "http" | "https") {
             return Err(invalid(format!("must be an http(s) URL, got {shown:?}")));
         }
@@ -66,7 +66,7 @@ impl BaseUrl {
 
     /// The password of the user information, as written (a secret for the scrubber).
     pub(crate) fn password(&self) -> Option<String> {
-        let parsed = reqwest::Url::parse(&self.raw).ok()?;
+        let parsed = url::Url::parse(&self.raw).ok()?;
         parsed.password().filter(|p| !p.is_empty()).map(str::to_owned)
     }
 }

@@ -19,12 +19,12 @@
 
 use std::time::{Duration, SystemTime};
 
+use http::header::{HeaderMap, HeaderValue};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rein_runtime::event::Usage;
 use rein_runtime::failure::{self, Failure};
 use rein_runtime::provider::{Message, Request};
-use reqwest::header::{HeaderMap, HeaderValue};
 
 use super::SimulatedConfig;
 use super::answer;

@@ -33,8 +33,8 @@
 //! task would have spent on the same worker threads; only its place changed. A plugin that
 //! computes for long before its first `.await` was already a bad citizen (it would hold a tokio
 //! worker in its task just the same). `llm-retry`'s first `.await` is its read of the session's
-//! retry chains (waiting its turn on the session's log), so its handler share is building a span and
-//! reading the payload.
+//! retry chains (waiting its turn on the session's log), so its handler share is reading the payload;
+//! the actor opens the recovery's span (one for every plugin) around it.
 //!
 //! The slot's tracker counts the recovery from before its first poll (a token is taken first and
 //! moved into the task if there is one), so disposal's `tracker.wait()` covers the recovery from
@@ -54,6 +54,7 @@ use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 use tokio_util::task::task_tracker::TaskTrackerToken;
+use tracing::Instrument;
 
 use super::HostMsg;
 use super::slot::Slot;
@@ -202,6 +203,24 @@ async fn settle(
     let _ = reply.send(PluginReply { answer, disposed });
 }
 
+/// The span one recovery runs in, opened here for every plugin: the plugin, the failure and its
+/// place; a plugin that schedules a retry records `retry.delay_ms` and `retry.number` on it
+/// (`tracing::Span::current()`).
+fn recovery_span(plugin: &str, p: &RequestErrorPayload) -> tracing::Span {
+    tracing::info_span!(
+        "recovery",
+        plugin = %plugin,
+        session.id = %p.session,
+        turn = p.turn,
+        step = p.step,
+        attempt = p.attempt,
+        gen_ai.provider.name = %p.provider,
+        error.r#type = %p.failure.code(),
+        retry.delay_ms = tracing::field::Empty,
+        retry.number = tracing::field::Empty,
+    )
+}
+
 /// Whether the failure of `payload` has a retry that started (read from the session's log).
 async fn retry_started(payload: &RequestErrorPayload) -> bool {
     payload.log.retry_chains().await.is_ok_and(|chains| chains.latest_failure_retried())
@@ -235,6 +254,7 @@ impl Actor for PluginActor {
                     let _ = reply.send(PluginReply { answer, disposed: true });
                     return Ok(());
                 }
+                let span = recovery_span(&self.slot.name, &payload);
                 let kept = Arc::clone(&payload);
                 let recovery = Recovery {
                     payload,
@@ -245,7 +265,8 @@ impl Actor for PluginActor {
                 // Counted by the slot's tracker from before the first poll.
                 let token = self.slot.tracker.token();
                 let plugin = Arc::clone(&self.plugin);
-                match first_poll(|| plugin.recover(recovery)) {
+                // The recovery runs in its span: the first poll here, the rest in its task.
+                match span.in_scope(|| first_poll(|| plugin.recover(recovery))) {
                     FirstPoll::Ready(verdict) => {
                         let disposed = self.slot.disposed.is_cancelled();
                         let answer = Answered::Verdict(verdict);
@@ -253,7 +274,8 @@ impl Actor for PluginActor {
                     }
                     rest => {
                         let slot = Arc::clone(&self.slot);
-                        self.census.spawn(settle(rest, slot, myself, (kept, reply), token));
+                        let task = settle(rest, slot, myself, (kept, reply), token);
+                        self.census.spawn(task.instrument(span));
                     }
                 }
                 Ok(())

@@ -106,6 +106,7 @@ enum Position {
 /// use std::sync::Arc;
 /// use futures::StreamExt;
 /// use rein_runtime::prelude::*;
+/// use rein_runtime::provider::prelude::*;
 ///
 /// /// Streams "hi" and " there".
 /// struct Greeter;

@@ -115,7 +115,8 @@ fn read_holder(file: &File) -> Option<Holder> {
     serde_json::from_slice(line.trim_ascii()).ok()
 }
 
-/// Where the lock of `path` lives: `path` with `.lock` appended.
+/// Where the lock of `path` lives: `path` with `.lock` appended (the SQLite store's).
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) fn beside(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".lock");

@@ -1,6 +1,6 @@
 use super::*;
-use rein_runtime::event::*;
-use rein_runtime::failure::Failure;
+use rein_event::event::*;
+use rein_event::failure::Failure;
 use serde_json::{Value, json};
 
 /// A hand-made log: events get contiguous seqs and the time last set.

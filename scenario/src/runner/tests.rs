@@ -10,7 +10,9 @@ use super::*;
 use rein_runtime::BoxFuture;
 use rein_runtime::event::{Event, TurnEndReason};
 use rein_runtime::failure::SCRIPT_EXHAUSTED;
-use rein_runtime::plugin::{ConfigOutcome, Plugin, Recovery, Verdict};
+use rein_runtime::plugin::{
+    ConfigOutcome, Plugin, PluginSettings, Recovery, Settings, Staged, Verdict,
+};
 
 /// Waits `delay_ms` (racing the turn's cancel and its own disposal), then answers `Retry`;
 /// `Stop` when cancelled or disposed. Writes nothing. Its settings are `{"delayMs": n}`.
@@ -68,8 +70,20 @@ impl Plugin for WaitThenRetry {
         })
     }
 
-    fn configure(&self, patch: Value, base_revision: u64) -> Result<ConfigOutcome, ConfigError> {
-        let _guard = self.lock.lock().unwrap();
+    fn settings(&self) -> Option<&dyn Settings> {
+        Some(self)
+    }
+}
+
+/// Its one setting, `delayMs`, behind a revision fence (written by hand).
+impl Settings for WaitThenRetry {
+    fn shown(&self) -> PluginSettings {
+        let revision = self.revision.load(Ordering::SeqCst);
+        let settings = serde_json::json!({"delayMs": self.delay_ms.load(Ordering::SeqCst)});
+        PluginSettings { revision, settings, read_only: false }
+    }
+
+    fn stage(&self, patch: &Value, base_revision: u64) -> Result<Staged, ConfigError> {
         let current = self.revision.load(Ordering::SeqCst);
         if base_revision != current {
             return Err(ConfigError::StaleRevision { based_on: base_revision, current });
@@ -80,13 +94,29 @@ impl Plugin for WaitThenRetry {
                 message: format!("must be a non-negative integer, got {patch}"),
             });
         };
-        self.delay_ms.store(ms, Ordering::SeqCst);
-        self.revision.store(current + 1, Ordering::SeqCst);
-        Ok(ConfigOutcome { revision: current + 1, changed: vec!["delayMs".into()] })
+        let shown = serde_json::json!({"delayMs": ms});
+        Ok(Staged::new(base_revision, vec!["delayMs".into()], shown, ms))
     }
 
-    fn revision(&self) -> u64 {
-        self.revision.load(Ordering::SeqCst)
+    fn commit(&self, staged: Staged) -> Result<ConfigOutcome, ConfigError> {
+        let _guard = self.lock.lock().unwrap();
+        let base = staged.base_revision();
+        let current = self.revision.load(Ordering::SeqCst);
+        if base != current {
+            return Err(ConfigError::StaleRevision { based_on: base, current });
+        }
+        let (ms, changed) = staged.into_value::<u64>().map_err(|_| ConfigError::Foreign)?;
+        self.delay_ms.store(ms, Ordering::SeqCst);
+        self.revision.store(current + 1, Ordering::SeqCst);
+        Ok(ConfigOutcome { revision: current + 1, changed })
+    }
+
+    fn restore(&self, settings: &Value, revision: u64) -> Result<(), ConfigError> {
+        let staged = self.stage(settings, self.revision.load(Ordering::SeqCst))?;
+        let (ms, _) = staged.into_value::<u64>().map_err(|_| ConfigError::Foreign)?;
+        self.delay_ms.store(ms, Ordering::SeqCst);
+        self.revision.store(revision, Ordering::SeqCst);
+        Ok(())
     }
 }
 

@@ -47,7 +47,7 @@ mod tests {
         let routes = ["openai:small".to_owned(), "deepseek:deepseek-reasoner".to_owned()];
         let chain = super::chain(&routes).unwrap();
         assert_eq!(names(&chain), ["fallback", "llm-retry", "compaction", "auto-retry"]);
-        let settings = chain[0].plugin.settings().unwrap().settings;
+        let settings = chain[0].plugin.settings().unwrap().shown().settings;
         assert_eq!(settings["routes"], json!(routes), "in the order given");
     }
 }

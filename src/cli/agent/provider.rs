@@ -186,10 +186,10 @@ pub(crate) fn plan(
     seed: u64,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<Plan, String> {
-    if let Some(model) = &wanted.model {
-        if model.trim().is_empty() {
-            return Err("--model: must not be empty".to_owned());
-        }
+    if let Some(model) = &wanted.model
+        && model.trim().is_empty()
+    {
+        return Err("--model: must not be empty".to_owned());
     }
     if wanted.kind == ProviderKind::Anthropic {
         if wanted.seed.is_some() {

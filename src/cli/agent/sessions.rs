@@ -145,15 +145,14 @@ fn resumed_of(
     shown: &str,
     id: &str,
 ) -> Result<Resumed, String> {
-    if let Some(first) = events.first() {
-        if let Event::SessionStart(start) = &first.event {
-            if start.session != id {
-                return Err(format!(
-                    "{shown}:1: the log belongs to session {}, not {id:?}",
-                    rein_runtime::quote::value(&start.session)
-                ));
-            }
-        }
+    if let Some(first) = events.first()
+        && let Event::SessionStart(start) = &first.event
+        && start.session != id
+    {
+        return Err(format!(
+            "{shown}:1: the log belongs to session {}, not {id:?}",
+            rein_runtime::quote::value(&start.session)
+        ));
     }
     let turns = events.iter().filter(|e| matches!(e.event, Event::TurnStart(_))).count();
     Ok(Resumed { turns, torn })

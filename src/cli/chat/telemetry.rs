@@ -210,10 +210,10 @@ impl Spans {
         if let Some((span, tally)) = self.step.take() {
             span.record("attempts", tally.attempts);
             tally.record_usage(&span);
-            if !tally.answered {
-                if let Some(code) = &tally.last_error {
-                    span.record("error.type", code.as_str());
-                }
+            if !tally.answered
+                && let Some(code) = &tally.last_error
+            {
+                span.record("error.type", code.as_str());
             }
         }
     }

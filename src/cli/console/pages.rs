@@ -13,7 +13,7 @@
 //! attributes are what the script and the tests read.
 
 use maud::{DOCTYPE, Markup, html};
-use rein::html::conversation::{self, Streaming};
+use rein_cli::html::conversation::{self, Streaming};
 use rein_plugins::auto_retry::catalogue::{CATALOGUE, CodeGroup, CodeInfo, Group, Retried};
 use rein_runtime::panel::panels;
 use rein_runtime::plugin::PluginSettings;

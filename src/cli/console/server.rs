@@ -64,9 +64,9 @@ use super::tail::Tail;
 /// The stylesheet: the colour tokens, the panels', the conversation's, the console's own.
 fn css() -> String {
     [
-        rein::html::THEME_CSS,
-        rein::html::panel::CSS,
-        rein::html::report::CSS,
+        rein_cli::html::THEME_CSS,
+        rein_cli::html::panel::CSS,
+        rein_cli::html::report::CSS,
         include_str!("console.css"),
     ]
     .join("\n")

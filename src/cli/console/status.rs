@@ -142,10 +142,10 @@ pub(crate) fn streaming(log: &[Envelope]) -> Option<(u32, String)> {
             }
             Event::RequestStart(r) => current = Some((r.turn, r.step, r.attempt, String::new())),
             Event::AssistantChunk(c) => {
-                if let Some((turn, step, attempt, text)) = current.as_mut() {
-                    if (*turn, *step, *attempt) == (c.turn, c.step, c.attempt) {
-                        text.push_str(&c.text);
-                    }
+                if let Some((turn, step, attempt, text)) = current.as_mut()
+                    && (*turn, *step, *attempt) == (c.turn, c.step, c.attempt)
+                {
+                    text.push_str(&c.text);
                 }
             }
             Event::AssistantMessage(_) | Event::RequestError(_) => current = None,

@@ -63,7 +63,8 @@ impl Tail {
                 }
                 Event::TurnStart(_) => self.turns += 1,
                 Event::TurnEnd(end) => {
-                    self.last_ending = Some(rein::html::conversation::ending(Some(&end.reason)).1);
+                    self.last_ending =
+                        Some(rein_cli::html::conversation::ending(Some(&end.reason)).1);
                 }
                 _ => {}
             }
@@ -158,7 +159,7 @@ fn is_user_message(envelope: &Envelope) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use rein::scenario::Scenario;
+    use rein_cli::scenario::Scenario;
     use serde_json::{Value, json};
 
     use super::*;
@@ -214,7 +215,7 @@ mod tests {
             for path in paths {
                 let scenario = Scenario::from_json(&std::fs::read_to_string(&path).unwrap());
                 let Ok(scenario) = scenario else { continue };
-                if let Ok(run) = rein::scenario::runner().run(&scenario) {
+                if let Ok(run) = rein_cli::scenario::runner().run(&scenario) {
                     logs.push((path.display().to_string(), run.events));
                 }
             }

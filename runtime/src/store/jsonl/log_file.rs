@@ -313,10 +313,8 @@ fn cut_torn(
         .map_err(|e| io_error(torn_path, e))?;
     // The cut bytes must be safe before they leave the log.
     mode.sync(&keep, torn_path)?;
-    if !existed {
-        if let Some(dir) = torn_path.parent() {
-            mode.sync_dir(dir)?;
-        }
+    if !existed && let Some(dir) = torn_path.parent() {
+        mode.sync_dir(dir)?;
     }
     file.set_len(torn.start).map_err(|e| io_error(path, e))?;
     mode.sync(file, path)?;

@@ -160,10 +160,10 @@ impl Keeper {
         };
         let sessions: Vec<String> = self.lock().keys().cloned().collect();
         for session in sessions {
-            if let Ok(row) = client.query_one(TRY_LOCK, &[&session]).await {
-                if row.try_get::<_, bool>(0).unwrap_or(false) {
-                    self.lock().insert(session, true);
-                }
+            if let Ok(row) = client.query_one(TRY_LOCK, &[&session]).await
+                && row.try_get::<_, bool>(0).unwrap_or(false)
+            {
+                self.lock().insert(session, true);
             }
         }
         self.client = Some((client, closed));

@@ -34,10 +34,10 @@ impl Target {
         if config.get_user().is_none_or(str::is_empty) {
             return Err(format!("{redacted}: the URL names no user (postgres://USER@HOST/DB)"));
         }
-        if config.get_password().is_none() {
-            if let Some(password) = pgpassword.filter(|p| !p.is_empty()) {
-                config.password(password);
-            }
+        if config.get_password().is_none()
+            && let Some(password) = pgpassword.filter(|p| !p.is_empty())
+        {
+            config.password(password);
         }
         let shown = show(&config);
         Ok(Self { config, shown })

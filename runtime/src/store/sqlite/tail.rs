@@ -31,6 +31,24 @@ pub(super) fn lock(tail: &Mutex<Tail>) -> MutexGuard<'_, Tail> {
 }
 
 impl Tail {
+    /// Reads the tail from the database: the fold point and the events after it, as `conn`'s
+    /// current snapshot has them (on open: what a crash left).
+    pub(super) fn read(conn: &rusqlite::Connection) -> Result<Self, rusqlite::Error> {
+        let upto: i64 = conn.query_row("SELECT upto FROM events_indexed", [], |r| r.get(0))?;
+        let mut tail = Self::new(upto);
+        let mut rows =
+            conn.prepare("SELECT session, seq, line FROM events WHERE rowid > ?1 ORDER BY rowid")?;
+        let mut rows = rows.query(rusqlite::params![upto])?;
+        while let Some(row) = rows.next()? {
+            // A value that is not text (written behind the store's back) is kept as an empty
+            // line, which the load reports as corrupt at its session and seq.
+            let session = String::from_utf8_lossy(row.get_ref(0)?.as_bytes().unwrap_or_default());
+            let line = row.get_ref(2)?.as_bytes().unwrap_or_default();
+            tail.push(&session, [(row.get(1)?, line.to_vec())]);
+        }
+        Ok(tail)
+    }
+
     /// An empty tail at fold point `upto`.
     pub(super) fn new(upto: i64) -> Self {
         Self { upto, ..Self::default() }

@@ -213,11 +213,11 @@ impl State {
                     (_, outcome) => drop(request.reply.send(outcome)),
                 }
             }
-            if let Some(flusher) = self.flusher.as_ref().filter(|_| !waiting.is_empty()) {
-                if let Err(mpsc::SendError(waiting)) = flusher.send(waiting) {
-                    for reply in waiting {
-                        let _ = reply.send(Err(StoreError::Closed));
-                    }
+            if let Some(flusher) = self.flusher.as_ref().filter(|_| !waiting.is_empty())
+                && let Err(mpsc::SendError(waiting)) = flusher.send(waiting)
+            {
+                for reply in waiting {
+                    let _ = reply.send(Err(StoreError::Closed));
                 }
             }
             if tail::lock(&self.tail).rows() >= self.fold_at {
@@ -342,19 +342,7 @@ impl State {
 
     /// Reads the events after the fold point into the tail (on open: what a crash left).
     fn read_tail(&self) -> Result<(), rusqlite::Error> {
-        let upto: i64 = self.conn.query_row("SELECT upto FROM events_indexed", [], |r| r.get(0))?;
-        let mut tail = tail::Tail::new(upto);
-        let mut rows = self
-            .conn
-            .prepare("SELECT session, seq, line FROM events WHERE rowid > ?1 ORDER BY rowid")?;
-        let mut rows = rows.query(params![upto])?;
-        while let Some(row) = rows.next()? {
-            // A value that is not text (written behind the store's back) is kept as an empty
-            // line, which the load reports as corrupt at its session and seq.
-            let session = String::from_utf8_lossy(row.get_ref(0)?.as_bytes().unwrap_or_default());
-            let line = row.get_ref(2)?.as_bytes().unwrap_or_default();
-            tail.push(&session, [(row.get(1)?, line.to_vec())]);
-        }
+        let tail = tail::Tail::read(&self.conn)?;
         *tail::lock(&self.tail) = tail;
         Ok(())
     }

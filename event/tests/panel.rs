@@ -9,11 +9,9 @@ mod history;
 
 use history::{History, Retry, generate};
 use proptest::prelude::*;
-use rein_runtime::event::{
-    CancelCause, Envelope, Event, RequestError, RouteSwitched, TurnEndReason,
-};
-use rein_runtime::failure::Failure;
-use rein_runtime::panel::{AttemptEnd, Ending, Line, Origin, TurnPanel, panels};
+use rein_event::event::{CancelCause, Envelope, Event, RequestError, RouteSwitched, TurnEndReason};
+use rein_event::failure::Failure;
+use rein_event::panel::{AttemptEnd, Ending, Line, Origin, TurnPanel, panels};
 
 /// A failure with everything a provider can say.
 fn full(code: &str, message: &str, status: u16, request: &str) -> Failure {

@@ -56,7 +56,7 @@ pub const DEFAULT_RETRYABLE_CODES: &[&str] =
 /// A route declares one in the format of a configuration file; every error names its field:
 ///
 /// ```
-/// use rein_runtime::prelude::*;
+/// use rein_event::retry_policy::RetryPolicy;
 /// use serde_json::json;
 ///
 /// let declared = json!({"mode": "normal", "maxRetries": 5, "backoff": {"initialDelayMs": 200}});

@@ -122,7 +122,7 @@ pub enum FailureError {
 /// A failed provider attempt. Always valid: see the module docs.
 ///
 /// ```
-/// use rein_runtime::prelude::*;
+/// use rein_event::failure::Failure;
 ///
 /// let failure = Failure::new("RATE_LIMIT", "slow down")?
 ///     .with_status(429)?

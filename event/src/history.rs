@@ -19,13 +19,26 @@
 //! the same turn and step (results of earlier calls may come in between — the step runs each
 //! call before writing the next): then a compaction that drops a call (always with its result) drops it
 //! from the model's view too, and the two can never disagree.
+//!
+//! # Why a turn's end answers its unanswered calls
+//!
+//! A turn cancelled (or failed, or interrupted by a crash) while a tool ran ends with a
+//! `tool/call` that has no `tool/result`. Every chat API refuses a history in which an
+//! assistant's tool call is not followed by its result, so the session's next request would fail
+//! for good. At `turn/end` the messages therefore get, for each call of the turn still
+//! unanswered, an error result ([`UNANSWERED`]). It exists only in the messages: the log is
+//! never rewritten, and nothing new is appended.
 
 use crate::event::{Envelope, Event, ToolCall};
+use crate::message::{Message, Messages};
 use crate::projection::Projection;
-use crate::provider::{Message, Messages};
 
 /// The registration key of [`HistoryProjection`].
 pub const HISTORY: &str = "history";
+
+/// The output of the error result a request carries for a tool call whose turn ended before
+/// the call had a result (see the module docs).
+pub const UNANSWERED: &str = "no result: the turn ended before this tool call finished";
 
 /// One model-visible event, as folded.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +97,11 @@ pub struct History {
     open: Option<(u32, u32, usize)>,
     /// The turn of the latest `context/compacted` and how many that turn wrote.
     compacted: Option<(u32, u32)>,
+    /// The tool calls of the open turn that have no result yet: `(turn, call id)`.
+    unanswered: Vec<(u32, String)>,
+    /// The calls a `turn/end` left unanswered: `(seq of the turn/end, call id)`, in log order,
+    /// so that a compaction's rebuild puts their error results back where they were.
+    closed: Vec<(u64, String)>,
 }
 
 impl History {
@@ -184,13 +202,40 @@ impl History {
                 output: r.output.clone(),
                 is_error: r.is_error,
             },
+            Event::TurnEnd(end) => {
+                let (ended, open): (Vec<_>, Vec<_>) = std::mem::take(&mut self.unanswered)
+                    .into_iter()
+                    .partition(|(t, _)| *t == end.turn);
+                self.unanswered = open;
+                for (_, id) in ended {
+                    Self::push_unanswered(&mut self.messages, &mut self.open, &id);
+                    self.closed.push((event.seq, id));
+                }
+                return;
+            }
             Event::ContextCompacted(c) => {
                 self.visible.retain(|v| !c.removed.contains(&v.seq));
+                let calls: std::collections::HashSet<&str> = self
+                    .visible
+                    .iter()
+                    .filter_map(|v| match &v.visible {
+                        Visible::ToolCall { call, .. } => Some(call.id.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                self.closed.retain(|(_, id)| calls.contains(id.as_str()));
                 // Rare: the messages are rebuilt from what remains.
                 self.messages = Messages::new();
                 self.open = None;
+                let mut closed = self.closed.iter().peekable();
                 for entry in &self.visible {
+                    while let Some((_, id)) = closed.next_if(|(seq, _)| *seq < entry.seq) {
+                        Self::push_unanswered(&mut self.messages, &mut self.open, id);
+                    }
                     Self::push_message(&mut self.messages, &mut self.open, &entry.visible);
+                }
+                for (_, id) in closed {
+                    Self::push_unanswered(&mut self.messages, &mut self.open, id);
                 }
                 let count = self.compactions_in_turn(c.turn).saturating_add(1);
                 self.compacted = Some((c.turn, count));
@@ -198,8 +243,23 @@ impl History {
             }
             _ => return,
         };
+        match &visible {
+            Visible::ToolCall { turn, call, .. } => self.unanswered.push((*turn, call.id.clone())),
+            Visible::ToolResult { id, .. } => self.unanswered.retain(|(_, open)| open != id),
+            _ => {}
+        }
         Self::push_message(&mut self.messages, &mut self.open, &visible);
         self.visible.push(VisibleEvent { seq: event.seq, visible });
+    }
+
+    /// Adds the error result of a call its turn left unanswered.
+    fn push_unanswered(messages: &mut Messages, open: &mut Option<(u32, u32, usize)>, id: &str) {
+        let result = Visible::ToolResult {
+            id: id.to_owned(),
+            output: UNANSWERED.to_owned(),
+            is_error: true,
+        };
+        Self::push_message(messages, open, &result);
     }
 
     /// Folds a whole log.
@@ -280,6 +340,17 @@ mod tests {
             output: format!("out {id}"),
             is_error: false,
         })
+    }
+
+    fn end(turn: u32) -> Event {
+        Event::TurnEnd(TurnEnd {
+            turn,
+            reason: TurnEndReason::Aborted { cause: CancelCause::User },
+        })
+    }
+
+    fn unanswered(id: &str) -> Message {
+        Message::Tool { id: id.into(), output: UNANSWERED.into(), is_error: true }
     }
 
     fn noise() -> Vec<Event> {
@@ -410,6 +481,72 @@ mod tests {
                     Message::User { text: "two".into() },
                     Message::Assistant { text: "r2".into(), tool_calls: vec![] },
                 ],
+            ),
+            (
+                "a turn that ended while a tool ran answers its unanswered calls, before the next turn",
+                vec![
+                    user("u"),
+                    assistant(1, 1, "t", &["a", "b"]),
+                    tool_call(1, 1, "a"),
+                    tool_result(1, 1, "a"),
+                    tool_call(1, 1, "b"),
+                    end(1),
+                    user("again"),
+                ],
+                vec![
+                    Message::User { text: "u".into() },
+                    Message::Assistant { text: "t".into(), tool_calls: vec![call("a"), call("b")] },
+                    Message::Tool { id: "a".into(), output: "out a".into(), is_error: false },
+                    unanswered("b"),
+                    Message::User { text: "again".into() },
+                ],
+            ),
+            (
+                "an open turn's unanswered call waits for its result",
+                vec![user("u"), assistant(1, 1, "t", &["a"]), tool_call(1, 1, "a")],
+                vec![
+                    Message::User { text: "u".into() },
+                    Message::Assistant { text: "t".into(), tool_calls: vec![call("a")] },
+                ],
+            ),
+            (
+                "a compaction keeps an unanswered call's error result in its place",
+                vec![
+                    user("one"),
+                    assistant(1, 1, "r1", &[]),
+                    user("two"),
+                    tool_call(2, 1, "a"),
+                    end(2),
+                    user("three"),
+                    Event::ContextCompacted(ContextCompacted {
+                        turn: 3,
+                        step: 1,
+                        removed: vec![0, 1],
+                        kept: 3,
+                    }),
+                ],
+                vec![
+                    Message::User { text: "two".into() },
+                    Message::Assistant { text: "".into(), tool_calls: vec![call("a")] },
+                    unanswered("a"),
+                    Message::User { text: "three".into() },
+                ],
+            ),
+            (
+                "a compaction that drops the unanswered call drops its error result",
+                vec![
+                    user("one"),
+                    tool_call(1, 1, "a"),
+                    end(1),
+                    user("two"),
+                    Event::ContextCompacted(ContextCompacted {
+                        turn: 2,
+                        step: 1,
+                        removed: vec![0, 1],
+                        kept: 1,
+                    }),
+                ],
+                vec![Message::User { text: "two".into() }],
             ),
         ];
         for (name, events, expected) in cases {

@@ -7,7 +7,7 @@
 /// `n` and the noun for it: `one` when `n` is 1, else `many`.
 ///
 /// ```
-/// use rein_runtime::plural::count;
+/// use rein_event::plural::count;
 ///
 /// assert_eq!(count(1_u32, "time", "times"), "1 time");
 /// assert_eq!(count(0_usize, "turn", "turns"), "0 turns");

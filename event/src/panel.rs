@@ -452,12 +452,12 @@ impl Fold {
                 }
             }
             Event::AssistantMessage(m) if m.turn == open.turn => {
-                if let Some(index) = open.current {
-                    if let Line::Attempt(attempt) = &mut open.lines[index] {
-                        if attempt.step == m.step && attempt.outcome == AttemptEnd::Running {
-                            attempt.outcome = AttemptEnd::Answered;
-                        }
-                    }
+                if let Some(index) = open.current
+                    && let Line::Attempt(attempt) = &mut open.lines[index]
+                    && attempt.step == m.step
+                    && attempt.outcome == AttemptEnd::Running
+                {
+                    attempt.outcome = AttemptEnd::Answered;
                 }
             }
             Event::RouteSwitched(r) if r.turn == open.turn => {
@@ -483,10 +483,10 @@ impl Fold {
     }
 
     fn close(&mut self, mut open: TurnSoFar, ending: Ending) {
-        if ending == Ending::Running {
-            if let Some(retry) = open.scheduled.take() {
-                open.lines.push(Line::Waiting(retry));
-            }
+        if ending == Ending::Running
+            && let Some(retry) = open.scheduled.take()
+        {
+            open.lines.push(Line::Waiting(retry));
         }
         open.abandon_scheduled();
         let unfinished = match ending {
@@ -496,10 +496,10 @@ impl Fold {
             _ => AttemptEnd::Unanswered,
         };
         for line in &mut open.lines {
-            if let Line::Attempt(attempt) = line {
-                if attempt.outcome == AttemptEnd::Running {
-                    attempt.outcome = unfinished.clone();
-                }
+            if let Line::Attempt(attempt) = line
+                && attempt.outcome == AttemptEnd::Running
+            {
+                attempt.outcome = unfinished.clone();
             }
         }
         if let Ending::Failed(failure) = &ending {
