@@ -120,6 +120,7 @@ async fn raw_postgres(url: &str) -> tokio_postgres::Client {
 }
 
 /// Every backend, fresh.
+#[cfg_attr(not(feature = "postgres"), allow(unused_mut))]
 fn backends() -> Vec<Backend> {
     let mut all = vec![
         Backend::Memory(MemoryStore::new()),
