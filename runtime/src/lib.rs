@@ -148,6 +148,7 @@ pub use rein_event::quote;
 pub mod random;
 pub use rein_event::retry_policy;
 pub mod runtime;
+mod saved_settings;
 pub mod session;
 pub mod session_log;
 mod step;

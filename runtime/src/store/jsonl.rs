@@ -78,13 +78,14 @@ use super::claim::{Claims, Held};
 use super::lock_file::{LockFile, Probe};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, MAX_LOG_BYTES, SessionStore, StoreError, TornTail,
-    check_continues, check_session_id, line,
+    BoxFuture, Claim, Durability, Loaded, MAX_LOG_BYTES, SessionStore, SettingsRecord, StoreError,
+    StoredSettings, TornTail, check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
 
 mod log_file;
 mod parse;
+mod settings;
 mod writer;
 
 /// The default bound on cached open files.
@@ -513,6 +514,24 @@ impl SessionStore for JsonlStore {
         Box::pin(async move {
             let inner = self.inner.clone();
             blocking(&self.inner.dir, move || inner.sessions_blocking()).await
+        })
+    }
+
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let (dir, record) = (self.inner.dir.clone(), record.clone());
+            blocking(&self.inner.dir, move || settings::save(&dir, &record, base)).await
+        })
+    }
+
+    fn load_settings(&self) -> BoxFuture<'_, Result<Vec<StoredSettings>, StoreError>> {
+        Box::pin(async move {
+            let dir = self.inner.dir.clone();
+            blocking(&self.inner.dir, move || settings::load(&dir)).await
         })
     }
 }

@@ -655,6 +655,9 @@ fn config_error(name: &str, e: ConfigError) -> Response {
             invalid(&[Problem { field, message: format!("{path}: {message}") }])
         }
         ConfigError::UnknownPlugin(_) => no_plugin(name),
+        e @ ConfigError::NotSaved { .. } => {
+            error(StatusCode::SERVICE_UNAVAILABLE, "notSaved", e.to_string())
+        }
         other => error(StatusCode::FORBIDDEN, "readOnly", other.to_string()),
     }
 }
