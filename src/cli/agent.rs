@@ -244,6 +244,10 @@ pub(crate) fn routes(planned: Planned) -> Result<Routes, String> {
         let route = provider::build(plan)?;
         fallbacks.push(provider::Route { name: spec.route_name(), ..route });
     }
+    // The chain's configuration is checked here, with the routes: a plugin that refuses the
+    // file's settings is bad input, found before anything starts.
+    let names: Vec<String> = fallbacks.iter().map(|r| r.name.clone()).collect();
+    plugins::chain(&names, planned.file.as_ref())?;
     Ok(Routes {
         primary,
         fallbacks,

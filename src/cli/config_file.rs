@@ -109,11 +109,17 @@ impl ConfigFile {
         format!("{}:{line}: {key}", self.path.display())
     }
 
-    /// Where the file sets each key of plugin `name` (`PATH:LINE`), for [`sources::sources`].
-    pub(crate) fn plugin_keys(&self, name: &str) -> BTreeMap<String, String> {
+    /// Where the file sets each key of plugin `name` (`PATH:LINE`) and to what, for
+    /// [`sources::sources`].
+    pub(crate) fn plugin_keys(&self, name: &str) -> BTreeMap<String, (String, Value)> {
         let Some(entry) = self.plugins.get(name) else { return BTreeMap::new() };
         let path = self.path.display();
-        entry.lines.iter().map(|(key, line)| (key.clone(), format!("{path}:{line}"))).collect()
+        let value = |key: &str| entry.config.get(key).cloned().unwrap_or(Value::Null);
+        entry
+            .lines
+            .iter()
+            .map(|(key, line)| (key.clone(), (format!("{path}:{line}"), value(key))))
+            .collect()
     }
 
     /// The settings the file gives plugin `name` (an empty object when none).

@@ -6,8 +6,8 @@
 //! with the file's values), the keys the file set (with their lines), the settings in force now
 //! with their revision, and whether any were saved. A value in force that differs from the
 //! built one came from a saved revision (the store's record at the current revision holds it);
-//! a value equal to the built one came from the file if the file set that key, else from the
-//! default.
+//! a value equal to the built one came from the file if the file set that key to it, else from
+//! the default (a lenient plugin that could not use the file's value took its default).
 
 use std::collections::BTreeMap;
 
@@ -36,10 +36,10 @@ impl std::fmt::Display for Source {
 }
 
 /// The source of every key of `now` (the settings in force at `revision`), given the `built`
-/// settings and the keys the `file` set, each with where (`PATH:LINE`).
+/// settings and the keys the `file` set, each with where (`PATH:LINE`) and its value there.
 pub(crate) fn sources(
     built: &Value,
-    file: &BTreeMap<String, String>,
+    file: &BTreeMap<String, (String, Value)>,
     now: &Value,
     revision: u64,
 ) -> BTreeMap<String, Source> {
@@ -48,7 +48,7 @@ pub(crate) fn sources(
         .map(|(key, value)| {
             let source = if revision > 0 && built.get(key) != Some(value) {
                 Source::Saved(revision)
-            } else if let Some(at) = file.get(key) {
+            } else if let Some((at, _)) = file.get(key).filter(|(_, set)| set == value) {
                 Source::File(at.clone())
             } else {
                 Source::Default
@@ -67,7 +67,10 @@ mod tests {
     #[test]
     fn each_value_is_the_default_the_files_or_a_saved_revisions() {
         let built = json!({"a": 1, "b": 2, "c": 3});
-        let file = BTreeMap::from([("b".to_owned(), "rein.toml:7".to_owned())]);
+        let file = BTreeMap::from([
+            ("b".to_owned(), ("rein.toml:7".to_owned(), json!(2))),
+            ("c".to_owned(), ("rein.toml:8".to_owned(), json!(-3))), // refused: built is 3
+        ]);
         let f = || Source::File("rein.toml:7".to_owned());
         let cases = [
             // (in force, revision) → sources of a, b, c

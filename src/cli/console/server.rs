@@ -101,8 +101,8 @@ pub(crate) struct Live {
     /// Each plugin's settings as built (defaults overlaid with the configuration file's), by
     /// plugin: what a value's source is told from.
     pub(crate) built: BTreeMap<String, Value>,
-    /// Where the configuration file sets each plugin's keys (`PATH:LINE`), by plugin.
-    pub(crate) file_keys: BTreeMap<String, BTreeMap<String, String>>,
+    /// Where the configuration file sets each plugin's keys (`PATH:LINE`) and to what, by plugin.
+    pub(crate) file_keys: BTreeMap<String, BTreeMap<String, (String, Value)>>,
 }
 
 /// Everything a request can reach.
