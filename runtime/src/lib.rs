@@ -118,8 +118,7 @@
 //! # }
 //! ```
 
-/// A boxed, sendable future: what the runtime's traits (stores, adapters, plugins, tools) return.
-pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+pub use future::BoxFuture;
 
 #[cfg(test)]
 extern crate self as rein_runtime;
@@ -135,6 +134,7 @@ pub use rein_event::failure;
 pub mod fault;
 pub mod file;
 mod first_poll;
+mod future;
 pub use rein_event::history;
 pub use rein_event::json_number;
 pub use rein_event::panel;

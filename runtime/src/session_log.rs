@@ -92,10 +92,10 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::BoxFuture;
 use crate::census::Census;
 use crate::clock::Clock;
 use crate::event::{Envelope, Event, TurnEndReason};
+use crate::future::BoxFuture;
 use crate::projection::Projection;
 use crate::store::{SessionStore, StoreError, TornTail};
 use crate::validator::{Rejection, Validator};

@@ -31,11 +31,11 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::BoxFuture;
 use crate::census::{ActorKind, Alive, Census};
 use crate::crash::panic_message;
 use crate::failure::{self, Failure};
 use crate::first_poll::{FirstPoll, first_poll};
+use crate::future::BoxFuture;
 use crate::provider::{Adapter, ChunkSink, Completion, Request};
 
 /// One attempt's outcome.
@@ -202,7 +202,7 @@ mod tests {
 
     impl<F> Adapter for Scripted<F>
     where
-        F: Fn(Request, ChunkSink) -> crate::BoxFuture<'static, AttemptResult>
+        F: Fn(Request, ChunkSink) -> crate::future::BoxFuture<'static, AttemptResult>
             + Send
             + Sync
             + 'static,
@@ -211,7 +211,7 @@ mod tests {
             &self,
             request: Request,
             chunks: ChunkSink,
-        ) -> crate::BoxFuture<'static, AttemptResult> {
+        ) -> crate::future::BoxFuture<'static, AttemptResult> {
             (self.0)(request, chunks)
         }
     }
@@ -248,7 +248,7 @@ mod tests {
                         Ok(Completion::default())
                     }
                 }
-            }) as crate::BoxFuture<'static, AttemptResult>
+            }) as crate::future::BoxFuture<'static, AttemptResult>
         }))
     }
 

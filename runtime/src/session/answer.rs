@@ -217,7 +217,7 @@ impl Stream for AnswerStream {
 
 impl IntoFuture for AnswerStream {
     type Output = Result<TurnOutcome, SessionError>;
-    type IntoFuture = crate::BoxFuture<'static, Self::Output>;
+    type IntoFuture = crate::future::BoxFuture<'static, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.outcome())

@@ -29,8 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::SessionError;
 use super::answer::AnswerStream;
-use crate::BoxFuture;
 use crate::event::{Envelope, Event, TurnEndReason};
+use crate::future::BoxFuture;
 use crate::session_log::SessionLog;
 use crate::store::SessionStore;
 

@@ -27,10 +27,10 @@
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
-use crate::BoxFuture;
 use crate::census::{ActorKind, Alive, Census};
 use crate::clock::Clock;
 use crate::event::{Envelope, Event};
+use crate::future::BoxFuture;
 use crate::store::SessionStore;
 
 use super::reopen::reopen;

@@ -15,8 +15,9 @@ use std::sync::{Mutex, PoisonError};
 use tokio::sync::oneshot;
 
 use super::memory::MemoryStore;
-use super::{BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, TornTail};
+use super::{Claim, Durability, Loaded, SessionStore, StoreError, TornTail};
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 /// A store that fails when told to (see the module docs).
 ///

@@ -18,10 +18,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use super::claim::Claims;
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, check_continues,
-    check_session_id,
+    Claim, Durability, Loaded, SessionStore, StoreError, check_continues, check_session_id,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 /// Session logs held in memory. Clones share the same logs.
 ///

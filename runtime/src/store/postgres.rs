@@ -45,10 +45,10 @@ use self::locks::Locks;
 use self::writer::{Request, Writer};
 use super::claim::Claims;
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, check_continues,
-    check_session_id, line,
+    Claim, Durability, Loaded, SessionStore, StoreError, check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 mod batch;
 mod locks;
