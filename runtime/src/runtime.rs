@@ -48,7 +48,7 @@ use crate::plugin::{
     Settings,
 };
 use crate::plugin_host::PluginHost;
-use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
+use crate::plugin_host::plugin_msg::{CrashNotice, PluginMsg};
 pub use crate::plugin_host::{
     CrashDecision, DisposeError, PluginChain, RegisterError, RestartIntensity, RestartWindow,
 };
