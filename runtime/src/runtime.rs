@@ -57,7 +57,7 @@ use crate::provider::{Adapter, Generation};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
 use crate::session::Sessions;
-use crate::session::actor::{ClientMsg, SessionMsg};
+use crate::session::message::{ClientMsg, SessionMsg};
 use crate::session::{Session, SessionError};
 use crate::store::SessionStore;
 use crate::store::memory::MemoryStore;

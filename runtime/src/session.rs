@@ -32,12 +32,13 @@ mod answer;
 pub(crate) mod directory;
 mod idle;
 mod last_route;
+pub(crate) mod message;
 pub(crate) mod turn_handle;
 
 pub use answer::{Answer, AnswerDelta, AnswerStream, Answered};
 pub use turn_handle::{TurnHandle, TurnOutcome};
 
-use actor::ClientMsg;
+use message::ClientMsg;
 
 /// What a session was asked to do.
 ///
@@ -157,7 +158,7 @@ pub(crate) struct Sessions {
 
 impl Sessions {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Self { shared, directory: directory::Directory::default() }
+        Self { shared, directory: directory::Directory::new(actor::wake) }
     }
 }
 

@@ -61,49 +61,29 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
+use ractor::{
+    Actor, ActorCell, ActorProcessingErr, ActorRef, ActorRuntime, SpawnErr, SupervisionEvent,
+};
 use tokio::sync::oneshot;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::directory::Lease;
 use super::idle::{self, Idle, WhenIdle};
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
+use super::message::{ClientMsg, SessionMsg};
 use super::turn_handle::{Started, TurnOutcome, TurnSink};
-use super::{Prompt, SessionError, Sessions};
+use super::{SessionError, Sessions};
 use crate::agent_loop;
 use crate::agent_loop::runtime_failure;
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
 use crate::context::Shared;
-use crate::event::{
-    AgentIdle, CancelCause, ConfigChanged, Envelope, Event, TurnEndReason, TurnStart, UserMessage,
-};
+use crate::event::{AgentIdle, CancelCause, Event, TurnEndReason, TurnStart, UserMessage};
 use crate::history::HistoryProjection;
 use crate::provider::Generation;
 use crate::session_log::{AppendError, OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
-
-/// A message to a session actor.
-pub(crate) enum SessionMsg {
-    /// From a [`Session`](super::Session) handle, through the directory (counted).
-    Client(ClientMsg),
-    /// The idle grace period armed as generation `.0` elapsed.
-    GraceOver(u64),
-    /// The runtime shuts down: cancel the running turn (`disposed`), drop the queue, hibernate.
-    Shutdown,
-}
-
-/// A client's request.
-pub(crate) enum ClientMsg {
-    Open(oneshot::Sender<Result<(), SessionError>>),
-    Prompt(Prompt, TurnSink),
-    Retry(TurnSink, oneshot::Sender<Result<(), SessionError>>),
-    Cancel(CancelCause, oneshot::Sender<bool>),
-    Close(oneshot::Sender<()>),
-    Events(oneshot::Sender<Result<Vec<Envelope>, SessionError>>),
-    ConfigChanged(ConfigChanged),
-}
 
 /// The actor of one awake session.
 pub(crate) struct SessionActor {
@@ -113,9 +93,19 @@ pub(crate) struct SessionActor {
 }
 
 impl SessionActor {
-    pub(crate) fn new(sessions: Arc<Sessions>, id: Arc<str>) -> Self {
+    fn new(sessions: Arc<Sessions>, id: Arc<str>) -> Self {
         Self { shared: Arc::clone(&sessions.shared), sessions, id }
     }
+}
+
+/// Spawns the actor of session `id`, without awaiting its start: the directory calls it under
+/// its lock (see `directory`), so messages may wait in the mailbox before `pre_start` ends.
+pub(crate) fn wake(
+    sessions: &Arc<Sessions>,
+    id: &Arc<str>,
+) -> Result<ActorRef<SessionMsg>, SpawnErr> {
+    let actor = SessionActor::new(Arc::clone(sessions), Arc::clone(id));
+    ActorRuntime::spawn_instant(None, actor, ()).map(|(actor, _starting)| actor)
 }
 
 enum Work {
