@@ -25,6 +25,7 @@ use crate::future::BoxFuture;
 
 pub(crate) mod actor;
 mod generation;
+pub(crate) mod message;
 
 pub use generation::{Generation, GenerationError, MAX_TEMPERATURE};
 pub use rein_event::message::{Message, Messages};

@@ -52,7 +52,8 @@ use crate::plugin_host::plugin_msg::{CrashNotice, PluginMsg};
 pub use crate::plugin_host::{
     CrashDecision, DisposeError, PluginChain, RegisterError, RestartIntensity, RestartWindow,
 };
-use crate::provider::actor::{ProviderActor, ProviderMsg};
+use crate::provider::actor::ProviderActor;
+use crate::provider::message::ProviderMsg;
 use crate::provider::{Adapter, Generation};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
