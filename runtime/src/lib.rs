@@ -33,8 +33,8 @@
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
 //! turn's pure decisions (`agent_loop`), the turn, step and provider actors (`turn`, `step`,
-//! `provider::actor`), the session actor and its pure idle rules (`session::actor`,
-//! `session::idle`). `docs/architecture.md` in the repository maps them.
+//! `provider::actor`), the session actor and its phase with its pure decisions (`session::actor`,
+//! `session::phase`). `docs/architecture.md` in the repository maps them.
 //!
 //! # Quick start
 //!
