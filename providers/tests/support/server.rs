@@ -158,8 +158,10 @@ pub async fn free_addr() -> SocketAddr {
 
 impl Server {
     /// A server on a fresh loopback port playing `script`.
+    /// Bound once and kept: a port released and bound again can be taken in between.
     pub async fn start(script: Vec<Reply>) -> Server {
-        Self::start_at(free_addr().await, script).await
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve(listener, script)
     }
 
     /// A server on `addr` playing `script`.
