@@ -239,10 +239,10 @@ fn read_module(
                     ]
             };
             test_only |= cfg("test") || cfg("doctest");
-            if let [Tok::Ident(name), Tok::Punct('='), Tok::Str(value)] = inside {
-                if name == "path" {
-                    path_attr = Some(value.clone());
-                }
+            if let [Tok::Ident(name), Tok::Punct('='), Tok::Str(value)] = inside
+                && name == "path"
+            {
+                path_attr = Some(value.clone());
             }
             index = end;
         }
@@ -441,25 +441,22 @@ impl Crate {
     /// `path`, named in module `from`, from the crate root; `None` when it is not the crate's
     /// (another crate, or an item in scope).
     fn absolute(&self, from: &[String], path: &[String]) -> Option<Vec<String>> {
-        let (first, rest) = path.split_first()?;
-        let mut base = from.to_vec();
-        match first.as_str() {
-            "crate" | "$crate" => base.clear(),
-            "self" => {}
-            "super" => {
-                base.pop()?;
-                let mut rest = rest;
-                while rest.first().map(String::as_str) == Some("super") {
-                    base.pop()?;
-                    rest = &rest[1..];
-                }
-                base.extend(rest.iter().cloned());
-                return Some(base);
-            }
-            child if self.children[from].contains(child) => base.push(child.to_owned()),
+        let first = path.first()?;
+        let (mut base, rest) = match first.as_str() {
+            "crate" | "$crate" => (Vec::new(), &path[1..]),
+            "self" | "super" => (from.to_vec(), path),
+            child if self.children[from].contains(child) => (from.to_vec(), path),
             _ => return None,
+        };
+        for segment in rest {
+            match segment.as_str() {
+                "super" => {
+                    base.pop()?;
+                }
+                "self" => {}
+                name => base.push(name.to_owned()),
+            }
         }
-        base.extend(rest.iter().cloned());
         Some(base)
     }
 
@@ -477,12 +474,13 @@ impl Crate {
                 continue;
             }
             let exported = exports.get(&module).and_then(|e| e.get(segment));
-            if let (Some(target), true) = (exported, depth < 8) {
-                if let Some(target) = self.absolute(&module, target) {
-                    let mut through = target;
-                    through.extend(path[index + 1..].iter().cloned());
-                    return self.resolve(&through, exports, depth + 1);
-                }
+            if let Some(target) = exported
+                && depth < 8
+                && let Some(target) = self.absolute(&module, target)
+            {
+                let mut through = target;
+                through.extend(path[index + 1..].iter().cloned());
+                return self.resolve(&through, exports, depth + 1);
             }
             break;
         }
@@ -679,9 +677,11 @@ fn the_check_finds_a_cycle_when_there_is_one() {
         // Within `a`: x → y (through a group), y → x (through `super`): a cycle.
         ("src/a.rs", "mod x;\nmod y;\nuse crate::Thing; // crate::c\n"),
         ("src/a/x.rs", "use super::{y::Y, Z};\npub struct X;\n"),
-        ("src/a/y.rs", "pub struct Y(super::x::X);\n/// super::z\nconst S: &str = \"crate::b\";\n"),
+        ("src/a/y.rs", "pub struct Y(super::x::X);\n/// super::z\nconst S: &str = \"crate::b\";\nconst R: &str = r#\"crate::c\"#;\n"),
         // Top level: b → a (naming `crate::a::x` in code); a → b through the root's re-export.
-        ("src/b/mod.rs", "pub struct Thing;\nfn f() { let _ = crate::a::x::X; }\n#[cfg(test)]\nfn g() { crate::c::X; }"),
+        // A brace in a char literal does not unbalance the items; a lifetime is no char literal.
+        ("src/b/mod.rs", "pub struct Thing;\nfn f<'a>(_: &'a str) -> char { let _ = crate::a::x::X; '{' }\n#[cfg(test)]\nfn g() { crate::c::X; }\n#[path = \"elsewhere.rs\"]\nmod d;"),
+        ("src/b/elsewhere.rs", "use self::super::super::c;"),
         ("src/tests.rs", "use crate::c;"),
     ]
     .into_iter()
@@ -690,7 +690,7 @@ fn the_check_finds_a_cycle_when_there_is_one() {
     let read = |path: &Path| files.get(path).map(|text| (*text).to_owned());
     let krate = Crate::read("demo", Path::new("src/lib.rs"), &read);
     let modules: Vec<String> = krate.children.keys().map(|p| p.join("::")).collect();
-    assert_eq!(modules, ["", "a", "a::x", "a::y", "b", "c"], "{krate:?}");
+    assert_eq!(modules, ["", "a", "a::x", "a::y", "b", "b::d", "c"], "{krate:?}");
     let levels = krate.levels();
     let top = &levels[&Vec::new()];
     assert_eq!(
@@ -698,12 +698,16 @@ fn the_check_finds_a_cycle_when_there_is_one() {
         ["b".to_owned()].into(),
         "a names Thing, which the root re-exports from b"
     );
-    assert_eq!(top["b"], ["a".to_owned()].into(), "b names a::x in code; its test is skipped");
+    assert_eq!(
+        top["b"],
+        ["a", "c"].map(String::from).into(),
+        "b names a::x in code (its test is skipped), b::d names c through `self::super::super`"
+    );
     assert_eq!(top["c"], ["a".to_owned()].into(), "an inline module is a module");
     assert_eq!(
         krate.cycles(),
         [
-            "demo: a → b → a (in a knot of {a, b})",
+            "demo: a → b → a (in a knot of {a, b, c})",
             "demo: a::x → a::y → a::x (in a knot of a::{x, y})"
         ],
         "comments and strings name nothing: {levels:?}"
