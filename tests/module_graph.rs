@@ -12,6 +12,8 @@
 //! crate's top-level modules. A module naming its own ancestors (`super::SessionError`) or its
 //! descendants (`mod` and `pub use` of its children) adds no edge: that is the tree itself.
 //!
+//! `MODULE_GRAPH_DUMP=1` prints every level's graph (to see what an edge comes from).
+//!
 //! A cycle means two modules cannot be understood — or changed — one without the other; the
 //! layout (docs/architecture.md) keeps the pure cores at the bottom, shared definitions in
 //! leaves, and each actor depending only on what it drives.
