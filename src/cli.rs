@@ -24,7 +24,6 @@ pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod codes;
 pub(crate) mod config;
-pub(crate) mod config_file;
 pub(crate) mod console;
 pub(crate) mod demo;
 pub(crate) mod logs;

@@ -48,17 +48,18 @@ use crate::plugin::{
     Settings,
 };
 use crate::plugin_host::PluginHost;
-use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
+use crate::plugin_host::plugin_msg::{CrashNotice, PluginMsg};
 pub use crate::plugin_host::{
     CrashDecision, DisposeError, PluginChain, RegisterError, RestartIntensity, RestartWindow,
 };
-use crate::provider::actor::{ProviderActor, ProviderMsg};
+use crate::provider::actor::ProviderActor;
+use crate::provider::message::ProviderMsg;
 use crate::provider::{Adapter, Generation};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
 use crate::saved_settings;
 use crate::session::Sessions;
-use crate::session::actor::{ClientMsg, SessionMsg};
+use crate::session::message::{ClientMsg, SessionMsg};
 use crate::session::{Session, SessionError};
 use crate::store::memory::MemoryStore;
 use crate::store::{SessionStore, SettingsRecord, StoreError};

@@ -32,8 +32,8 @@
 //! resolves after the store holds the records at the promised [`Durability`]. So `append` is a
 //! future that resolves exactly then; the session log answers its caller only after it.
 
-use crate::BoxFuture;
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 pub mod claim;
 pub mod faulty;
@@ -175,6 +175,13 @@ pub enum StoreError {
         /// The `seq` the append carried there.
         found: u64,
     },
+}
+
+impl StoreError {
+    /// An I/O error on `path`.
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        Self::Io { path: path.display().to_string(), source }
+    }
 }
 
 /// A place that holds session logs.

@@ -9,6 +9,8 @@
 //!   with `fallback` first when routes are given to it.
 //! - [`sessions`]: the store directory and a session's place in it, checked before anything is
 //!   written.
+//! - [`config_file`]: `rein.toml` (routes, chain and plugin settings, store, console port), read
+//!   strictly with the line of every key, and where each plugin setting in force came from.
 //! - [`generation`] (pure): the generation flags (`--system`, `--temperature`, `--max-tokens`),
 //!   checked against the routes they apply to.
 //! - [`ProviderArgs`]: the provider flags both commands take; [`plan`] checks them against the
@@ -23,6 +25,7 @@ use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::SessionStore;
 
+pub(crate) mod config_file;
 pub(crate) mod generation;
 pub(crate) mod plugins;
 pub(crate) mod provider;
@@ -30,7 +33,7 @@ pub(crate) mod sessions;
 
 use provider::{FallbackSpec, Plan, ProviderKind, Wanted};
 
-use crate::cli::config_file::{self, ConfigFile};
+use config_file::ConfigFile;
 
 /// The provider flags of `rein chat` and `rein console`.
 #[derive(Debug, Clone, clap::Args)]

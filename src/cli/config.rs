@@ -14,8 +14,8 @@ use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::{Durability, SessionStore, StoredSettings};
 use serde_json::Value;
 
+use super::agent::config_file::{self, ConfigFile, sources};
 use super::agent::{self, plugins, sessions};
-use super::config_file::{self, ConfigFile, sources};
 
 pub(crate) const CONFIG_HELP: &str = "\
 Output:

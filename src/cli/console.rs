@@ -26,10 +26,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::agent::config_file::{self, ConfigFile};
 use super::agent::{self, ProviderArgs, sessions};
 use super::chat::signals::{self, Signal};
 use super::chat::telemetry;
-use super::config_file::{self, ConfigFile};
 
 mod body;
 mod connections;

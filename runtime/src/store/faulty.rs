@@ -16,10 +16,10 @@ use tokio::sync::oneshot;
 
 use super::memory::MemoryStore;
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
-    TornTail,
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings, TornTail,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 /// A store that fails when told to (see the module docs).
 ///

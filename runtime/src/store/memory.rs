@@ -19,10 +19,11 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::claim::Claims;
 use super::settings_record::{check_base, check_plugin_name};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
     check_continues, check_session_id,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 /// Session logs held in memory. Clones share the same logs.
 ///

@@ -46,10 +46,11 @@ use self::writer::{Request, Writer};
 use super::claim::Claims;
 use super::settings_record::{check_base, check_plugin_name, read_row};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
     check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 mod batch;
 mod locks;

@@ -60,10 +60,11 @@ use super::claim::Claims;
 use super::lock_file::{self, LockFile};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
     check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 mod flusher;
 mod layout;

@@ -11,7 +11,7 @@
 use rein_runtime::plugin::{BuiltPlugin, ConfigError};
 use serde_json::{Value, json};
 
-use crate::cli::config_file::ConfigFile;
+use super::config_file::ConfigFile;
 
 /// The chain, outermost first, and the warnings of its plugins' configuration readers (each
 /// naming the file's key and line when the value came from the file). A factory that refuses
@@ -96,7 +96,7 @@ mod tests {
     }
 
     fn file(text: &str) -> ConfigFile {
-        crate::cli::config_file::read(std::path::Path::new("rein.toml"), text).unwrap()
+        crate::cli::agent::config_file::read(std::path::Path::new("rein.toml"), text).unwrap()
     }
 
     #[test]

@@ -61,7 +61,7 @@ use super::request::{self, BadRequest};
 use super::staged::{self, Problem};
 use super::status;
 use super::tail::Tail;
-use crate::cli::config_file::sources;
+use crate::cli::agent::config_file::sources;
 
 /// The stylesheet: the colour tokens, the panels', the conversation's, the console's own.
 fn css() -> String {

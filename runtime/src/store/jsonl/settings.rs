@@ -15,7 +15,6 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::io_error;
 use crate::file;
 use crate::store::settings_record::{check_base, check_plugin_name, read_record};
 use crate::store::{SettingsRecord, StoreError, StoredSettings};
@@ -34,17 +33,18 @@ pub(super) fn save(dir: &Path, record: &SettingsRecord, base: u64) -> Result<(),
     check_plugin_name(&record.plugin)?;
     let lock_path = dir.join(format!("{}.settings.lock", record.plugin));
     let options = OpenOptions::new().read(true).write(true).create(true).clone();
-    let lock = file::open(&lock_path, &options).map_err(|e| io_error(&lock_path, e))?;
-    lock.lock().map_err(|e| io_error(&lock_path, e))?;
+    let lock = file::open(&lock_path, &options).map_err(|e| StoreError::io(&lock_path, e))?;
+    lock.lock().map_err(|e| StoreError::io(&lock_path, e))?;
 
     let path = record_path(dir, &record.plugin);
     let stored = match read(&path, &record.plugin) {
         Ok(stored) => stored.map(|s| s.revision()),
-        Err(e) => return Err(io_error(&path, e)),
+        Err(e) => return Err(StoreError::io(&path, e)),
     };
     check_base(record, base, stored)?;
 
-    let mut text = serde_json::to_vec(record).map_err(|e| io_error(&path, io::Error::other(e)))?;
+    let mut text =
+        serde_json::to_vec(record).map_err(|e| StoreError::io(&path, io::Error::other(e)))?;
     text.push(b'\n');
     let tmp = dir.join(format!("{}{SUFFIX}.tmp", record.plugin));
     let written = (|| {
@@ -54,11 +54,11 @@ pub(super) fn save(dir: &Path, record: &SettingsRecord, base: u64) -> Result<(),
     })();
     if let Err(e) = written {
         let _ = std::fs::remove_file(&tmp);
-        return Err(io_error(&tmp, e));
+        return Err(StoreError::io(&tmp, e));
     }
-    std::fs::rename(&tmp, &path).map_err(|e| io_error(&path, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
     if cfg!(unix) {
-        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_error(dir, e))?;
+        File::open(dir).and_then(|d| d.sync_all()).map_err(|e| StoreError::io(dir, e))?;
     }
     drop(lock);
     Ok(())
@@ -91,10 +91,10 @@ fn read(path: &Path, plugin: &str) -> io::Result<Option<StoredSettings>> {
 
 /// Every record in `dir`, in plugin-name order.
 pub(super) fn load(dir: &Path) -> Result<Vec<StoredSettings>, StoreError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| io_error(dir, e))?;
+    let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))?;
     let mut plugins = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| io_error(dir, e))?;
+        let entry = entry.map_err(|e| StoreError::io(dir, e))?;
         let name = entry.file_name();
         let Some(plugin) = name.to_str().and_then(|n| n.strip_suffix(SUFFIX)) else { continue };
         if check_plugin_name(plugin).is_ok() {
@@ -108,7 +108,7 @@ pub(super) fn load(dir: &Path) -> Result<Vec<StoredSettings>, StoreError> {
         match read(&path, &plugin) {
             Ok(Some(stored)) => records.push(stored),
             Ok(None) => {} // replaced or removed meanwhile
-            Err(e) => return Err(io_error(&path, e)),
+            Err(e) => return Err(StoreError::io(&path, e)),
         }
     }
     Ok(records)

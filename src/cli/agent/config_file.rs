@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::cli::agent::provider::ProviderKind;
+use super::provider::ProviderKind;
 
 pub(crate) mod sources;
 mod spans;
