@@ -7,7 +7,7 @@ use rein_event::event::{
     AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
     Envelope, Event, LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart,
     RouteSwitched, SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd,
-    TurnEndReason, TurnStart, UserMessage,
+    TurnEndReason, TurnResumed, TurnStart, UserMessage,
 };
 use rein_event::failure::Failure;
 
@@ -304,6 +304,15 @@ impl History {
             plugin: "auto-retry".into(),
             revision: 2,
             changed: vec!["enabled".into()],
+        }))
+    }
+
+    /// `turn/resumed` in the current turn and step, with `pending`.
+    pub fn resumed(&mut self, pending: &str) -> &mut Self {
+        self.push(Event::TurnResumed(TurnResumed {
+            turn: self.turn,
+            step: self.step,
+            pending: pending.into(),
         }))
     }
 
