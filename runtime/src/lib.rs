@@ -146,6 +146,7 @@ pub use rein_event::projection;
 pub mod provider;
 pub use rein_event::quote;
 pub mod random;
+pub mod resume;
 pub use rein_event::retry_policy;
 pub mod runtime;
 mod saved_settings;
@@ -168,6 +169,7 @@ pub mod prelude {
     pub use crate::event::{CancelCause, Envelope, Event, TurnEndReason};
     pub use crate::failure::Failure;
     pub use crate::provider::Generation;
+    pub use crate::resume::Resume;
     pub use crate::retry_policy::RetryPolicy;
     pub use crate::runtime::{Route, Runtime};
     pub use crate::session::{AnswerDelta, Prompt, Session, SessionError, TurnHandle, TurnOutcome};
