@@ -65,7 +65,7 @@ use crate::plugin::RequestErrorPayload;
 use crate::plugin_host::walk;
 use crate::provider::message::{ProviderCall, ProviderMsg};
 use crate::provider::{ChunkSink, Completion, Generation, Request, SinkClosed};
-use crate::resume::plan::{self as resume, StepPoint, ToolsFrom};
+use crate::resume::plan::{self as resume, StepPoint, ToolRun};
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::{SessionLog, StepRouteProjection};
 use crate::tool::{TOOL_ERROR, ToolOutcome};
@@ -192,6 +192,17 @@ impl StepState {
             }),
             cancel: self.scope.token().clone(),
             log: self.ctx.log.clone(),
+        }
+    }
+
+    /// The `tool/result` of call `index` (which exists).
+    fn tool_result(&self, index: usize, output: String, is_error: bool) -> ToolResult {
+        ToolResult {
+            turn: self.ctx.turn,
+            step: self.step,
+            id: self.calls.get(index).map(|call| call.id.clone()).unwrap_or_default(),
+            output,
+            is_error,
         }
     }
 
@@ -406,24 +417,30 @@ impl StepActor {
                 self.offer(myself, state, failure);
                 Ok(())
             }
-            StepPoint::Tools { calls, from } => {
+            StepPoint::Tools { calls, runs } => {
                 state.calls = calls;
-                match from {
-                    ToolsFrom::Lost(index) => {
-                        let unknown = ToolOutcome::Error(resume::OUTCOME_UNKNOWN.to_owned());
-                        self.tool_done(myself, state, index, unknown).await
-                    }
-                    ToolsFrom::Run(index) => {
-                        state.append(state.tool_call(index).into_iter().collect()).await?;
-                        self.run_tool(myself, state, index);
-                        Ok(())
-                    }
-                    ToolsFrom::Done => {
-                        state.append(vec![Event::StepEnd(state.at())]).await?;
-                        self.finish(myself, state, StepOutcome::ToolsRan);
-                        Ok(())
+                // Unknown results for the calls that may have run, then the first call that
+                // never ran (the rest follow it as in a live step), or the step's end.
+                let mut batch = Vec::new();
+                for (index, run) in runs.iter().enumerate() {
+                    match run {
+                        ToolRun::Answered => {}
+                        ToolRun::Lost => {
+                            let unknown = resume::OUTCOME_UNKNOWN.to_owned();
+                            batch.push(Event::ToolResult(state.tool_result(index, unknown, true)));
+                        }
+                        ToolRun::NotRun => {
+                            batch.extend(state.tool_call(index));
+                            state.append(batch).await?;
+                            self.run_tool(myself, state, index);
+                            return Ok(());
+                        }
                     }
                 }
+                batch.push(Event::StepEnd(state.at()));
+                state.append(batch).await?;
+                self.finish(myself, state, StepOutcome::ToolsRan);
+                Ok(())
             }
         }
     }
@@ -482,14 +499,7 @@ impl StepActor {
             ToolOutcome::Error(error) | ToolOutcome::Failure(error) => (error.clone(), true),
         };
         let name = call.name.clone();
-        let tool_result = ToolResult {
-            turn: state.ctx.turn,
-            step: state.step,
-            id: call.id.clone(),
-            output,
-            is_error,
-        };
-        let mut batch = vec![Event::ToolResult(tool_result)];
+        let mut batch = vec![Event::ToolResult(state.tool_result(index, output, is_error))];
         if let ToolOutcome::Failure(error) = result {
             state.append(batch).await?;
             let failure = Failure::internal(TOOL_ERROR, format!("tool {name}: {error}"));

@@ -6,7 +6,7 @@
 //! | `llm/retry` with no `llm/retry-started` | wait what is left of `time + delayMs`, append `llm/retry-started`, start the next attempt ([`StepPoint::RetryWait`]) | `retry-wait` |
 //! | `request/start` with no outcome | append `request/error` `TRANSPORT` for it and offer it to the waterfall ([`StepPoint::Cut`]) | `attempt` |
 //! | `request/error` with no answer yet | offer the same failure to the waterfall again ([`StepPoint::Offer`]) | `waterfall` |
-//! | `tool/call` with no `tool/result` | append `tool/result {isError: true}` "outcome unknown…" and go on ([`ToolsFrom::Lost`]) | `tool` |
+//! | `tool/call` with no `tool/result` | append `tool/result {isError: true}` "outcome unknown…" and go on ([`ToolRun::Lost`]) | `tool` |
 //! | anything else | continue the loop: the next attempt, tool call, step, or the turn's end | `loop` |
 //!
 //! It is not resumed — the reopen closes it `interrupted` as before ([`NotResumed`]) — when the
@@ -74,7 +74,7 @@ impl Plan {
             Point::InStep(StepPoint::RetryWait { .. }) => "retry-wait",
             Point::InStep(StepPoint::Cut { .. }) => "attempt",
             Point::InStep(StepPoint::Offer { .. }) => "waterfall",
-            Point::InStep(StepPoint::Tools { from: ToolsFrom::Lost(_), .. }) => "tool",
+            Point::InStep(StepPoint::Tools { runs, .. }) if runs.contains(&ToolRun::Lost) => "tool",
             _ => "loop",
         }
     }
@@ -137,24 +137,25 @@ pub(crate) enum StepPoint {
         /// Its failure, as its `request/error` recorded it.
         failure: Failure,
     },
-    /// The step's answer called tools: go on from `from`.
+    /// The step's answer called tools: each call goes on as `runs` says (then the step ends).
     Tools {
         /// The calls of the answer, in order.
         calls: Vec<ToolCall>,
-        /// Where.
-        from: ToolsFrom,
+        /// Where each call stands, in the same order.
+        runs: Vec<ToolRun>,
     },
 }
 
-/// Where a step's tool calls continue.
+/// Where one tool call of a resumed step stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ToolsFrom {
-    /// Call `index` is logged without a result: record [`OUTCOME_UNKNOWN`], then the next call.
-    Lost(usize),
-    /// Call `index` was never logged (it never ran): log it and run it.
-    Run(usize),
-    /// Every call has its result: the step ends.
-    Done,
+pub(crate) enum ToolRun {
+    /// Its `tool/result` is written.
+    Answered,
+    /// Its `tool/call` is written and its result is not: it may have run. Record
+    /// [`OUTCOME_UNKNOWN`]; never run it again.
+    Lost,
+    /// Its `tool/call` was never written: it never ran. Write it and run it.
+    NotRun,
 }
 
 /// The open turn's tail: the events from its `turn/start` (the last one of `events`) on.
@@ -281,12 +282,17 @@ impl Tail {
             if calls.is_empty() {
                 return Point::Answered;
             }
-            let from = match calls.iter().position(|call| !self.answered.contains(&call.id)) {
-                Some(index) if self.called.contains(&calls[index].id) => ToolsFrom::Lost(index),
-                Some(index) => ToolsFrom::Run(index),
-                None => ToolsFrom::Done,
-            };
-            return Point::InStep(StepPoint::Tools { calls: calls.clone(), from });
+            let runs = calls
+                .iter()
+                .map(|call| {
+                    match (self.answered.contains(&call.id), self.called.contains(&call.id)) {
+                        (true, _) => ToolRun::Answered,
+                        (false, true) => ToolRun::Lost,
+                        (false, false) => ToolRun::NotRun,
+                    }
+                })
+                .collect();
+            return Point::InStep(StepPoint::Tools { calls: calls.clone(), runs });
         }
         let step = match &self.attempt {
             None => StepPoint::Begin { attempt: 1 },
@@ -459,8 +465,9 @@ mod tests {
     fn in_step(point: StepPoint) -> Point {
         Point::InStep(point)
     }
-    fn tools(ids: &[&str], from: ToolsFrom) -> Point {
-        in_step(StepPoint::Tools { calls: ids.iter().map(|id| call(id)).collect(), from })
+    fn tools(ids: &[&str], runs: &[ToolRun]) -> Point {
+        let calls = ids.iter().map(|id| call(id)).collect();
+        in_step(StepPoint::Tools { calls, runs: runs.to_vec() })
     }
     fn cut(attempt: u32) -> Point {
         in_step(StepPoint::Cut {
@@ -570,7 +577,7 @@ mod tests {
                 T::turn().step(1).request(1, "mock").answer(&["c1", "c2"]).tool_call("c1"),
                 1,
                 "mock",
-                tools(&["c1", "c2"], ToolsFrom::Lost(0)),
+                tools(&["c1", "c2"], &[ToolRun::Lost, ToolRun::NotRun]),
                 "tool",
             ),
             (
@@ -583,7 +590,22 @@ mod tests {
                     .tool_call("c2"),
                 1,
                 "mock",
-                tools(&["c1", "c2"], ToolsFrom::Lost(1)),
+                tools(&["c1", "c2"], &[ToolRun::Answered, ToolRun::Lost]),
+                "tool",
+            ),
+            // Every call logged before any result: each one without its result is unknown.
+            (
+                T::turn()
+                    .step(1)
+                    .request(1, "mock")
+                    .answer(&["c1", "c2", "c3"])
+                    .tool_call("c1")
+                    .tool_call("c2")
+                    .tool_call("c3")
+                    .tool_result("c1"),
+                1,
+                "mock",
+                tools(&["c1", "c2", "c3"], &[ToolRun::Answered, ToolRun::Lost, ToolRun::Lost]),
                 "tool",
             ),
             // A call never logged never ran: it runs now.
@@ -596,7 +618,7 @@ mod tests {
                     .tool_result("c1"),
                 1,
                 "mock",
-                tools(&["c1", "c2"], ToolsFrom::Run(1)),
+                tools(&["c1", "c2"], &[ToolRun::Answered, ToolRun::NotRun]),
                 "loop",
             ),
             (
@@ -608,7 +630,7 @@ mod tests {
                     .tool_result("c1"),
                 1,
                 "mock",
-                tools(&["c1"], ToolsFrom::Done),
+                tools(&["c1"], &[ToolRun::Answered]),
                 "loop",
             ),
             // Answered without tools: the turn completes.
