@@ -10,7 +10,6 @@
 #![allow(clippy::unwrap_used)]
 
 #[path = "../../invariant/tests/support/history.rs"]
-#[allow(dead_code, unreachable_pub)]
 mod history;
 
 #[path = "support/adapters.rs"]
@@ -43,6 +42,9 @@ use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::{Tool, ToolOutcome};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+/// A crash's tail: `(time, event)`s.
+type Tail = Vec<(u64, Event)>;
 
 /// The delay every scheduled retry of these tests waits.
 const DELAY_MS: u64 = 20_000;
@@ -134,7 +136,7 @@ fn server() -> Failure {
 
 /// What a crashed process left: `session/start`, `user/message "hello"`, `turn/start 1`, then
 /// `events`, each `(time, event)`.
-async fn crashed(store: &MemoryStore, events: Vec<(u64, Event)>) -> Vec<Envelope> {
+async fn crashed(store: &MemoryStore, events: Tail) -> Vec<Envelope> {
     let mut all = vec![
         (0, Event::SessionStart(SessionStart { session: "s".into(), format: LOG_FORMAT })),
         (0, Event::UserMessage(UserMessage { text: "hello".into() })),
@@ -497,7 +499,7 @@ async fn anything_else_continues_the_loop() {
             usage: None,
         })
     };
-    let cases: Vec<(Vec<(u64, Event)>, u32, Vec<&str>)> = vec![
+    let cases: Vec<(Tail, u32, Vec<&str>)> = vec![
         // Before the first step.
         (vec![], 0, vec!["step/start", "request/start", "assistant/chunk", "assistant/message"]),
         // A step/start whose request/start was not written.
@@ -533,7 +535,7 @@ async fn resumption_off_too_many_resumes_or_a_gone_route_interrupt_the_turn() {
         provider: "gone".into(),
         model: "m".into(),
     });
-    let cases: Vec<(&str, Vec<(u64, Event)>, Resume)> = vec![
+    let cases: Vec<(&str, Tail, Resume)> = vec![
         ("resumption off", cut(), Resume::Never),
         (
             "resumed 3 times already",
