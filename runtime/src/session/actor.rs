@@ -38,8 +38,8 @@
 //! If this actor itself ends abnormally (it failed, or was killed), ractor kills its children —
 //! the turn, its step, the log — and the tokens fire as their states are dropped: no wait of the
 //! turn outlives its session. The log then still shows the turn open; the session's lease wakes
-//! the session again at once, and the reopened log closes the turn `interrupted`, as after any
-//! crash.
+//! the session again at once, and the reopened session resumes the turn (or closes it
+//! `interrupted`), as after any crash (see "How a crash's turn resumes").
 //!
 //! # When the log fails
 //!
@@ -50,8 +50,17 @@
 //! naming the store's error (the running turn's outcome, the queued prompts, and every message
 //! still on its way, like a session whose log could not be opened), takes no more turns and
 //! hibernates; its turn and step stop with it. When a turn was left open in the log, its lease
-//! then wakes a fresh session at once, whose reopened log closes that turn `interrupted`, as
+//! then wakes a fresh session at once, which resumes that turn or closes it `interrupted`, as
 //! after a crash (if the store still fails, that open fails, and the next call tries again).
+//!
+//! # How a crash's turn resumes
+//!
+//! A runtime that resumes (`Resume`, the default) opens the log keeping a turn a crash left open
+//! (`OpenOptions::keep_open_turn`), reads that turn's tail and asks `resume::plan::decide`: the
+//! turn is closed `interrupted` right there (resumption off, resumed too often, its route gone),
+//! or, once the actor started (`post_start`), `turn/resumed` is appended and a turn actor starts
+//! at the decided point, running like any turn — cancelled the same way, closed the same way —
+//! except that nobody awaits its outcome.
 //!
 //! # Why `pre_start` never fails
 //!
