@@ -6,17 +6,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "../providers/tests/support/messages.rs"]
-mod messages;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
-use cli::{Run, checked_log, lines_starting, log_path, rein, rein_check, session_id};
 use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_testkit::cli::{Run, checked_log, lines_starting, log_path, rein, rein_check, session_id};
+use rein_testkit::server::{Reply, Server, status_reply, with_headers};
+use rein_testkit::{messages, server};
 use serde_json::json;
-use server::{Reply, Server, status_reply, with_headers};
 
 const KEY: &str = "sk-ant-cli-test-9c41d7e2b05a";
 const OPENAI_KEY: &str = "sk-openai-cli-test-3f8e";

@@ -5,17 +5,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use rein_runtime::store::jsonl::read_log;
+use rein_testkit::server::{Part, Reply, Server, answer, delta, status_reply};
 use serde_json::json;
-use server::{Part, Reply, Server, answer, delta, status_reply};
 
 /// Every variable that would change what `rein chat` does, removed from the child's environment.
 const ENVIRONMENT: [&str; 13] = [

@@ -5,15 +5,12 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
-use cli::{checked_log, lines_starting, log_path, rein, rein_check, session_id};
 use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_testkit::cli::{checked_log, lines_starting, log_path, rein, rein_check, session_id};
+use rein_testkit::server::{
+    Part, Reply, Server, answer, delta, done, status_reply, usage, with_headers,
+};
 use serde_json::json;
-use server::{Part, Reply, Server, answer, delta, done, status_reply, usage, with_headers};
 
 const KEY: &str = "sk-echo-test-5f3a9c1e77d0";
 

@@ -14,17 +14,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/console.rs"]
-mod console;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::time::Duration;
 
-use console::{Console, Updates, call, checked_logs, command};
 use rein_runtime::event::{CancelCause, Event, TurnEndReason};
+use rein_testkit::cli::command;
+use rein_testkit::console::{Console, Updates, call, checked_logs};
+use rein_testkit::server::{Part, Reply, Server, answer, delta, status_reply};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, answer, delta, status_reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const KEY: &str = "sk-console-test-secret";

@@ -21,21 +21,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/browser.rs"]
-mod browser;
-#[path = "support/console.rs"]
-mod console;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::path::Path;
 
-use browser::{Driver, find, js, screenshot, text_content, until, with_session};
-use console::{Console, call, checked_logs};
 use fantoccini::{Client, Locator};
 use rein_runtime::event::{CancelCause, Event, TurnEndReason};
+use rein_testkit::browser;
+use rein_testkit::browser::{Driver, find, js, screenshot, text_content, until, with_session};
+use rein_testkit::console::{Console, call, checked_logs};
+use rein_testkit::server::{Part, Reply, Server, answer, delta, error, status_reply};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, answer, delta, error, status_reply};
 
 const KEY: &str = "sk-console-browser-secret";
 

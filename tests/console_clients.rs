@@ -17,19 +17,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/console.rs"]
-mod console;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use console::{Console, Updates, call, checked_logs, command};
 use rein_runtime::event::{CancelCause, Event, TurnEndReason};
 use rein_runtime::store::jsonl::read_log;
+use rein_testkit::cli::command;
+use rein_testkit::console::{Console, Updates, call, checked_logs};
+use rein_testkit::server;
+use rein_testkit::server::{Part, Reply, Server, delta};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, delta};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -10,14 +10,14 @@
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/browser.rs"]
-mod browser;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use browser::{Driver, background, is_open, js, screenshot, text_content, with_session};
 use fantoccini::Locator;
+use rein_testkit::browser;
+use rein_testkit::browser::{
+    Driver, background, is_open, js, screenshot, text_content, with_session,
+};
 use serde_json::{Value, json};
 
 /// The provider message of the first failure of `tests/panels/report.json`.

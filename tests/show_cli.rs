@@ -6,15 +6,12 @@
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../invariant/tests/support/history.rs"]
-mod history;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use history::{History, Retry};
 use rein::runtime::event::{Event, RequestError, RouteSwitched};
 use rein::runtime::failure::Failure;
+use rein_testkit::history::{History, Retry};
 
 fn rein(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));

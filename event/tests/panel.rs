@@ -4,14 +4,12 @@
 //! `rein show` tests of the root crate.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-#[path = "../../invariant/tests/support/history.rs"]
-mod history;
-
-use history::{History, Retry, generate};
 use proptest::prelude::*;
 use rein_event::event::{CancelCause, Envelope, Event, RequestError, RouteSwitched, TurnEndReason};
 use rein_event::failure::Failure;
 use rein_event::panel::{AttemptEnd, Ending, Line, Origin, TurnPanel, panels};
+use rein_testkit::generate::generate;
+use rein_testkit::history::{History, Retry};
 
 /// A failure with everything a provider can say.
 fn full(code: &str, message: &str, status: u16, request: &str) -> Failure {

@@ -7,14 +7,12 @@
 //! breaks no rule of the session-log contract: the next attempt just follows).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-#[path = "support/history.rs"]
-mod history;
-
-use history::{generate, renumber};
 use proptest::prelude::*;
 use rein_event::event::{Envelope, Event};
 use rein_event::validator::Validator;
 use rein_invariant::{Checker, LiveValidator, check_finished_log};
+use rein_testkit::generate::generate;
+use rein_testkit::history::renumber;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {

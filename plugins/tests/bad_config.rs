@@ -11,10 +11,8 @@ use proptest::prelude::*;
 use rein_plugins::llm_retry::LlmRetryConfig;
 use serde_json::Value;
 
-#[path = "support/mutation.rs"]
-mod mutation;
-
-use mutation::{Mutation, mutate};
+use rein_testkit::mutation;
+use rein_testkit::mutation::{Mutation, mutate};
 
 /// Cases per property: enough to find what a run of the full suite should, few enough for CI.
 const CASES: u32 = 128;

@@ -5,18 +5,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../plugins/tests/support/log.rs"]
-mod log;
-#[path = "support/messages.rs"]
-mod messages;
-#[path = "support/server.rs"]
-mod server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{assert_invariants, requests, retries, turn_ends};
-use messages::{answer, error, error_event, text_parts, tool_answer};
 use rein_plugins::{FALLBACK_FIRST, auto_retry, llm_retry};
 use rein_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig};
 use rein_runtime::clock::VirtualClock;
@@ -27,8 +18,11 @@ use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_testkit::log::{assert_invariants, requests, retries, turn_ends_at};
+use rein_testkit::messages::{answer, error, error_event, text_parts, tool_answer};
+use rein_testkit::server;
+use rein_testkit::server::{Part, Reply, Server, status_reply};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, status_reply};
 use tokio::time::Instant;
 
 const KEY: &str = "sk-ant-runtime-test";
@@ -364,7 +358,7 @@ async fn an_openai_primary_out_of_quota_hands_a_tool_using_session_to_anthropic(
         ]
     );
     assert_eq!(messages(&events), ["", "echoed hi", "from Claude"]);
-    assert_eq!(turn_ends(&events).len(), 2);
+    assert_eq!(turn_ends_at(&events).len(), 2);
 }
 
 #[tokio::test(start_paused = true)]

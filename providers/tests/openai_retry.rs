@@ -3,15 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../plugins/tests/support/log.rs"]
-mod log;
-#[path = "support/server.rs"]
-mod server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{assert_invariants, kinds, retries, turn_ends};
 use rein_plugins::{auto_retry, llm_retry};
 use rein_providers::{OpenAiCompatible, OpenAiConfig};
 use rein_runtime::clock::VirtualClock;
@@ -20,8 +14,11 @@ use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_testkit::log::{assert_invariants, kinds, retries, turn_ends_at};
+use rein_testkit::server::{
+    Part, Reply, Server, answer, delta, done, error, free_addr, status_reply, usage,
+};
 use serde_json::json;
-use server::{Part, Reply, Server, answer, delta, done, error, free_addr, status_reply, usage};
 use tokio::time::Instant;
 
 const KEY: &str = "sk-retry-test";
@@ -211,7 +208,7 @@ async fn the_budget_ends_in_the_last_failure() {
     let events = finish(runtime, &store).await;
     let delays: Vec<f64> = retries(&events).iter().map(|(_, r)| r.delay_ms).collect();
     assert_eq!(delays, [500.0, 1500.0]);
-    let [(_, reason)] = turn_ends(&events).try_into().unwrap();
+    let [(_, reason)] = turn_ends_at(&events).try_into().unwrap();
     let TurnEndReason::Error { failure } = reason else { panic!() };
     assert_eq!((failure.status(), failure.code()), (Some(502), "SERVER"));
 }

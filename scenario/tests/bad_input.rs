@@ -24,10 +24,8 @@ use rein_runtime::store::{Durability, SessionStore, StoreError};
 use rein_scenario::format::Scenario;
 use serde_json::Value;
 
-#[path = "../../plugins/tests/support/mutation.rs"]
-mod mutation;
-
-use mutation::{Mutation, mutate};
+use rein_testkit::mutation;
+use rein_testkit::mutation::{Mutation, mutate};
 
 /// Cases per property: enough to find what a run of the full suite should, few enough for CI.
 const CASES: u32 = 96;

@@ -2,8 +2,6 @@
 //! clock, the invariant crate's live validator on every session log, one scripted route named
 //! `mock` and the `echo` tool.
 
-#![allow(unreachable_pub)]
-
 use std::sync::Arc;
 
 use rein_runtime::clock::VirtualClock;
@@ -16,7 +14,7 @@ use rein_runtime::tool::echo::EchoTool;
 /// A builder over `store` with `adapter` on the route `mock` serving `model`.
 pub fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>, model: &str) -> RuntimeBuilder {
     Runtime::builder()
-        .validator(super::log::live_invariant)
+        .validator(crate::log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route(Route::new("mock", adapter).model(model))
