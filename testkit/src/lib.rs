@@ -38,6 +38,7 @@ pub mod browser;
 pub mod cli;
 #[cfg(feature = "cli")]
 pub mod console;
+pub mod failed;
 pub mod generate;
 #[cfg(feature = "heap")]
 pub mod heap;
