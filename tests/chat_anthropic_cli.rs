@@ -8,29 +8,13 @@
 
 use rein_runtime::event::{Envelope, Event, TurnEndReason};
 use rein_testkit::cli::{Run, checked_log, lines_starting, log_path, rein, rein_check, session_id};
-use rein_testkit::server::{Reply, Server, status_reply, with_headers};
+use rein_testkit::log::turn_ends;
+use rein_testkit::server::{Reply, serve, status_reply, with_headers};
 use rein_testkit::{messages, server};
 use serde_json::json;
 
 const KEY: &str = "sk-ant-cli-test-9c41d7e2b05a";
 const OPENAI_KEY: &str = "sk-openai-cli-test-3f8e";
-
-/// A tokio runtime for the scripted server, and the server.
-fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = runtime.block_on(Server::start(script));
-    (runtime, server)
-}
-
-fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::TurnEnd(end) => Some(end.reason.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// Each attempt's (provider, model), from the log's `request/start`s.
 fn attempts(events: &[Envelope]) -> Vec<(String, String)> {

@@ -5,31 +5,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_runtime::event::{Event, TurnEndReason};
 use rein_testkit::cli::{checked_log, lines_starting, log_path, rein, rein_check, session_id};
+use rein_testkit::log::turn_ends;
 use rein_testkit::server::{
-    Part, Reply, Server, answer, delta, done, status_reply, usage, with_headers,
+    Part, Reply, answer, delta, done, serve, status_reply, usage, with_headers,
 };
 use serde_json::json;
 
 const KEY: &str = "sk-echo-test-5f3a9c1e77d0";
-
-/// A tokio runtime for the scripted server, and the server.
-fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = runtime.block_on(Server::start(script));
-    (runtime, server)
-}
-
-fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::TurnEnd(end) => Some(end.reason.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The key a server was sent, from its `Authorization: Bearer KEY` header.
 fn echoed(auth: &str) -> String {

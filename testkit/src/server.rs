@@ -121,6 +121,14 @@ pub fn status_reply(status: u16, headers: &[(&str, &str)], body: &str) -> Reply 
     }
 }
 
+/// A server playing `script` on a tokio runtime of its own, for a test that is not async (the
+/// process under test talks to the server); the server lives as long as the runtime.
+pub fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(Server::start(script));
+    (runtime, server)
+}
+
 /// A request as the server received it.
 #[derive(Debug, Clone)]
 pub struct Seen {
