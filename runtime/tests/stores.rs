@@ -18,18 +18,7 @@ use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::sqlite::SqliteStore;
 use rein_runtime::store::sync::CountingSyncer;
 use rein_runtime::store::{Durability, SessionStore, StoreError, TornTail};
-
-fn envelope(seq: u64, event: Event) -> Envelope {
-    Envelope { seq, time: 1_700_000_000_000 + seq, event }
-}
-
-fn message(seq: u64, text: &str) -> Envelope {
-    envelope(seq, Event::UserMessage(UserMessage { text: text.into() }))
-}
-
-fn idle(seq: u64) -> Envelope {
-    envelope(seq, Event::AgentIdle(AgentIdle {}))
-}
+use rein_testkit::stamped::{envelope, idle, message};
 
 /// A small session: start, a message whose text has multi-byte characters, a turn.
 fn session_events() -> Vec<Envelope> {

@@ -22,6 +22,7 @@ use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::{Durability, SessionStore, StoreError};
 use rein_scenario::format::Scenario;
+use rein_testkit::stamped::envelope;
 use serde_json::Value;
 
 use rein_testkit::mutation;
@@ -42,10 +43,6 @@ fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
 // ---------------------------------------------------------------------------------------------
 // JSONL session logs
 // ---------------------------------------------------------------------------------------------
-
-fn envelope(seq: u64, event: Event) -> Envelope {
-    Envelope { seq, time: 1_700_000_000_000 + seq, event }
-}
 
 /// A real log, written by the store: a session start, text with escapes and multi-byte
 /// characters, a turn, a request error.

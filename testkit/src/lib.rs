@@ -11,6 +11,7 @@
 //! - [`scripted`]: an adapter that answers each attempt from a script and records the requests.
 //! - [`plugins`]: test plugins whose recovery is a closure, sharing a trace of who was asked.
 //! - [`recorder`]: a plugin that records the offers it gets and answers as told.
+//! - [`stamped`]: envelopes for store tests, stamped at a fixed time.
 //! - [`runtime`]: the runtime most end-to-end tests build (memory store, virtual clock, live
 //!   validator, one scripted route).
 //! - [`postgres`]: a throwaway PostgreSQL cluster in a temporary directory ([`PgCluster`]).
@@ -59,6 +60,7 @@ pub mod scripted;
 pub mod server;
 #[cfg(feature = "spans")]
 pub mod spans;
+pub mod stamped;
 
 pub use history::History;
 pub use postgres::PgCluster;
