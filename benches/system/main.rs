@@ -1,7 +1,7 @@
 //! The system benchmark: rein's performance budgets, each measured against a floor built in the
 //! same process, and printed as one JSON object per line (`metric`, `value`, `baseline`,
-//! `ratio`, `budget`, `ok`). `docs/architecture.md` ("Benchmark") states the budgets, what each
-//! floor is, and the latest figures.
+//! `ratio`, `budget`, `ok`). `docs/performance.md` ("The system benchmark") states the budgets,
+//! what each floor is, and the latest figures.
 //!
 //! ```text
 //! cargo bench --bench system -- --quick        # every metric, under two minutes

@@ -4,7 +4,7 @@
 //! [`Parking`]: each prompt's first attempt fails, `request/error` is written, the waterfall
 //! offers the failure to the plugin, and the plugin's recovery waits an hour for its retry. The
 //! session, its log, the turn and the step stay alive meanwhile: "a turn parked in a retry wait"
-//! (`docs/architecture.md`, "Benchmark").
+//! (`docs/performance.md`, "The system benchmark").
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
-//! One benchmark result, printed as one JSON object per line (see `docs/architecture.md`,
-//! "Benchmark"): `{"metric":…,"value":…,"baseline":…,"ratio":…,"budget":…,"ok":…}`.
+//! One benchmark result, printed as one JSON object per line (see `docs/performance.md`,
+//! "The system benchmark"): `{"metric":…,"value":…,"baseline":…,"ratio":…,"budget":…,"ok":…}`.
 //!
 //! A metric with no budget ([`Budget::Record`]) prints `"budget": "none"` and is `ok` whenever
 //! its ratio is a number: a run that fails its own checks fails to measure instead.

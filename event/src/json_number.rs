@@ -3,7 +3,7 @@
 //! and keys stay canonical and compare byte for byte.
 //!
 //! - [`number`]: the JSON number a log field holds (an integer when integral, else the float).
-//! - [`format`]: the text of a number exactly as JavaScript's `JSON.stringify` writes it, for
+//! - [`format()`]: the text of a number exactly as JavaScript's `JSON.stringify` writes it, for
 //!   canonical strings compared byte for byte with the seed harness's (a `policyKey`).
 //!
 //! # Why JavaScript's text

@@ -15,7 +15,7 @@
 //! answer (a stress run counts landed cancellations against the turns that ended `aborted`).
 //! A turn can decide to end on its own — its last step completed — at the same moment the
 //! session records a cause. Both go through the scope's one cell, set once: the turn seals it
-//! as it decides ([`CancelScope::seal`]), the session records in it. Whoever comes first wins:
+//! as it decides (`CancelScope::seal`), the session records in it. Whoever comes first wins:
 //! a cause recorded first makes the turn end `aborted` with it (cancellation beats what the
 //! step concluded), and the session answers "landed"; a seal first leaves the turn's own end,
 //! and the session answers "not landed". The answer is always what the log then says.
@@ -69,7 +69,7 @@ impl CancelScope {
     ///
     /// Returns whether the scope's owner ends cancelled: true when this call recorded the cause
     /// or a cause was recorded before it; false when the owner had already decided to end on
-    /// its own ([`CancelScope::seal`]), so nothing is cancelled and the owner's own end stands.
+    /// its own (`CancelScope::seal`), so nothing is cancelled and the owner's own end stands.
     pub fn record(&self, cause: CancelCause) -> bool {
         let _ = self.fate.set(Fate::Cancelled(cause));
         matches!(self.fate.get(), Some(Fate::Cancelled(_)))

@@ -4,7 +4,7 @@
 //! form the request-error waterfall in registration order (`docs/runtime-semantics.md`, "Waterfall
 //! and plugins"). When an attempt fails, the runtime offers each plugin in turn a [`Recovery`]: the
 //! failure and its context ([`RequestErrorPayload`]), a [`Downstream`] handle on the rest of the
-//! chain, the plugin's own `disposed` token and the runtime's [`Jitter`] source. The plugin answers
+//! chain, the plugin's own `disposed` token and the runtime's [`Jitter`](crate::random::Jitter) source. The plugin answers
 //! a [`Verdict`].
 //!
 //! The runtime never imports a plugin: `rein-plugins` (llm-retry, auto-retry, compaction) and

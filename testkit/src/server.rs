@@ -173,10 +173,11 @@ pub async fn free_addr() -> SocketAddr {
 }
 
 impl Server {
-    /// A server on a fresh loopback port (bound as port 0: the system picks it) playing
-    /// `script`.
+    /// A server on a fresh loopback port playing `script`.
+    /// Bound once and kept: a port released and bound again can be taken in between.
     pub async fn start(script: Vec<Reply>) -> Server {
-        Self::serve(TcpListener::bind("127.0.0.1:0").await.unwrap(), script)
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Self::serve(listener, script)
     }
 
     /// A server on `addr` playing `script`.

@@ -12,7 +12,7 @@
 //! - [`AutoRetrySettings::from_file`] reads a configuration file leniently (each fallback a
 //!   [`Warning`], see [`crate::settings::file`]); a hard-floor code in `retryableCodes` is kept
 //!   as written but warned about, since it has no effect.
-//! - [`Settings::patched`] reads a run-time patch strictly (see [`crate::settings::patch`]); a
+//! - [`Patchable::patched`] reads a run-time patch strictly (see [`crate::settings::patch`]); a
 //!   hard-floor code the settings did not already list is refused (a page that shows the
 //!   configuration may send back one that was listed, unchanged).
 //!   Wrap the settings in a [`Revisioned`](crate::settings::Revisioned) for the revision fence.

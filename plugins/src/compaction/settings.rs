@@ -7,7 +7,7 @@
 //!
 //! A configuration file is read leniently ([`CompactionSettings::from_file`]: a negative number
 //! → the default, out of range → clamped, a wrong type → the default, an unknown key → ignored,
-//! each with a [`Warning`]); a run-time patch strictly ([`Settings::patched`]), behind a
+//! each with a [`Warning`]); a run-time patch strictly ([`Patchable::patched`]), behind a
 //! [`Revisioned`](crate::settings::Revisioned) fence.
 
 use serde::Serialize;

@@ -12,7 +12,7 @@
 //! - [`FallbackSettings::from_file`] reads a configuration file strictly, like `llm-retry`'s:
 //!   `routes` is required, an unknown key or an invalid value is an error naming the field
 //!   (there is no safe value to fall back to for a route name).
-//! - [`Settings::patched`] reads a run-time patch with the same rules; wrap the settings in a
+//! - [`Patchable::patched`] reads a run-time patch with the same rules; wrap the settings in a
 //!   [`Revisioned`](crate::settings::Revisioned) for the revision fence.
 //!
 //! One rule spans two fields: every eager code is one of `codes` (a code outside `codes` never

@@ -81,7 +81,7 @@ pub enum SwitchError {
 impl Recovery {
     /// Moves the failing step to route `to`: appends `route/switched {turn, step, from, to,
     /// code, reason}` — `from` the failed attempt's route, `code` its failure's — and returns
-    /// once the log acknowledged it. Answer [`Verdict::Retry`] next: the step's next attempt goes
+    /// once the log acknowledged it. Answer [`Verdict::Retry`](super::Verdict::Retry) next: the step's next attempt goes
     /// to `to` (its provider and model) over the same history, and the step and its turn's later
     /// steps stay there. The switch is read from the log, so a plugin that consulted this one
     /// downstream and passes its `Retry` on needs to know nothing about it. Nothing is written

@@ -4,7 +4,7 @@
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Verdict {
     /// Rerun the request as a new attempt in the same step: on the same route, or on the route
-    /// a `route/switched` written for this failure names ([`Recovery::switch_route`]).
+    /// a `route/switched` written for this failure names ([`Recovery::switch_route`](super::Recovery::switch_route)).
     Retry,
     /// Delegate: the answer is whatever the rest of the chain answers.
     Next,
