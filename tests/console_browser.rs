@@ -1,5 +1,5 @@
 //! `rein console` in a real headless Chromium, driven through chromedriver (WebDriver, with
-//! `fantoccini`; `tests/support/browser.rs` says what it needs), against the binary started on
+//! `fantoccini`; `rein_testkit::browser` says what it needs), against the binary started on
 //! `--port 0` and the providers' scripted axum server on 127.0.0.1 (DeepSeek preset).
 //!
 //! - The session view: a new session from the sessions list; a prompt answered after a retry,

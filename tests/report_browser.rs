@@ -4,7 +4,7 @@
 //! the dark theme follows the system's preference. Screenshots are written to
 //! `target/screenshots/` for people to look at.
 //!
-//! The browser and its driver are started by `tests/support/browser.rs` (shared with the
+//! The browser and its driver are started by `rein_testkit::browser` (shared with the
 //! console's browser test), which says what they need.
 
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.

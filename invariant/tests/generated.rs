@@ -1,6 +1,6 @@
 //! Generated histories: every valid one passes, and every mutation that breaks a rule is caught.
 //!
-//! The valid histories come from `support/history.rs::generate` (turns, steps, attempts, tool
+//! The valid histories come from `rein_testkit::generate` (turns, steps, attempts, tool
 //! calls, official and auto-retry chains, always mode, compaction, aborted waits, diagnostics).
 //! Each mutation has an oracle that says, from the event kinds alone, whether the mutated log must
 //! be caught, must stay valid, or may go either way (for example, dropping an `llm/retry-started`
