@@ -21,6 +21,7 @@ use rein_runtime::tool::echo::EchoTool;
 use rein_scenario::reject::RejectAppends;
 use rein_testkit::log::{assert_invariants, kinds, requests, retries, started, turn_ends_at};
 use rein_testkit::recorder::{Behaviour, Recorder};
+use rein_testkit::runtime::shut_down;
 use rein_testkit::scripted::{Scripted, echo, fail, fail_after, reply};
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -73,9 +74,7 @@ fn declared(policy: Value) -> Option<RetryPolicy> {
 /// Shuts the runtime down, checks nothing is left running, and returns the session's log after
 /// checking its invariants.
 async fn finish(runtime: Runtime, store: &MemoryStore, session: &str) -> Vec<Envelope> {
-    runtime.shutdown().await;
-    assert_eq!(runtime.census().actors(), 0, "no actor outlives shutdown");
-    assert_eq!(runtime.census().tasks(), 0, "no task outlives shutdown");
+    shut_down(&runtime).await;
     let events = store.events(session);
     assert_invariants(&events);
     events

@@ -20,6 +20,7 @@ use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::{Tool, ToolOutcome};
 use rein_testkit::log::{assert_valid, kinds};
 use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::runtime::shut_down;
 use rein_testkit::scripted::{Scripted, call, fail_streamed, reply, stall};
 use rein_testkit::{log, runtime, scripted};
 use serde_json::json;
@@ -30,9 +31,7 @@ fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
 }
 
 async fn finish(runtime: Runtime, store: &MemoryStore, session: &str) -> Vec<Envelope> {
-    runtime.shutdown().await;
-    assert_eq!(runtime.census().actors(), 0, "no actor outlives shutdown");
-    assert_eq!(runtime.census().tasks(), 0, "no task outlives shutdown");
+    shut_down(&runtime).await;
     let events = store.events(session);
     assert_valid(&events);
     events
