@@ -22,7 +22,7 @@ use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
 use rein_testkit::log;
 use rein_testkit::log::assert_valid;
-use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::plugins::{TestPlugin, Trace, first_retry};
 use rein_testkit::scripted::{Scripted, call, fail_streamed, reply};
 
 /// Writes `llm/retry` and `llm/retry-started` for the failure it is offered, then retries; a
@@ -31,27 +31,7 @@ fn retrier(trace: &Trace) -> Arc<TestPlugin> {
     TestPlugin::new("retrier", trace, |recovery, _| {
         Box::pin(async move {
             let p = &recovery.payload;
-            let policy = p.retry_policy.clone().unwrap();
-            let id = format!("{}-{}-{}", p.turn, p.step, p.attempt);
-            let scheduled = Event::LlmRetry(LlmRetry {
-                retry_id: id.clone(),
-                turn: p.turn,
-                step: p.step,
-                provider: p.provider.clone(),
-                plugin: "retrier".into(),
-                mode: policy.mode().into(),
-                policy_key: policy.policy_key(),
-                retry: 1,
-                max_retries: policy.max_retries(),
-                delay_ms: 0.0,
-                failure: p.failure.clone(),
-            });
-            let started = Event::LlmRetryStarted(LlmRetryStarted {
-                retry_id: id,
-                turn: p.turn,
-                step: p.step,
-                retry: 1,
-            });
+            let [scheduled, started] = first_retry(p, "retrier");
             if p.log.append(vec![scheduled]).await.is_err()
                 || p.log.append(vec![started]).await.is_err()
             {

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{
-    ConfigChanged, Event, LlmRetry, LlmRetryStarted, PluginCrashed, TurnEndReason,
-};
+use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::{
     ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, Settings, Staged, Verdict,
 };
@@ -23,7 +21,7 @@ use rein_runtime::session::SessionError;
 use rein_runtime::store::memory::MemoryStore;
 use rein_testkit::log;
 use rein_testkit::log::{assert_valid, kinds, turn_ends};
-use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::plugins::{TestPlugin, Trace, first_retry};
 use rein_testkit::scripted::{Scripted, fail_streamed, reply, stall};
 use serde_json::{Value, json};
 
@@ -432,27 +430,7 @@ fn starter(trace: &Trace) -> Arc<TestPlugin> {
     TestPlugin::new("starter", trace, |recovery, _| {
         Box::pin(async move {
             let p = &recovery.payload;
-            let policy = p.retry_policy.clone().unwrap();
-            let id = format!("{}-{}-{}", p.turn, p.step, p.attempt);
-            let scheduled = Event::LlmRetry(LlmRetry {
-                retry_id: id.clone(),
-                turn: p.turn,
-                step: p.step,
-                provider: p.provider.clone(),
-                plugin: "starter".into(),
-                mode: policy.mode().into(),
-                policy_key: policy.policy_key(),
-                retry: 1,
-                max_retries: policy.max_retries(),
-                delay_ms: 0.0,
-                failure: p.failure.clone(),
-            });
-            let started = Event::LlmRetryStarted(LlmRetryStarted {
-                retry_id: id,
-                turn: p.turn,
-                step: p.step,
-                retry: 1,
-            });
+            let [scheduled, started] = first_retry(p, "starter");
             p.log.append(vec![scheduled]).await.unwrap();
             p.log.append(vec![started]).await.unwrap();
             let _ = recovery.wait(Duration::from_secs(3600)).await;

@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rein_runtime::BoxFuture;
-use rein_runtime::plugin::{DownstreamAnswer, Plugin, Recovery, Verdict};
+use rein_runtime::event::{Event, LlmRetry, LlmRetryStarted};
+use rein_runtime::plugin::{DownstreamAnswer, Plugin, Recovery, RequestErrorPayload, Verdict};
 
 /// Who was asked, in order (shared by the plugins of one test).
 #[derive(Debug, Clone, Default)]
@@ -128,4 +129,32 @@ impl Plugin for TestPlugin {
         self.trace.push(self.name.clone());
         (self.behaviour)(recovery, n)
     }
+}
+
+/// The `llm/retry` and `llm/retry-started` that `plugin` writes to retry the failure `payload`
+/// offers once, at once: retry 1 of a chain with the id `TURN-STEP-ATTEMPT`, under the route's
+/// retry policy (which the payload must carry), with no delay.
+pub fn first_retry(payload: &RequestErrorPayload, plugin: &str) -> [Event; 2] {
+    let policy = payload.retry_policy.clone().unwrap();
+    let id = format!("{}-{}-{}", payload.turn, payload.step, payload.attempt);
+    let scheduled = Event::LlmRetry(LlmRetry {
+        retry_id: id.clone(),
+        turn: payload.turn,
+        step: payload.step,
+        provider: payload.provider.clone(),
+        plugin: plugin.into(),
+        mode: policy.mode().into(),
+        policy_key: policy.policy_key(),
+        retry: 1,
+        max_retries: policy.max_retries(),
+        delay_ms: 0.0,
+        failure: payload.failure.clone(),
+    });
+    let started = Event::LlmRetryStarted(LlmRetryStarted {
+        retry_id: id,
+        turn: payload.turn,
+        step: payload.step,
+        retry: 1,
+    });
+    [scheduled, started]
 }
