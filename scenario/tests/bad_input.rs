@@ -25,8 +25,8 @@ use rein_scenario::format::Scenario;
 use rein_testkit::stamped::envelope;
 use serde_json::Value;
 
-use rein_testkit::mutation;
 use rein_testkit::mutation::{Mutation, mutate};
+use rein_testkit::{arbitrary_json, mutation};
 
 /// Cases per property: enough to find what a run of the full suite should, few enough for CI.
 const CASES: u32 = 96;
@@ -194,34 +194,19 @@ fn policy_checked(bytes: &[u8]) -> Result<(), TestCaseError> {
 
 /// Any JSON value, nested a little: what a reader of configuration may be handed.
 fn json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        prop::sample::select(vec!["normal", "always", "never", "", "RATE_LIMIT", "429", "-1"])
-            .prop_map(Value::from),
-        ".{0,8}".prop_map(Value::from),
-    ];
-    let keys = prop::sample::select(vec![
-        "mode",
-        "maxRetries",
-        "retryableCodes",
-        "backoff",
-        "initialDelayMs",
-        "maxDelayMs",
-        "jitterRatio",
-        "other",
-    ]);
-    leaf.prop_recursive(3, 24, 6, move |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(keys.clone(), inner, 0..5).prop_map(|m| Value::Object(
-                m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
-            )),
-        ]
-    })
+    arbitrary_json::json(
+        &["normal", "always", "never", "", "RATE_LIMIT", "429", "-1"],
+        &[
+            "mode",
+            "maxRetries",
+            "retryableCodes",
+            "backoff",
+            "initialDelayMs",
+            "maxDelayMs",
+            "jitterRatio",
+            "other",
+        ],
+    )
 }
 
 proptest! {

@@ -18,7 +18,8 @@
 //!
 //! Behind features, the parts that pull more:
 //!
-//! - `mutation`: [`mutation`], the byte-mutation strategy of bad-input property tests.
+//! - `mutation`: the strategies of bad-input property tests: [`mutation`], bytes flipped, cut,
+//!   inserted or removed, and [`arbitrary_json`], any JSON value.
 //! - `spans`: [`spans`], capturing tracing spans' fields.
 //! - `server`: [`server`], a scripted model server on loopback (axum), and [`messages`], the
 //!   Anthropic Messages stream it can play.
@@ -33,6 +34,8 @@
 // Fixtures panic on a broken set-up: a failing fixture is a failing test.
 #![allow(clippy::unwrap_used)]
 
+#[cfg(feature = "mutation")]
+pub mod arbitrary_json;
 #[cfg(feature = "browser")]
 pub mod browser;
 #[cfg(feature = "cli")]
