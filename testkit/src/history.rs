@@ -208,13 +208,18 @@ impl History {
 
     /// `request/error` of the current attempt, failed with `code`.
     pub fn error(&mut self, code: &str) -> &mut Self {
-        self.failure = Some(failure(code));
+        self.fail(failure(code))
+    }
+
+    /// `request/error` of the current attempt, failed with `failure`.
+    pub fn fail(&mut self, failure: Failure) -> &mut Self {
+        self.failure = Some(failure.clone());
         self.push(Event::RequestError(RequestError {
             turn: self.turn,
             step: self.step,
             attempt: self.attempt,
             provider: self.provider.clone(),
-            failure: failure(code),
+            failure,
         }))
     }
 
