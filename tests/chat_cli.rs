@@ -9,23 +9,13 @@ use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
+use rein_runtime::event::{CancelCause, Event, TurnEndReason};
 use rein_testkit::cli::{Run, checked_log, command, lines_starting, log_path, rein, session_id};
-use rein_testkit::log::turn_ends;
+use rein_testkit::log::{answers, turn_ends};
 use rein_testkit::server::{Part, Reply, Server, answer, delta, serve, status_reply};
 use serde_json::json;
 
 const KEY: &str = "sk-chat-test-secret";
-
-fn answers(events: &[Envelope]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::AssistantMessage(m) => Some(m.text.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// Whether `line` is the close of a span named `name` (the innermost span of the line).
 fn closes(line: &str, name: &str) -> bool {

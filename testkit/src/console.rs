@@ -12,10 +12,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rein_runtime::event::Envelope;
-use rein_runtime::store::jsonl::read_log;
 use serde_json::Value;
 
-use crate::cli::command;
+use crate::cli::{checked_log, command};
 
 /// What the child wrote on stderr so far, and whether the pipe closed (the process ended).
 #[derive(Default)]
@@ -165,14 +164,7 @@ pub fn checked_logs(store: &Path) -> Vec<(String, Vec<Envelope>)> {
         .collect();
     paths.sort();
     for path in paths {
-        let events = read_log(&path).unwrap().events;
-        let violations = rein_invariant::check_finished_log(&events);
-        assert!(
-            violations.is_empty(),
-            "{}: {}",
-            path.display(),
-            violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
-        );
+        let events = checked_log(&path);
         let id = path.file_stem().unwrap().to_str().unwrap().to_owned();
         logs.push((id, events));
     }

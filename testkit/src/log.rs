@@ -22,6 +22,17 @@ pub fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
         .collect()
 }
 
+/// The text of every `assistant/message`, in order.
+pub fn answers(events: &[Envelope]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::AssistantMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The reasons of every `turn/end`, with their times.
 pub fn turn_ends_at(events: &[Envelope]) -> Vec<(u64, TurnEndReason)> {
     events
