@@ -20,7 +20,7 @@ use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::sqlite::SqliteStore;
 use rein_runtime::store::{Durability, SessionStore, StoreError};
-use rein_testkit::stamped::{envelope, idle, message};
+use rein_testkit::stamped::{append_concurrently, envelope, idle, message};
 
 /// One kind of store, with what it needs to be opened again.
 enum Backend {
@@ -264,26 +264,7 @@ async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() 
     for backend in backends() {
         let name = backend.name();
         let store = backend.open(Durability::Disk).await;
-        let mut tasks = tokio::task::JoinSet::new();
-        for s in 0..SESSIONS {
-            let store = store.clone();
-            tasks.spawn(async move {
-                let session = format!("session-{s}");
-                let mut seq = 0;
-                for append in 0..APPENDS {
-                    let n = 1 + (s as u64 + append) % 3;
-                    let batch: Vec<Envelope> =
-                        (seq..seq + n).map(|q| message(q, &format!("{session}/{q}"))).collect();
-                    store.append(&session, &batch).await.unwrap();
-                    seq += n;
-                }
-                (session, seq)
-            });
-        }
-        let mut expected = Vec::new();
-        while let Some(done) = tasks.join_next().await {
-            expected.push(done.unwrap());
-        }
+        let expected = append_concurrently(&store, SESSIONS, APPENDS).await;
         drop(store);
         let store = backend.open(Durability::Os).await;
         assert_eq!(store.sessions().await.unwrap().len(), SESSIONS, "{name}");
