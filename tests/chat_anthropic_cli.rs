@@ -8,7 +8,7 @@
 
 use rein_runtime::event::{Envelope, Event, TurnEndReason};
 use rein_testkit::cli::{Run, checked_log, lines_starting, log_path, rein, rein_check, session_id};
-use rein_testkit::log::turn_ends;
+use rein_testkit::log::{failures, turn_ends};
 use rein_testkit::server::{Reply, serve, status_reply, with_headers};
 use rein_testkit::{messages, server};
 use serde_json::json;
@@ -132,17 +132,7 @@ fn a_server_echoing_the_key_in_headers_bodies_and_streams_leaks_it_nowhere_and_e
 
     let events = finished_log(dir.path(), &run, None);
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
-    let failures: Vec<(String, Option<String>, String)> = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::RequestError(r) => Some((
-                r.failure.code().to_owned(),
-                r.failure.request_id().map(str::to_owned),
-                r.failure.message().to_owned(),
-            )),
-            _ => None,
-        })
-        .collect();
+    let failures = failures(&events);
     let id = Some("[redacted]".to_owned());
     assert_eq!(
         failures,

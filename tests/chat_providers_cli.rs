@@ -7,7 +7,7 @@
 
 use rein_runtime::event::{Event, TurnEndReason};
 use rein_testkit::cli::{checked_log, lines_starting, log_path, rein, rein_check, session_id};
-use rein_testkit::log::turn_ends;
+use rein_testkit::log::{failures, turn_ends};
 use rein_testkit::server::{
     Part, Reply, answer, delta, done, serve, status_reply, usage, with_headers,
 };
@@ -87,17 +87,7 @@ fn a_server_echoing_the_key_in_headers_bodies_and_streams_leaks_it_nowhere() {
     assert!(!bytes.contains(KEY), "the log never holds the key");
     let events = checked_log(&path);
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
-    let failures: Vec<(String, Option<String>, String)> = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::RequestError(r) => Some((
-                r.failure.code().to_owned(),
-                r.failure.request_id().map(str::to_owned),
-                r.failure.message().to_owned(),
-            )),
-            _ => None,
-        })
-        .collect();
+    let failures = failures(&events);
     let id = Some("Bearer [redacted]".to_owned());
     assert_eq!(
         failures,

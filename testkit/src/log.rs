@@ -22,6 +22,22 @@ pub fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
         .collect()
 }
 
+/// `(code, request id, message)` of every `request/error`'s failure, in order: what a provider
+/// said, as the log keeps it (scrubbed).
+pub fn failures(events: &[Envelope]) -> Vec<(String, Option<String>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestError(r) => Some((
+                r.failure.code().to_owned(),
+                r.failure.request_id().map(str::to_owned),
+                r.failure.message().to_owned(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 /// The text of every `assistant/message`, in order.
 pub fn answers(events: &[Envelope]) -> Vec<String> {
     events
