@@ -23,6 +23,7 @@ pub(crate) mod agent;
 pub(crate) mod chat;
 pub(crate) mod check;
 pub(crate) mod codes;
+pub(crate) mod config;
 pub(crate) mod console;
 pub(crate) mod demo;
 pub(crate) mod logs;

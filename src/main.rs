@@ -50,6 +50,9 @@ enum Command {
     /// List the failure codes auto-retry knows: on by default, opt in, never retried.
     #[command(after_help = cli::codes::CODES_HELP)]
     Codes(cli::codes::CodesArgs),
+    /// Print the configuration `rein chat` and `rein console` would start with (rein.toml, the
+    /// store's saved plugin settings, the defaults) and where each value came from.
+    Config(cli::config::ConfigArgs),
     /// Write a self-contained HTML report of session logs.
     ///
     /// The conversation of each log, with a collapsed panel at the tail of each turn that retried
@@ -75,6 +78,7 @@ fn main() -> ExitCode {
         Command::Show(args) => cli::show::run(&args),
         Command::Report(args) => cli::report::run(&args),
         Command::Codes(args) => cli::codes::run(&args),
+        Command::Config(args) => cli::config::run(&args),
         Command::Stress(args) => cli::stress::run(&args),
     }
 }

@@ -79,4 +79,18 @@ impl<S: SessionStore> SessionStore for Stamped<S> {
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
     }
+
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a rein_runtime::store::SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.save_settings(record, base)
+    }
+
+    fn load_settings(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<rein_runtime::store::StoredSettings>, StoreError>> {
+        self.inner.load_settings()
+    }
 }

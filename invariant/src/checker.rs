@@ -13,7 +13,8 @@
 
 use rein_event::event::Envelope;
 
-use crate::rules::{self, Rule};
+use crate::catalogue::Rule;
+use crate::rules;
 use crate::schema::{LineError, parse_line};
 use crate::state::State;
 use crate::violation::Violation;

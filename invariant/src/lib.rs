@@ -65,6 +65,7 @@
 //! # }
 //! ```
 
+mod catalogue;
 pub mod checker;
 pub mod live;
 pub mod rules;

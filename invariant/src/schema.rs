@@ -17,7 +17,7 @@ use rein_event::quote;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::rules::Rule;
+use crate::catalogue::Rule;
 
 /// Why a line of a log is not an event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use rein_event::event::{Envelope, Event, LlmRetry};
 
-use crate::rules::MAX_DELAY_MS;
+use crate::catalogue::MAX_DELAY_MS;
 
 /// The key of a retry chain: (turn, step, provider, policyKey).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -7,7 +7,7 @@ use rein_event::event::Envelope;
 use rein_event::quote;
 use rein_event::validator::Rejection;
 
-use crate::rules::Rule;
+use crate::catalogue::Rule;
 
 /// One broken rule.
 ///

@@ -18,7 +18,7 @@ use crate::clock::Clock;
 use crate::fault::Faults;
 use crate::plugin_host::PluginChain;
 use crate::provider::Generation;
-use crate::provider::actor::ProviderMsg;
+use crate::provider::message::ProviderMsg;
 use crate::retry_policy::RetryPolicy;
 use crate::store::SessionStore;
 use crate::tool::Toolbox;

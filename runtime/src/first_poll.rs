@@ -22,7 +22,7 @@ use std::any::Any;
 use std::panic::AssertUnwindSafe;
 use std::task::{Context, Poll, Waker};
 
-use crate::BoxFuture;
+use crate::future::BoxFuture;
 
 /// How a started future's first poll ended.
 pub(crate) enum FirstPoll<T> {

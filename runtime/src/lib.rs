@@ -33,8 +33,8 @@
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
 //! turn's pure decisions (`agent_loop`), the turn, step and provider actors (`turn`, `step`,
-//! `provider::actor`), the session actor and its pure idle rules (`session::actor`,
-//! `session::idle`). `docs/architecture.md` in the repository maps them.
+//! `provider::actor`), the session actor and its phase with its pure decisions (`session::actor`,
+//! `session::phase`). `docs/architecture.md` in the repository maps them.
 //!
 //! # Quick start
 //!
@@ -118,8 +118,7 @@
 //! # }
 //! ```
 
-/// A boxed, sendable future: what the runtime's traits (stores, adapters, plugins, tools) return.
-pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+pub use future::BoxFuture;
 
 #[cfg(test)]
 extern crate self as rein_runtime;
@@ -135,6 +134,7 @@ pub use rein_event::failure;
 pub mod fault;
 pub mod file;
 mod first_poll;
+mod future;
 pub use rein_event::history;
 pub use rein_event::json_number;
 pub use rein_event::panel;
@@ -148,6 +148,7 @@ pub use rein_event::quote;
 pub mod random;
 pub use rein_event::retry_policy;
 pub mod runtime;
+mod saved_settings;
 pub mod session;
 pub mod session_log;
 mod step;

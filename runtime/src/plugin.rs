@@ -62,7 +62,7 @@ mod verdict;
 
 use std::sync::Arc;
 
-use crate::BoxFuture;
+use crate::future::BoxFuture;
 
 pub use configured::{BuiltPlugin, ConfigWarning, Configured, IntoPlugin, PluginWarning};
 pub(crate) use downstream::{AskedDownstream, DownstreamWalk};
@@ -81,8 +81,8 @@ pub mod prelude {
         DownstreamAnswer, Interrupted, IntoPlugin, Plugin, PluginSettings, ReadOnly, Recovery,
         RequestErrorPayload, Settings, Staged, SwitchError, Verdict,
     };
-    pub use crate::BoxFuture;
     pub use crate::failure::Failure;
+    pub use crate::future::BoxFuture;
     pub use crate::retry_policy::RetryPolicy;
     pub use crate::session_log::SessionLog;
     pub use tokio_util::sync::CancellationToken;

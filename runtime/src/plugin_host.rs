@@ -38,6 +38,7 @@ use crate::random::Jitter;
 
 pub(crate) mod intensity;
 pub(crate) mod plugin_actor;
+pub(crate) mod plugin_msg;
 mod slot;
 pub(crate) mod walk;
 
@@ -45,7 +46,8 @@ pub use intensity::{CrashDecision, RestartIntensity, RestartWindow};
 pub use slot::PluginChain;
 pub(crate) use slot::Slot;
 
-use plugin_actor::{PluginActor, PluginMsg};
+use plugin_actor::PluginActor;
+use plugin_msg::PluginMsg;
 
 /// Why the host could not be started.
 #[derive(Debug, thiserror::Error)]

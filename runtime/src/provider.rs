@@ -19,12 +19,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::BoxFuture;
 use crate::event::{ToolCall, Usage};
 use crate::failure::Failure;
+use crate::future::BoxFuture;
 
 pub(crate) mod actor;
 mod generation;
+pub(crate) mod message;
 
 pub use generation::{Generation, GenerationError, MAX_TEMPERATURE};
 pub use rein_event::message::{Message, Messages};
@@ -35,9 +36,9 @@ pub mod prelude {
         Adapter, ChunkSink, Completion, Generation, Message, Messages, Request, SinkClosed,
         ToolSpec,
     };
-    pub use crate::BoxFuture;
     pub use crate::event::{ToolCall, Usage};
     pub use crate::failure::Failure;
+    pub use crate::future::BoxFuture;
 }
 
 /// A tool the model may call.

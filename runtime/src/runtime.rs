@@ -48,19 +48,21 @@ use crate::plugin::{
     Settings,
 };
 use crate::plugin_host::PluginHost;
-use crate::plugin_host::plugin_actor::{CrashNotice, PluginMsg};
+use crate::plugin_host::plugin_msg::{CrashNotice, PluginMsg};
 pub use crate::plugin_host::{
     CrashDecision, DisposeError, PluginChain, RegisterError, RestartIntensity, RestartWindow,
 };
-use crate::provider::actor::{ProviderActor, ProviderMsg};
+use crate::provider::actor::ProviderActor;
+use crate::provider::message::ProviderMsg;
 use crate::provider::{Adapter, Generation};
 use crate::random::{Jitter, SeededJitter};
 use crate::retry_policy::RetryPolicy;
+use crate::saved_settings;
 use crate::session::Sessions;
-use crate::session::actor::{ClientMsg, SessionMsg};
+use crate::session::message::{ClientMsg, SessionMsg};
 use crate::session::{Session, SessionError};
-use crate::store::SessionStore;
 use crate::store::memory::MemoryStore;
+use crate::store::{SessionStore, SettingsRecord, StoreError};
 use crate::tool::{Tool, Toolbox};
 use crate::validator::Validator;
 
@@ -97,6 +99,10 @@ pub enum BuildError {
     /// An actor could not be spawned.
     #[error("could not start the runtime: {0}")]
     Spawn(String),
+    /// The store could not be read for the plugins' saved settings (a database that is down,
+    /// a directory that cannot be listed); a record that cannot be read is only a warning.
+    #[error("reading the saved plugin settings: {0}")]
+    SavedSettings(crate::store::StoreError),
 }
 
 /// A provider route to register with [`RuntimeBuilder::route`]: a name, the adapter serving it,
@@ -406,8 +412,21 @@ impl RuntimeBuilder {
                 return Err(error.into());
             }
         };
+        let store: Arc<dyn SessionStore> =
+            self.store.unwrap_or_else(|| Arc::new(MemoryStore::new()));
+        let saved = match store.load_settings().await {
+            Ok(saved) => saved,
+            Err(error) => {
+                host.stop().await;
+                stop_all(&providers, &root).await;
+                return Err(BuildError::SavedSettings(error));
+            }
+        };
+        let restored = saved_settings::restore(host.chain(), saved);
+        let mut warnings = self.warnings;
+        warnings.extend(restored.warnings);
         let shared = Shared {
-            store: self.store.unwrap_or_else(|| Arc::new(MemoryStore::new())),
+            store,
             clock: self.clock.unwrap_or_else(|| Arc::new(WallClock)),
             default_route: self
                 .default_route
@@ -423,12 +442,19 @@ impl RuntimeBuilder {
             faults: self.faults,
         };
         let sessions = Arc::new(Sessions::new(Arc::new(shared)));
-        for PluginWarning { plugin, warning } in &self.warnings {
+        for PluginWarning { plugin, warning } in &warnings {
             tracing::warn!(%plugin, path = %warning.path, "plugin configuration: {}", warning.message);
         }
-        let warnings = self.warnings;
-        let inner =
-            Arc::new(Inner { sessions, host, providers, root, warnings, down: OnceCell::new() });
+        let saved_revisions = restored.revisions;
+        let inner = Arc::new(Inner {
+            sessions,
+            host,
+            providers,
+            root,
+            warnings,
+            saved_revisions,
+            down: OnceCell::new(),
+        });
         let guard = Arc::new(DropGuard(Arc::clone(&inner)));
         Ok(Runtime { inner, _guard: guard })
     }
@@ -444,8 +470,11 @@ async fn stop_all(providers: &[ActorRef<ProviderMsg>], root: &ActorRef<()>) {
 struct Inner {
     sessions: Arc<Sessions>,
     host: PluginHost,
-    /// The fallbacks the plugins' configuration readers took, in registration order.
+    /// The fallbacks the plugins' configuration readers took, in registration order, then the
+    /// saved settings records not taken.
     warnings: Vec<PluginWarning>,
+    /// The revision each plugin was restored at from the store, at build.
+    saved_revisions: std::collections::BTreeMap<String, u64>,
     providers: Vec<ActorRef<ProviderMsg>>,
     root: ActorRef<()>,
     down: OnceCell<()>,
@@ -561,8 +590,11 @@ impl Runtime {
     }
 
     /// Applies a run-time settings patch to the plugin named `name` (based on `base_revision`):
-    /// staged, then committed through the plugin's [`Settings`], and, when accepted, appends
-    /// `config/changed` to every awake session's log.
+    /// staged, saved durably to the runtime's store (a compare-and-set on the saved revision),
+    /// then committed through the plugin's [`Settings`], and, when accepted, appends
+    /// `config/changed` to every awake session's log. A save that fails refuses the patch
+    /// ([`ConfigError::NotSaved`]) and changes nothing; one that finds a newer saved revision
+    /// (another runtime on the same store) is [`ConfigError::StaleRevision`].
     pub async fn configure_plugin(
         &self,
         name: &str,
@@ -572,9 +604,35 @@ impl Runtime {
         let plugin = self.plugin_in_chain(name)?;
         let settings = settings_of(name, plugin.as_ref())?;
         let staged = settings.stage(&patch, base_revision)?;
-        // (A durable record of `staged.settings()` at `staged.revision()` goes here, before the
-        // commit: see `plugin::settings`.)
-        let outcome = settings.commit(staged)?;
+        let record = SettingsRecord {
+            plugin: name.to_owned(),
+            revision: staged.revision(),
+            settings: staged.settings().clone(),
+        };
+        let store = &self.inner.sessions.shared.store;
+        match store.save_settings(&record, staged.base_revision()).await {
+            Ok(()) => {}
+            Err(StoreError::SettingsConflict { found, .. }) => {
+                let current = found.max(settings.revision());
+                return Err(ConfigError::StaleRevision { based_on: base_revision, current });
+            }
+            Err(error) => {
+                return Err(ConfigError::NotSaved {
+                    plugin: name.to_owned(),
+                    message: error.to_string(),
+                });
+            }
+        }
+        let changed = staged.changed().to_vec();
+        let outcome = match settings.commit(staged) {
+            Ok(outcome) => outcome,
+            // Saved, but the fence moved in memory meanwhile (a restore): what the store holds
+            // is the truth from now on.
+            Err(_) => {
+                settings.restore(&record.settings, record.revision)?;
+                ConfigOutcome { revision: record.revision, changed }
+            }
+        };
         let change = ConfigChanged {
             plugin: name.to_owned(),
             revision: outcome.revision,
@@ -582,6 +640,12 @@ impl Runtime {
         };
         self.inner.sessions.directory.broadcast(&|| ClientMsg::ConfigChanged(change.clone()));
         Ok(outcome)
+    }
+
+    /// The revision the plugin named `name` was restored at from the store when the runtime
+    /// started (`None`: the store had no record for it, so it began at its built settings).
+    pub fn saved_revision_at_start(&self, name: &str) -> Option<u64> {
+        self.inner.saved_revisions.get(name).copied()
     }
 
     /// The current settings revision of the plugin named `name`, if it is in the chain (0 for a

@@ -1,6 +1,8 @@
 //! Sessions: the [`Session`] handle people hold, and the actor behind it while it is awake.
 //!
-//! - `idle` (pure): how a turn's end is closed, and what an idle session does next.
+//! - `phase`: the session actor's phase (a turn runs, between turns, idle, hibernating) and its
+//!   pure decisions: what it does next after every message, how a turn's end is closed.
+//! - `message`: the session actor's messages (what a handle asks, through the directory).
 //! - `directory`: which sessions are awake (have an actor), and the hand-off that lets one
 //!   hibernate without losing a message.
 //! - `turn_handle`: what a prompt returns — the turn's events and its outcome.
@@ -30,14 +32,16 @@ use crate::session_log::LogError;
 pub(crate) mod actor;
 mod answer;
 pub(crate) mod directory;
-mod idle;
+
 mod last_route;
+pub(crate) mod message;
+mod phase;
 pub(crate) mod turn_handle;
 
 pub use answer::{Answer, AnswerDelta, AnswerStream, Answered};
 pub use turn_handle::{TurnHandle, TurnOutcome};
 
-use actor::ClientMsg;
+use message::ClientMsg;
 
 /// What a session was asked to do.
 ///
@@ -157,7 +161,7 @@ pub(crate) struct Sessions {
 
 impl Sessions {
     pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Self { shared, directory: directory::Directory::default() }
+        Self { shared, directory: directory::Directory::new(actor::wake) }
     }
 }
 

@@ -92,15 +92,16 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
 use tracing::Instrument;
 
-use crate::BoxFuture;
 use crate::census::Census;
 use crate::clock::Clock;
 use crate::event::{Envelope, Event, TurnEndReason};
+use crate::future::BoxFuture;
 use crate::projection::Projection;
 use crate::store::{SessionStore, StoreError, TornTail};
 use crate::validator::{Rejection, Validator};
 
 mod actor;
+mod message;
 mod open_options;
 pub mod open_turn;
 mod registry;
@@ -119,7 +120,8 @@ pub use open_turn::{OpenTurn, OpenTurnProjection};
 pub use retry_chains::{Chain, RetryChainProjection, RetryChains};
 pub use step_routes::{StepRouteProjection, StepRoutes};
 
-use actor::{LogMsg, OpenArgs, SessionLogActor};
+use actor::{OpenArgs, SessionLogActor};
+use message::LogMsg;
 use state::LogState;
 
 /// A handle on an open session's log. Clones share the same log.
@@ -362,7 +364,7 @@ impl SessionLog {
         + 'static,
     ) -> Option<T> {
         let (reply, answer) = oneshot::channel();
-        let op: actor::Op = Box::new(move |state| op(state, reply));
+        let op: message::Op = Box::new(move |state| op(state, reply));
         self.actor.send_message(LogMsg::Run(op)).ok()?;
         answer.await.ok()
     }

@@ -62,7 +62,7 @@ use crate::failure::{self, Failure};
 use crate::history::{HISTORY, HistoryProjection};
 use crate::plugin::RequestErrorPayload;
 use crate::plugin_host::walk;
-use crate::provider::actor::{AttemptResult, ProviderCall, ProviderMsg};
+use crate::provider::message::{ProviderCall, ProviderMsg};
 use crate::provider::{ChunkSink, Completion, Generation, Request, SinkClosed};
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::{SessionLog, StepRouteProjection};
@@ -70,8 +70,10 @@ use crate::tool::{TOOL_ERROR, ToolOutcome};
 use crate::waterfall::{self, Resolution};
 
 mod chunks;
+mod message;
 
 use chunks::PendingChunks;
+pub(crate) use message::StepMsg;
 
 /// What a turn and its steps run with (shared by them, one allocation per turn).
 pub(crate) struct TurnCtx {
@@ -83,18 +85,6 @@ pub(crate) struct TurnCtx {
     pub(crate) route: RouteUse,
     /// The prompt's generation settings (none for a retry), over each route's.
     pub(crate) generation: Generation,
-}
-
-/// A message to a step actor.
-pub(crate) enum StepMsg {
-    /// Chunks of attempt `attempt` are waiting in its [`PendingChunks`].
-    Chunks { attempt: u32 },
-    /// Attempt `attempt` ended.
-    AttemptDone { attempt: u32, result: AttemptResult },
-    /// The waterfall answered the failure of attempt `attempt`.
-    Resolved { attempt: u32, resolution: Resolution },
-    /// Tool call `index` of the successful attempt ended.
-    ToolDone { index: usize, result: ToolOutcome },
 }
 
 /// The actor of one running step.

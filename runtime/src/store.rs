@@ -15,6 +15,8 @@
 //! - [`claim`]: one writer per session — the [`Claim`] a session log holds while it is open,
 //!   and `lock_file`, the advisory lock the operating system releases with its holder's process.
 //! - [`faulty`]: a store that fails on purpose, for tests of what a failed write does.
+//! - [`settings_record`]: plugin settings as a store keeps them (the compare-and-set every
+//!   store applies, the lenient read).
 //!
 //! # Why every store checks `seq`
 //!
@@ -30,8 +32,8 @@
 //! resolves after the store holds the records at the promised [`Durability`]. So `append` is a
 //! future that resolves exactly then; the session log answers its caller only after it.
 
-use crate::BoxFuture;
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 pub mod claim;
 pub mod faulty;
@@ -41,12 +43,14 @@ mod lock_file;
 pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod settings_record;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod sync;
 
 pub use claim::Claim;
 pub use lock_file::Holder;
+pub use settings_record::{SettingsRecord, StoredSettings};
 
 /// The longest session log a store or a reader reads, in bytes: 4 GiB. A longer file is refused
 /// whole (nothing of it is read, nothing cut), and a store refuses an append that would take a
@@ -129,6 +133,26 @@ pub enum StoreError {
     /// The store's writer is gone.
     #[error("the store is closed")]
     Closed,
+    /// A settings save that does not continue the stored revision: another save came first
+    /// (see [`settings_record`]). Nothing was written.
+    #[error(
+        "settings of plugin {plugin}: saved at revision {found}, not {base} as the change assumed"
+    )]
+    SettingsConflict {
+        /// The plugin.
+        plugin: String,
+        /// The revision the save was based on.
+        base: u64,
+        /// The revision the store holds (0: none).
+        found: u64,
+    },
+    /// A plugin name that cannot name a settings record (quoted).
+    #[error("invalid plugin name {0}: use letters, digits, '-', '_' and '.' (not leading)")]
+    InvalidPluginName(String),
+    /// The store does not keep plugin settings (a store of another crate that did not
+    /// implement [`SessionStore::save_settings`]).
+    #[error("this store does not keep plugin settings")]
+    NoSettings,
     /// What a writer needs is held by another: a session (or a whole SQLite database) another
     /// process has open. Nothing was read or written.
     #[error("{what} is in use by {}", Holder::describe(.holder.as_ref(), lock))]
@@ -151,6 +175,13 @@ pub enum StoreError {
         /// The `seq` the append carried there.
         found: u64,
     },
+}
+
+impl StoreError {
+    /// An I/O error on `path`.
+    pub(crate) fn io(path: &std::path::Path, source: std::io::Error) -> Self {
+        Self::Io { path: path.display().to_string(), source }
+    }
 }
 
 /// A place that holds session logs.
@@ -201,6 +232,29 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// The ids of every stored session.
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Saves a plugin's accepted settings, durably, based on revision `base`: a
+    /// compare-and-set ([`settings_record::check_base`]) refused with
+    /// [`StoreError::SettingsConflict`] when the stored record is not at `base`. Resolves once
+    /// the record is durable (whatever the store's [`Durability`] for appends: a settings change
+    /// is rare and must survive). Nothing is written when it fails.
+    ///
+    /// The default keeps nothing: [`StoreError::NoSettings`], so a runtime on such a store
+    /// refuses run-time patches rather than accept one it would forget.
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = (record, base);
+        Box::pin(async { Err(StoreError::NoSettings) })
+    }
+
+    /// Every plugin's latest saved settings, read leniently ([`StoredSettings::Damaged`] for a
+    /// record that cannot be read), in plugin-name order. The default: none.
+    fn load_settings(&self) -> BoxFuture<'_, Result<Vec<StoredSettings>, StoreError>> {
+        Box::pin(async { Ok(Vec::new()) })
+    }
 }
 
 /// Checks that a session id is safe as a file name: `[A-Za-z0-9_.-]`, not starting with `.`,

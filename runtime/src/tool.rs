@@ -30,7 +30,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::BoxFuture;
+use crate::future::BoxFuture;
 use crate::provider::ToolSpec;
 
 pub mod echo;
@@ -38,7 +38,7 @@ pub mod echo;
 /// What a tool author uses, in one import: `use rein_runtime::tool::prelude::*;`.
 pub mod prelude {
     pub use super::{Tool, ToolOutcome};
-    pub use crate::BoxFuture;
+    pub use crate::future::BoxFuture;
     pub use crate::provider::ToolSpec;
     pub use tokio_util::sync::CancellationToken;
 }

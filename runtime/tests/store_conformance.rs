@@ -19,7 +19,7 @@ use rein_runtime::session_log::SessionLog;
 use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::sqlite::SqliteStore;
-use rein_runtime::store::{Durability, SessionStore, StoreError};
+use rein_runtime::store::{Durability, SessionStore, SettingsRecord, StoreError, StoredSettings};
 use rein_testkit::stamped::{append_concurrently, envelope, idle, message};
 
 /// One kind of store, with what it needs to be opened again.
@@ -100,6 +100,42 @@ impl Backend {
                 assert_eq!(n, 1);
             }
         }
+    }
+}
+
+impl Backend {
+    /// Replaces plugin `plugin`'s stored settings with `text` (not JSON), behind the store's
+    /// back; `false` for a store that holds values, not text (memory).
+    async fn damage_settings(&self, plugin: &str, text: &str) -> bool {
+        match self {
+            Self::Memory(_) => return false,
+            Self::Jsonl(dir) => {
+                std::fs::write(dir.path().join(format!("{plugin}.settings.json")), text).unwrap();
+            }
+            Self::Sqlite(dir) => {
+                let conn = rusqlite::Connection::open(dir.path().join("events.db")).unwrap();
+                let n = conn
+                    .execute(
+                        "UPDATE settings SET settings = ?1 WHERE plugin = ?2",
+                        rusqlite::params![text, plugin],
+                    )
+                    .unwrap();
+                assert_eq!(n, 1);
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres { url, .. } => {
+                let client = raw_postgres(url).await;
+                let n = client
+                    .execute(
+                        "UPDATE settings SET settings = $1 WHERE plugin = $2",
+                        &[&text, &plugin],
+                    )
+                    .await
+                    .unwrap();
+                assert_eq!(n, 1);
+            }
+        }
+        true
     }
 }
 
@@ -511,5 +547,82 @@ mod postgres {
         let store = PostgresStore::open_target(target, Durability::Os).await.unwrap();
         store.append("s", &[idle(0)]).await.unwrap();
         assert_eq!(store.shown(), url);
+    }
+}
+
+fn settings(plugin: &str, revision: u64) -> SettingsRecord {
+    let value = serde_json::json!({"extraRetries": revision, "retryableCodes": ["SERVER"]});
+    SettingsRecord { plugin: plugin.into(), revision, settings: value }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settings_are_saved_under_a_compare_and_set_and_survive_reopening() {
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Os).await;
+        assert_eq!(store.load_settings().await.unwrap(), [], "{name}");
+        store.save_settings(&settings("llm-retry", 1), 0).await.unwrap();
+        store.save_settings(&settings("auto-retry", 1), 0).await.unwrap();
+        store.save_settings(&settings("auto-retry", 2), 1).await.unwrap();
+        // Two savers from one revision: the second is refused and writes nothing.
+        for (record, base, found) in [
+            (settings("auto-retry", 2), 1, 2),
+            (settings("auto-retry", 1), 0, 2),
+            (settings("x", 2), 1, 0),
+        ] {
+            let saved = store.save_settings(&record, base).await;
+            let err = saved.expect_err(&format!("{name}: {record:?} on {base}"));
+            assert!(
+                matches!(&err, StoreError::SettingsConflict { base: b, found: f, .. }
+                    if *b == base && *f == found),
+                "{name}: {err}"
+            );
+        }
+        let err = store.save_settings(&settings("../up", 1), 0).await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidPluginName(_)), "{name}: {err}");
+        let want = [
+            StoredSettings::Record(settings("auto-retry", 2)),
+            StoredSettings::Record(settings("llm-retry", 1)),
+        ];
+        assert_eq!(store.load_settings().await.unwrap(), want, "{name}");
+        drop(store);
+
+        let reopened = backend.open(Durability::Disk).await;
+        assert_eq!(reopened.load_settings().await.unwrap(), want, "{name} reopened");
+        reopened.save_settings(&settings("auto-retry", 3), 2).await.unwrap();
+        assert_eq!(
+            reopened.load_settings().await.unwrap()[0],
+            StoredSettings::Record(settings("auto-retry", 3)),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_settings_record_is_read_as_damaged_and_the_next_save_replaces_it() {
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Os).await;
+        store.save_settings(&settings("auto-retry", 1), 0).await.unwrap();
+        store.save_settings(&settings("auto-retry", 2), 1).await.unwrap();
+        if !backend.damage_settings("auto-retry", "{\"extraRetries\": 4").await {
+            continue;
+        }
+        let loaded = store.load_settings().await.unwrap();
+        let [StoredSettings::Damaged { plugin, at, message, revision }] = loaded.as_slice() else {
+            panic!("{name}: {loaded:?}")
+        };
+        assert_eq!(plugin, "auto-retry", "{name}");
+        assert!(at.contains("auto-retry"), "{name}: where: {at}");
+        assert!(!message.is_empty(), "{name}: why");
+        // A file read whole has no revision left; a row keeps its revision column.
+        let kept = if matches!(backend, Backend::Jsonl(_)) { 0 } else { 2 };
+        assert_eq!(*revision, kept, "{name}");
+        store.save_settings(&settings("auto-retry", kept + 1), kept).await.unwrap();
+        assert_eq!(
+            store.load_settings().await.unwrap(),
+            [StoredSettings::Record(settings("auto-retry", kept + 1))],
+            "{name}"
+        );
     }
 }

@@ -130,9 +130,10 @@ pub(crate) struct ChatArgs {
     #[command(flatten)]
     generation: GenerationArgs,
     /// The directory of session logs, or a PostgreSQL store: postgres://USER@HOST/DB (the
-    /// password from the URL or PGPASSWORD, never printed).
-    #[arg(long, value_name = "DIR|URL", default_value = sessions::DEFAULT_STORE)]
-    store: PathBuf,
+    /// password from the URL or PGPASSWORD, never printed) [default: the configuration file's
+    /// `store`, else .rein/sessions].
+    #[arg(long, value_name = "DIR|URL")]
+    store: Option<PathBuf>,
     /// The session: an existing id resumes it, a new one starts it (default: a fresh id).
     #[arg(long, value_name = "ID")]
     session: Option<String>,
@@ -186,7 +187,7 @@ async fn chat(args: &ChatArgs) -> u8 {
         prepared = preparing => prepared.unwrap_or_else(|e| Err(format!("cannot prepare: {e}"))),
         Some(_) = signals.recv() => return interrupted(&mut console),
     };
-    let (routes, place) = match prepared {
+    let (routes, place, store) = match prepared {
         Ok(prepared) => prepared,
         Err(e) => {
             console.error(&e);
@@ -197,7 +198,7 @@ async fn chat(args: &ChatArgs) -> u8 {
     // between two lines would let another process take the session, and the next line fail.
     let hold = std::time::Duration::MAX;
     let runtime = match agent::build(&routes, place.store.clone(), hold).await {
-        Ok(runtime) => runtime,
+        Ok((runtime, _)) => runtime,
         Err(e) => {
             console.error(&e);
             return FAILED;
@@ -228,13 +229,14 @@ async fn chat(args: &ChatArgs) -> u8 {
     };
     drop(spans);
     runtime.shutdown().await;
-    let resume = match args.store.as_path() == Path::new(sessions::DEFAULT_STORE) {
+    let implied = args.store.is_none();
+    let resume = match store.as_path() == Path::new(sessions::DEFAULT_STORE) || implied {
         true => format!("rein chat --session {}", place.id),
-        false if sessions::is_postgres(&args.store) => {
+        false if sessions::is_postgres(&store) => {
             let url = place.shown.strip_suffix(&format!("#{}", place.id)).unwrap_or_default();
             format!("rein chat --store {url} --session {}", place.id)
         }
-        false => format!("rein chat --store {} --session {}", args.store.display(), place.id),
+        false => format!("rein chat --store {} --session {}", store.display(), place.id),
     };
     console.note(&format!("session {} · continue it: {resume}", place.id));
     match last {
@@ -249,8 +251,8 @@ fn interrupted(console: &mut Console) -> u8 {
     FAILED
 }
 
-/// The routes and the session's place, checked: every refusal is bad input.
-fn prepare(args: &ChatArgs) -> Result<(agent::Routes, sessions::Place), String> {
+/// The routes, the session's place and the store it is in, checked: every refusal is bad input.
+fn prepare(args: &ChatArgs) -> Result<(agent::Routes, sessions::Place, PathBuf), String> {
     if args.prompt.as_deref().is_some_and(|p| p.trim().is_empty()) {
         return Err("PROMPT: must not be empty (omit it to chat line by line)".to_owned());
     }
@@ -258,12 +260,13 @@ fn prepare(args: &ChatArgs) -> Result<(agent::Routes, sessions::Place), String> 
     let mut routes = agent::routes(planned)?;
     let every = std::iter::once(&routes.primary).chain(&routes.fallbacks);
     routes.generation = generation::settings(&args.generation, every)?;
+    let store = agent::store(args.store.as_deref(), routes.file.as_ref());
     // Last: opening the session's place may create the store.
-    let place = match sessions::is_postgres(&args.store) {
-        true => sessions::open_postgres(&args.store.to_string_lossy(), args.session.as_deref())?,
-        false => sessions::open(&args.store, args.session.as_deref())?,
+    let place = match sessions::is_postgres(&store) {
+        true => sessions::open_postgres(&store.to_string_lossy(), args.session.as_deref())?,
+        false => sessions::open(&store, args.session.as_deref())?,
     };
-    Ok((routes, place))
+    Ok((routes, place, store))
 }
 
 /// The lines on stderr before the first turn: the provider (and the fallbacks), the session, how

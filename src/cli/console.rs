@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::agent::config_file::{self, ConfigFile};
 use super::agent::{self, ProviderArgs, sessions};
 use super::chat::signals::{self, Signal};
 use super::chat::telemetry;
@@ -45,7 +46,7 @@ mod status;
 mod tail;
 
 /// The port when `--port` is not given.
-const DEFAULT_PORT: u16 = 4180;
+pub(crate) const DEFAULT_PORT: u16 = 4180;
 /// Exit status: a usage error or bad input (nothing was written).
 const BAD_INPUT: u8 = 2;
 /// Exit status: the console could not start (the port is taken…) or the runtime failed.
@@ -99,14 +100,16 @@ Exit status:
 /// Arguments of `rein console`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct ConsoleArgs {
-    /// The port on 127.0.0.1 (0: any free port, printed).
-    #[arg(long, value_name = "PORT", default_value_t = DEFAULT_PORT)]
-    port: u16,
+    /// The port on 127.0.0.1 (0: any free port, printed) [default: the configuration file's
+    /// `console.port`, else 4180].
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
     #[command(flatten)]
     provider: ProviderArgs,
-    /// The directory of session logs.
-    #[arg(long, value_name = "DIR", default_value = sessions::DEFAULT_STORE)]
-    store: PathBuf,
+    /// The directory of session logs [default: the configuration file's `store`, else
+    /// .rein/sessions].
+    #[arg(long, value_name = "DIR")]
+    store: Option<PathBuf>,
     /// Serve the store without a runtime: show and follow its logs, change nothing.
     #[arg(long, conflicts_with_all = ["provider", "model", "seed"])]
     read_only: bool,
@@ -137,15 +140,25 @@ async fn console(args: &ConsoleArgs) -> u8 {
     };
     telemetry::init();
 
-    let store_shown = args.store.display().to_string();
+    let file = match config_file::load(args.provider.config.as_deref()) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return BAD_INPUT;
+        }
+    };
+    let dir = agent::store(args.store.as_deref(), file.as_ref());
+    let port = args.port.or(file.as_ref().and_then(|f| f.console_port.as_ref()).map(|p| p.value));
+    let port = port.unwrap_or(DEFAULT_PORT);
+    let store_shown = dir.display().to_string();
     let live = if args.read_only {
-        if let Err(e) = readable_dir(&args.store) {
+        if let Err(e) = readable_dir(&dir) {
             eprintln!("error: {e}");
             return BAD_INPUT;
         }
         None
     } else {
-        match start(args).await {
+        match start(args, file, &dir).await {
             Ok(live) => Some(live),
             Err((status, e)) => {
                 eprintln!("error: {e}");
@@ -156,13 +169,12 @@ async fn console(args: &ConsoleArgs) -> u8 {
     let label = live.as_ref().map(|(_, label)| label.clone());
     let live = live.map(|(live, _)| live);
 
-    let listener = match TcpListener::bind(("127.0.0.1", args.port)).await {
+    let listener = match TcpListener::bind(("127.0.0.1", port)).await {
         Ok(listener) => listener,
         Err(e) => {
             eprintln!(
-                "error: cannot listen on 127.0.0.1:{}: {e} (choose another port with --port, or \
-                 --port 0 for any free one)",
-                args.port
+                "error: cannot listen on 127.0.0.1:{port}: {e} (choose another port with --port, \
+                 or --port 0 for any free one)"
             );
             if let Some(live) = &live {
                 live.runtime.shutdown().await;
@@ -186,7 +198,7 @@ async fn console(args: &ConsoleArgs) -> u8 {
     let app = Arc::new(server::App {
         context: pages::Context { live: label, store: store_shown },
         own: guard::Own { port },
-        dir: args.store.clone(),
+        dir,
         live,
         closing: closing.clone(),
         turns: TaskTracker::new(),
@@ -242,14 +254,23 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 
 /// The runtime `rein chat` builds, over a store that tells the console of every append, and
 /// how the pages name its provider; or the exit status and the error.
-async fn start(args: &ConsoleArgs) -> Result<(server::Live, String), (u8, String)> {
-    let routes = agent::plan(&args.provider).and_then(agent::routes).map_err(|e| (BAD_INPUT, e))?;
-    let store = sessions::open_store(&args.store).map_err(|e| (BAD_INPUT, e))?;
+async fn start(
+    args: &ConsoleArgs,
+    file: Option<ConfigFile>,
+    dir: &std::path::Path,
+) -> Result<(server::Live, String), (u8, String)> {
+    let planned = agent::plan_from(&args.provider, file).map_err(|e| (BAD_INPUT, e))?;
+    let routes = agent::routes(planned).map_err(|e| (BAD_INPUT, e))?;
+    let store = sessions::open_store(dir).map_err(|e| (BAD_INPUT, e))?;
     let feed = Arc::new(feed::Feed::default());
     let notifying: Arc<dyn SessionStore> =
         Arc::new(feed::NotifyingStore::new(Arc::new(store.clone()), Arc::clone(&feed)));
     let grace = rein_runtime::runtime::DEFAULT_IDLE_GRACE;
-    let runtime = agent::build(&routes, notifying, grace).await.map_err(|e| (FAILED, e))?;
+    let (runtime, built) =
+        agent::build(&routes, notifying, grace).await.map_err(|e| (FAILED, e))?;
+    let file_keys = routes.file.as_ref().map_or_else(Default::default, |file| {
+        built.keys().map(|name| (name.clone(), file.plugin_keys(name))).collect()
+    });
     let route = &routes.primary;
     let mut label = format!("{} on {}", route.model, route.label);
     if let Some(seed) = route.seed {
@@ -264,6 +285,8 @@ async fn start(args: &ConsoleArgs) -> Result<(server::Live, String), (u8, String
         feed,
         creating: tokio::sync::Mutex::default(),
         drawn: drawn::Drawn::default(),
+        built,
+        file_keys,
     };
     Ok((live, label))
 }

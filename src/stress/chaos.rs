@@ -212,6 +212,10 @@ impl Chaos {
                 "read-only"
             }
             Err(ConfigError::UnknownPlugin(_)) => "gone",
+            Err(error @ ConfigError::NotSaved { .. }) => {
+                tracing::warn!(plugin = %spec.name, %error, "a settings patch was not saved");
+                "not-saved"
+            }
             Err(error) => {
                 tracing::warn!(plugin = %spec.name, %error, "a settings patch was refused");
                 "invalid"

@@ -6,7 +6,7 @@
 
 use rein_event::event::{AssistantChunk, Envelope, Event, RequestError};
 
-use crate::rules::Rule;
+use crate::catalogue::Rule;
 use crate::state::State;
 use crate::violation::Violation;
 

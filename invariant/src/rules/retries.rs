@@ -17,7 +17,7 @@
 use rein_event::event::{Envelope, Event, LlmRetry, LlmRetryStarted};
 use rein_event::failure::HARD_FLOOR;
 
-use crate::rules::{MAX_DELAY_MS, MAX_SAFE_INTEGER, Rule};
+use crate::catalogue::{MAX_DELAY_MS, MAX_SAFE_INTEGER, Rule};
 use crate::state::{ChainKey, State};
 use crate::violation::Violation;
 

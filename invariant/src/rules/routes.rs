@@ -10,7 +10,7 @@
 
 use rein_event::event::{Envelope, Event, RequestStart, RouteSwitched};
 
-use crate::rules::Rule;
+use crate::catalogue::Rule;
 use crate::state::State;
 use crate::violation::Violation;
 

@@ -7,7 +7,7 @@
 use rein_event::event::{Envelope, Event, LOG_FORMAT, StepRef};
 use rein_event::plural::count;
 
-use crate::rules::Rule;
+use crate::catalogue::Rule;
 use crate::state::State;
 use crate::violation::Violation;
 

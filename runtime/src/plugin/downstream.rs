@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::BoxFuture;
+use crate::future::BoxFuture;
 
 /// What the rest of the chain answered when a plugin consulted it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -22,8 +22,9 @@
 //! settings as they will be shown and their revision. Between the two, whoever drives the change
 //! can make it durable (write the staged settings to a store) before it takes effect, so that a
 //! crash never leaves a plugin running settings that no record knows; `commit` then applies exactly
-//! what was written, or refuses if the fence moved meanwhile. Today the runtime commits right after
-//! staging ([`Runtime::configure_plugin`](crate::runtime::Runtime::configure_plugin)).
+//! what was written, or refuses if the fence moved meanwhile. The runtime does exactly that
+//! ([`Runtime::configure_plugin`](crate::runtime::Runtime::configure_plugin)): stage, save to its
+//! store, commit.
 //!
 //! `rein-plugins`' `Revisioned` implements this once for any settings type, and
 //! [`ReadOnly`](super::ReadOnly) for settings shown but fixed at run time.
@@ -188,6 +189,14 @@ pub enum ConfigError {
     /// A staged change reached the commit of another plugin's settings.
     #[error("the staged change belongs to another plugin's settings")]
     Foreign,
+    /// The change could not be saved to the store, so it was not applied.
+    #[error("the settings of plugin {plugin} were not saved, so nothing changed: {message}")]
+    NotSaved {
+        /// The plugin.
+        plugin: String,
+        /// Why the save failed.
+        message: String,
+    },
     /// The plugin's settings can be read but not changed at run time.
     #[error("the settings of plugin {plugin} are read-only at run time: {reason}")]
     ReadOnly {

@@ -57,47 +57,13 @@ use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
 use super::HostMsg;
+use super::plugin_msg::{CrashNotice, PluginMsg, PluginReply, RecoverCall};
 use super::slot::Slot;
 use crate::census::{ActorKind, Alive, Census};
 use crate::crash::panic_message;
 use crate::first_poll::{FirstPoll, first_poll};
-use crate::plugin::{Downstream, Plugin, Recovery, RequestErrorPayload, Verdict};
+use crate::plugin::{Plugin, Recovery, RequestErrorPayload, Verdict};
 use crate::waterfall::Answered;
-
-/// A message to a plugin actor.
-pub(crate) enum PluginMsg {
-    /// Answer one failed attempt.
-    /// (Not boxed: ractor boxes every message already; a second box is one more allocation per
-    /// hop.)
-    Recover(RecoverCall),
-    /// One of this incarnation's recoveries panicked: fail, so the supervisor restarts it.
-    RecoveryCrashed(CrashNotice),
-}
-
-/// One recovery to run.
-pub(crate) struct RecoverCall {
-    /// The failure and its context.
-    pub(crate) payload: Arc<RequestErrorPayload>,
-    /// The rest of the chain.
-    pub(crate) downstream: Downstream,
-    /// Where the answer goes.
-    pub(crate) reply: oneshot::Sender<PluginReply>,
-}
-
-/// A plugin's answer as the waterfall receives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PluginReply {
-    /// What the recovery gave.
-    pub(crate) answer: Answered,
-    /// Whether the plugin had left the chain (disposed) by the time its recovery ended.
-    pub(crate) disposed: bool,
-}
-
-/// A panicked recovery's report, on its way to the supervisor.
-pub(crate) struct CrashNotice {
-    pub(crate) error: String,
-    pub(crate) report: oneshot::Sender<u32>,
-}
 
 /// The error a plugin actor fails with when a recovery panicked. It carries the report port
 /// through ractor's supervision event to the host.

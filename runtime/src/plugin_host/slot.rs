@@ -26,9 +26,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::HostMsg;
-use super::plugin_actor::{PluginMsg, PluginReply, RecoverCall};
-use super::walk::RestOfWalk;
-use crate::plugin::{AskedDownstream, Downstream, Plugin, RequestErrorPayload};
+use super::plugin_msg::{PluginMsg, PluginReply, RecoverCall};
+use crate::plugin::{AskedDownstream, Downstream, DownstreamWalk, Plugin, RequestErrorPayload};
 use crate::random::Jitter;
 
 /// How often a hop re-sends an offer that a dying incarnation dropped before giving up.
@@ -219,10 +218,10 @@ impl Slot {
     /// Offers a failure to this plugin. `rest` names the walk of the chain after it
     /// (called again if the offer must be re-sent; nothing is walked unless the plugin asks).
     /// Returns the answer and what the plugin's downstream answered, if it asked.
-    pub(crate) async fn offer(
+    pub(crate) async fn offer<W: DownstreamWalk + 'static>(
         &self,
         payload: &Arc<RequestErrorPayload>,
-        rest: impl Fn() -> RestOfWalk,
+        rest: impl Fn() -> W,
     ) -> (Offered, Option<AskedDownstream>) {
         for _ in 0..MAX_REOFFERS {
             if !self.in_chain() {

@@ -21,8 +21,8 @@ use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use super::slot::{Offered, PluginChain, Slots};
-use crate::BoxFuture;
 use crate::event::{Event, PluginCrashed};
+use crate::future::BoxFuture;
 use crate::plugin::{DownstreamAnswer, DownstreamWalk, RequestErrorPayload};
 use crate::waterfall::{self, Answered, END_OF_CHAIN, Hop, Resolution};
 

@@ -31,44 +31,13 @@ use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::BoxFuture;
+use super::message::{AttemptResult, ProviderCall, ProviderMsg};
 use crate::census::{ActorKind, Alive, Census};
 use crate::crash::panic_message;
 use crate::failure::{self, Failure};
 use crate::first_poll::{FirstPoll, first_poll};
-use crate::provider::{Adapter, ChunkSink, Completion, Request};
-
-/// One attempt's outcome.
-pub(crate) type AttemptResult = Result<Completion, Failure>;
-
-/// A message to a [`ProviderActor`].
-#[derive(Debug)]
-#[non_exhaustive]
-pub(crate) enum ProviderMsg {
-    /// Run one attempt.
-    Call(ProviderCall),
-}
-
-/// Where an attempt's outcome goes (the step that asked, as a message).
-pub(crate) type OnOutcome = Box<dyn FnOnce(AttemptResult) + Send>;
-
-/// One attempt to run.
-pub(crate) struct ProviderCall {
-    /// The request.
-    pub request: Request,
-    /// Where the adapter streams chunks.
-    pub chunks: ChunkSink,
-    /// The step's cancellation token: cancelled → the attempt ends `ABORTED`.
-    pub cancel: CancellationToken,
-    /// Where the outcome goes.
-    pub reply: OnOutcome,
-}
-
-impl std::fmt::Debug for ProviderCall {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProviderCall").field("request", &self.request).finish_non_exhaustive()
-    }
-}
+use crate::future::BoxFuture;
+use crate::provider::{Adapter, ChunkSink, Request};
 
 /// The actor of one provider route (its configuration: the adapter).
 pub(crate) struct ProviderActor {
@@ -194,6 +163,8 @@ impl Actor for ProviderActor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::provider::Completion;
+    use crate::provider::message::OnOutcome;
     use std::time::Duration;
     use tokio::sync::{mpsc, oneshot};
 
@@ -202,7 +173,7 @@ mod tests {
 
     impl<F> Adapter for Scripted<F>
     where
-        F: Fn(Request, ChunkSink) -> crate::BoxFuture<'static, AttemptResult>
+        F: Fn(Request, ChunkSink) -> crate::future::BoxFuture<'static, AttemptResult>
             + Send
             + Sync
             + 'static,
@@ -211,7 +182,7 @@ mod tests {
             &self,
             request: Request,
             chunks: ChunkSink,
-        ) -> crate::BoxFuture<'static, AttemptResult> {
+        ) -> crate::future::BoxFuture<'static, AttemptResult> {
             (self.0)(request, chunks)
         }
     }
@@ -248,7 +219,7 @@ mod tests {
                         Ok(Completion::default())
                     }
                 }
-            }) as crate::BoxFuture<'static, AttemptResult>
+            }) as crate::future::BoxFuture<'static, AttemptResult>
         }))
     }
 

@@ -13,8 +13,11 @@
 //!     └── StepActor (linked, while a step runs)
 //! ```
 //!
-//! Every decision it makes is in `session::idle` (whether a closing batch carries `agent/idle`,
-//! what an idle session does next), `agent_loop` (whether a retry applies) or the log's
+//! Its state is in a `Phase` (a turn runs, between turns, idle with or without its grace timer,
+//! hibernating) and an `Ending` (whether a close or the runtime's shutdown waits for it). Every
+//! decision it makes is in `session::phase` (what to do next after a message — start a queued
+//! prompt, write `agent/idle`, drop the queue, arm the grace timer, hibernate — and whether a
+//! closing batch carries `agent/idle`), `agent_loop` (whether a retry applies) or the log's
 //! `close_turn` (which closing events a turn needs); this file is wiring.
 //!
 //! # How a turn ends
@@ -61,49 +64,28 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
-use tokio::sync::oneshot;
-use tokio_util::sync::{CancellationToken, DropGuard};
+use ractor::{
+    Actor, ActorCell, ActorProcessingErr, ActorRef, ActorRuntime, SpawnErr, SupervisionEvent,
+};
+use tokio_util::sync::CancellationToken;
 
 use super::directory::Lease;
-use super::idle::{self, Idle, WhenIdle};
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
+use super::message::{ClientMsg, SessionMsg};
+use super::phase::{self, Action, Ending, Grace, Phase, Running, View};
 use super::turn_handle::{Started, TurnOutcome, TurnSink};
-use super::{Prompt, SessionError, Sessions};
+use super::{SessionError, Sessions};
 use crate::agent_loop;
 use crate::agent_loop::runtime_failure;
 use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
 use crate::context::Shared;
-use crate::event::{
-    AgentIdle, CancelCause, ConfigChanged, Envelope, Event, TurnEndReason, TurnStart, UserMessage,
-};
+use crate::event::{AgentIdle, CancelCause, Event, TurnEndReason, TurnStart, UserMessage};
 use crate::history::HistoryProjection;
 use crate::provider::Generation;
 use crate::session_log::{AppendError, OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
-
-/// A message to a session actor.
-pub(crate) enum SessionMsg {
-    /// From a [`Session`](super::Session) handle, through the directory (counted).
-    Client(ClientMsg),
-    /// The idle grace period armed as generation `.0` elapsed.
-    GraceOver(u64),
-    /// The runtime shuts down: cancel the running turn (`disposed`), drop the queue, hibernate.
-    Shutdown,
-}
-
-/// A client's request.
-pub(crate) enum ClientMsg {
-    Open(oneshot::Sender<Result<(), SessionError>>),
-    Prompt(Prompt, TurnSink),
-    Retry(TurnSink, oneshot::Sender<Result<(), SessionError>>),
-    Cancel(CancelCause, oneshot::Sender<bool>),
-    Close(oneshot::Sender<()>),
-    Events(oneshot::Sender<Result<Vec<Envelope>, SessionError>>),
-    ConfigChanged(ConfigChanged),
-}
 
 /// The actor of one awake session.
 pub(crate) struct SessionActor {
@@ -113,9 +95,19 @@ pub(crate) struct SessionActor {
 }
 
 impl SessionActor {
-    pub(crate) fn new(sessions: Arc<Sessions>, id: Arc<str>) -> Self {
+    fn new(sessions: Arc<Sessions>, id: Arc<str>) -> Self {
         Self { shared: Arc::clone(&sessions.shared), sessions, id }
     }
+}
+
+/// Spawns the actor of session `id`, without awaiting its start: the directory calls it under
+/// its lock (see `directory`), so messages may wait in the mailbox before `pre_start` ends.
+pub(crate) fn wake(
+    sessions: &Arc<Sessions>,
+    id: &Arc<str>,
+) -> Result<ActorRef<SessionMsg>, SpawnErr> {
+    let actor = SessionActor::new(Arc::clone(sessions), Arc::clone(id));
+    ActorRuntime::spawn_instant(None, actor, ()).map(|(actor, _starting)| actor)
 }
 
 enum Work {
@@ -131,14 +123,6 @@ struct Queued {
     sink: TurnSink,
 }
 
-struct Running {
-    turn: u32,
-    actor: ActorRef<()>,
-    scope: CancelScope,
-    sink: TurnSink,
-    route: String,
-}
-
 /// The state of an awake session.
 pub(crate) struct SessionState {
     log: Result<SessionLog, SessionError>,
@@ -147,24 +131,17 @@ pub(crate) struct SessionState {
     last: Option<Box<(u32, TurnEndReason)>>,
     last_route: Option<String>,
     queue: VecDeque<Queued>,
-    running: Option<Running>,
+    /// What it is doing: running a turn, between turns, idle (waiting out its grace or not),
+    /// hibernating.
+    phase: Phase,
+    /// Whether it was asked to stop: callers of `Session::close` wait, or the runtime shuts down.
+    ending: Ending,
     /// Client messages handled (the directory compares it with those sent).
     handled: u64,
-    /// A turn ended and `agent/idle` is not written yet.
-    idle_due: bool,
     /// The ended turn's outcome, held until the next queued turn starts.
     ended: Option<Box<(TurnSink, TurnOutcome)>>,
-    /// Callers of `Session::close`, answered once the session hibernated (or stays awake for a
-    /// message that arrived meanwhile).
-    closers: Vec<oneshot::Sender<()>>,
-    /// The runtime shuts down: no turn starts, the session hibernates as soon as it is idle.
-    shutting_down: bool,
-    /// This actor is closing its log and stopping.
-    hibernating: bool,
-    /// The idle grace timer, when armed (dropping it disarms it).
-    grace: Option<DropGuard>,
-    /// Which arming of the grace timer is current.
-    generation: u64,
+    /// How many times the grace timer was armed (a `GraceOver` of an earlier arming is stale).
+    armed: u64,
     /// The census mark; declared before the lease so it is dropped first: shutdown waits for the
     /// leases, and must then find no session actor counted (on a multi-threaded runtime the
     /// other order let it see one for an instant).
@@ -272,10 +249,10 @@ impl SessionActor {
                 return false;
             }
         };
-        // The previous turn's outcome resolves now that the session moved on.
+        // The previous turn's outcome resolves now that the session moved on; no `agent/idle` is
+        // due, and a grace timer is disarmed.
         resolve_ended(state);
-        state.idle_due = false;
-        state.grace = None;
+        state.phase = Phase::Idle;
         state.next_turn += 1;
         state.lease.turn_open(true);
         let store = Arc::clone(&self.shared.store);
@@ -292,7 +269,7 @@ impl SessionActor {
         let args = TurnArgs { ctx, scope: scope.clone() };
         match Actor::spawn_linked(None, TurnActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
-                state.running = Some(Running { turn, actor, scope, sink, route });
+                state.phase = Phase::Running(Running { turn, actor, scope, sink, route });
             }
             Err(error) => {
                 let failure = runtime_failure(format!("turn {turn} could not start: {error}"));
@@ -319,7 +296,7 @@ impl SessionActor {
         sink: TurnSink,
         route: String,
     ) {
-        let idle = idle::closing(!state.queue.is_empty(), state.shutting_down).idle;
+        let idle = phase::turn_end(&self.view(state)).idle;
         if let Ok(log) = state.log.clone() {
             match log.close_turn(turn, reason.clone(), idle).await {
                 Ok(_) => {}
@@ -335,7 +312,7 @@ impl SessionActor {
             }
         }
         state.lease.turn_open(false);
-        state.idle_due = !idle;
+        state.phase = if idle { Phase::Idle } else { Phase::Between };
         state.last_route = Some(route);
         state.last = Some(Box::new((turn, reason.clone())));
         resolve_ended(state);
@@ -350,7 +327,7 @@ impl SessionActor {
 
     /// The running turn's actor terminated (`report`: how the turn ended, if it said) or failed.
     async fn turn_gone(&self, state: &mut SessionState, ended: Result<TurnReport, String>) {
-        let Some(Running { turn, sink, route, .. }) = state.running.take() else { return };
+        let Some(Running { turn, sink, route, .. }) = take_running(state) else { return };
         // The route its latest attempt used (a route switch moves it), as the log's last-route
         // projection folds it.
         let (ended, route) = match ended {
@@ -378,7 +355,7 @@ impl SessionActor {
         tracing::error!(session.id = %self.id, %error, "the session's log failed: the session closes");
         // The turn before was closed durably: its outcome stands.
         resolve_ended(state);
-        let running = state.running.take().map(|running| {
+        let running = take_running(state).map(|running| {
             running.actor.stop(None);
             running.sink
         });
@@ -386,59 +363,74 @@ impl SessionActor {
         for sink in sink.into_iter().chain(running).chain(queued) {
             sink.finish(Err(error.clone()));
         }
-        state.idle_due = false;
+        if let Phase::Between = state.phase {
+            // No `agent/idle` can be written any more.
+            state.phase = Phase::Idle;
+        }
         state.lease.repair_when_gone();
         state.log = Err(error);
     }
 
-    /// After every message: start queued work, or settle idle (grace period, then hibernation).
+    /// What the decisions of `phase` read of the session now.
+    fn view(&self, state: &SessionState) -> View {
+        View {
+            now: state.phase.now(),
+            asked: state.ending.now(),
+            queued: !state.queue.is_empty(),
+            log_failed: state.log.is_err(),
+            no_grace: self.shared.idle_grace.is_zero(),
+        }
+    }
+
+    /// After every message: does what [`phase::next`] says — start queued work, or settle idle
+    /// (grace period, then hibernation) — asking again after the actions that leave more to do.
     async fn settle(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
-        if state.running.is_some() || state.hibernating {
-            return;
-        }
-        if state.shutting_down {
-            drop_queue(state, CancelCause::Disposed);
-        }
-        while let Some(next) = next_queued(state) {
-            if self.start(myself, state, next).await {
-                return;
+        loop {
+            match phase::next(&self.view(state)) {
+                Action::Wait => return,
+                Action::DropQueue => drop_queue(state, CancelCause::Disposed),
+                Action::StartNext => {
+                    let Some(next) = next_queued(state) else { return };
+                    if self.start(myself, state, next).await {
+                        return;
+                    }
+                }
+                Action::WriteIdle => {
+                    if !self.write_idle(state).await {
+                        return;
+                    }
+                }
+                Action::ArmGrace => return self.arm_grace(myself, state, self.shared.idle_grace),
+                Action::Hibernate => return self.hibernate(myself, state).await,
             }
         }
-        if state.idle_due {
-            // The last turn's closing events went out alone (a turn was queued behind it, and it
-            // did not start): the session is idle now.
-            state.idle_due = false;
-            if let Ok(log) = state.log.clone() {
-                match log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
-                    Ok(_) => {}
-                    Err(error @ AppendError::Rejected(_)) => {
-                        tracing::warn!(session.id = %self.id, %error, "a validator refused agent/idle");
-                    }
-                    Err(error) => return self.lost(state, failure(&log, &error), None),
+    }
+
+    /// The last turn's closing events went out alone (a turn was queued behind it, and it did not
+    /// start): the session is idle now. False when the log failed.
+    async fn write_idle(&self, state: &mut SessionState) -> bool {
+        state.phase = Phase::Idle;
+        if let Ok(log) = state.log.clone() {
+            match log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
+                Ok(_) => {}
+                Err(error @ AppendError::Rejected(_)) => {
+                    tracing::warn!(session.id = %self.id, %error, "a validator refused agent/idle");
+                }
+                Err(error) => {
+                    self.lost(state, failure(&log, &error), None);
+                    return false;
                 }
             }
-            resolve_ended(state);
         }
-        let grace = self.shared.idle_grace;
-        let next = idle::when_idle(Idle {
-            shutting_down: state.shutting_down,
-            closing: !state.closers.is_empty(),
-            no_grace: grace.is_zero(),
-            log_failed: state.log.is_err(),
-            grace_armed: state.grace.is_some(),
-        });
-        match next {
-            WhenIdle::Hibernate => self.hibernate(myself, state).await,
-            WhenIdle::ArmGrace => self.arm_grace(myself, state, grace),
-            WhenIdle::Wait => {}
-        }
+        resolve_ended(state);
+        true
     }
 
     /// Arms the idle grace timer: a task of the runtime that tells this actor when `grace`
     /// elapsed, unless disarmed first (a turn started, the actor ended).
     fn arm_grace(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState, grace: Duration) {
-        state.generation += 1;
-        let generation = state.generation;
+        state.armed += 1;
+        let generation = state.armed;
         let disarmed = CancellationToken::new();
         let session = myself.clone();
         let token = disarmed.clone();
@@ -450,25 +442,26 @@ impl SessionActor {
                 }
             }
         });
-        state.grace = Some(disarmed.drop_guard());
+        state.phase = Phase::Grace(Grace { generation, _disarm: disarmed.drop_guard() });
     }
 
     /// Hibernates if no client message is on its way: closes the log and stops. Otherwise stays
     /// awake to handle it (and the callers of `close` are answered now).
     async fn hibernate(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState) {
         if !self.sessions.directory.try_hibernate(&self.id, myself.get_id(), state.handled) {
-            for closer in state.closers.drain(..) {
+            for closer in state.ending.take_closers() {
                 let _ = closer.send(());
             }
-            state.grace = None;
+            if let Phase::Grace(_) = state.phase {
+                state.phase = Phase::Idle;
+            }
             return;
         }
-        state.hibernating = true;
-        state.grace = None;
+        state.phase = Phase::Hibernating;
         if let Ok(log) = &state.log {
             log.clone().close().await;
         }
-        for done in state.closers.drain(..) {
+        for done in state.ending.take_closers() {
             let _ = done.send(());
         }
         myself.stop(None);
@@ -479,15 +472,15 @@ impl SessionActor {
     /// false (see `CancelScope::seal`).
     fn cancel(state: &mut SessionState, cause: CancelCause) -> bool {
         drop_queue(state, cause.clone());
-        match &state.running {
-            Some(running) => {
+        match &state.phase {
+            Phase::Running(running) => {
                 let landed = running.scope.record(cause);
                 if landed {
                     running.actor.stop(None);
                 }
                 landed
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -503,7 +496,7 @@ impl SessionActor {
                 state.queue.push_back(Queued { work, route, sink });
             }
             ClientMsg::Retry(sink, reply) => {
-                let busy = state.running.is_some() || !state.queue.is_empty();
+                let busy = matches!(state.phase, Phase::Running(_)) || !state.queue.is_empty();
                 let last = state.last.as_deref().map(|(turn, reason)| (*turn, reason));
                 let allowed = match &state.log {
                     Err(error) => Err(error.clone()),
@@ -526,7 +519,7 @@ impl SessionActor {
             }
             ClientMsg::Close(reply) => {
                 Self::cancel(state, CancelCause::Parent);
-                state.closers.push(reply);
+                state.ending.close(reply);
             }
             ClientMsg::Events(reply) => {
                 let events = match &state.log {
@@ -562,17 +555,15 @@ impl SessionActor {
         match message {
             SessionMsg::Client(message) => self.client(state, message).await,
             SessionMsg::GraceOver(generation) => {
-                if generation != state.generation || state.grace.is_none() {
-                    return;
-                }
-                if state.running.is_none() && state.queue.is_empty() {
-                    state.grace = None;
+                let current = matches!(&state.phase, Phase::Grace(g) if g.generation == generation);
+                if current && phase::grace_over(&self.view(state)) == Action::Hibernate {
+                    state.phase = Phase::Idle;
                     self.hibernate(myself, state).await;
                 }
                 return;
             }
             SessionMsg::Shutdown => {
-                state.shutting_down = true;
+                state.ending.shutdown();
                 Self::cancel(state, CancelCause::Disposed);
             }
         }
@@ -587,8 +578,10 @@ impl SessionActor {
         state: &mut SessionState,
     ) -> Result<(), String> {
         let is_turn = |cell: &ActorCell| {
-            state.running.as_ref().is_some_and(|r| r.actor.get_id() == cell.get_id())
+            let id = cell.get_id();
+            matches!(&state.phase, Phase::Running(running) if running.actor.get_id() == id)
         };
+        let hibernating = matches!(state.phase, Phase::Hibernating);
         let is_log = |cell: &ActorCell| {
             state.log.as_ref().is_ok_and(|log| log.cell().get_id() == cell.get_id())
         };
@@ -603,12 +596,10 @@ impl SessionActor {
             SupervisionEvent::ActorFailed(cell, error) if is_turn(&cell) => {
                 self.turn_gone(state, Err(error.to_string())).await;
             }
-            SupervisionEvent::ActorTerminated(cell, _, _)
-                if is_log(&cell) && !state.hibernating =>
-            {
+            SupervisionEvent::ActorTerminated(cell, _, _) if is_log(&cell) && !hibernating => {
                 self.lost(state, "the session log closed".to_owned(), None);
             }
-            SupervisionEvent::ActorFailed(cell, error) if is_log(&cell) && !state.hibernating => {
+            SupervisionEvent::ActorFailed(cell, error) if is_log(&cell) && !hibernating => {
                 // The store failed an append, or a validator or projection panicked.
                 self.lost(state, error.to_string(), None);
             }
@@ -625,6 +616,17 @@ fn failure(log: &SessionLog, error: &AppendError) -> String {
     match (error, log.failure()) {
         (AppendError::Closed, Some(why)) => why.to_owned(),
         _ => error.to_string(),
+    }
+}
+
+/// The running turn, if one runs (the phase becomes idle).
+fn take_running(state: &mut SessionState) -> Option<Running> {
+    match std::mem::replace(&mut state.phase, Phase::Idle) {
+        Phase::Running(running) => Some(running),
+        other => {
+            state.phase = other;
+            None
+        }
     }
 }
 
@@ -678,15 +680,11 @@ impl Actor for SessionActor {
             last: init.last.map(Box::new),
             last_route: init.last_route,
             queue: VecDeque::new(),
-            running: None,
+            phase: Phase::Idle,
+            ending: Ending::Open,
             handled: 0,
-            idle_due: false,
             ended: None,
-            closers: Vec::new(),
-            shutting_down: false,
-            hibernating: false,
-            grace: None,
-            generation: 0,
+            armed: 0,
             lease,
             _alive: alive,
         })

@@ -170,11 +170,17 @@ pub struct Answered {
     pub text: String,
 }
 
-impl AnswerStream {
-    pub(crate) fn new(handle: TurnHandle) -> Self {
-        Self { handle, answer: Answer::new() }
+// Here, not in `turn_handle`: the answer builds on the handle, the handle knows nothing of it.
+impl TurnHandle {
+    /// The turn's answer as it streams, instead of its events: text deltas, a reset when an
+    /// attempt that streamed text fails (its text is not part of the answer), and the text of
+    /// each step that answered (see [`AnswerStream`]).
+    pub fn answer(self) -> AnswerStream {
+        AnswerStream { handle: self, answer: Answer::new() }
     }
+}
 
+impl AnswerStream {
     /// The next delta; `None` once the turn ended. The same as [`futures::StreamExt::next`].
     pub async fn next_delta(&mut self) -> Option<AnswerDelta> {
         futures::StreamExt::next(self).await
@@ -217,7 +223,7 @@ impl Stream for AnswerStream {
 
 impl IntoFuture for AnswerStream {
     type Output = Result<TurnOutcome, SessionError>;
-    type IntoFuture = crate::BoxFuture<'static, Self::Output>;
+    type IntoFuture = crate::future::BoxFuture<'static, Self::Output>;
 
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(self.outcome())

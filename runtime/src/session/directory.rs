@@ -26,14 +26,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use ractor::{ActorId, ActorRef, ActorRuntime, MessagingErr};
+use ractor::{ActorId, ActorRef, MessagingErr, SpawnErr};
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
 use super::SessionError;
 use super::Sessions;
-use super::actor::{ClientMsg, SessionActor, SessionMsg};
+use super::message::{ClientMsg, SessionMsg};
 
 struct Entry {
     actor: ActorRef<SessionMsg>,
@@ -46,9 +46,13 @@ struct Inner {
     sessions: HashMap<Arc<str>, Entry>,
 }
 
+/// How the directory wakes a session: spawns its actor without awaiting its start (the session
+/// actor's `wake`; passed in, so that the directory needs only the actor's messages).
+pub(crate) type Wake = fn(&Arc<Sessions>, &Arc<str>) -> Result<ActorRef<SessionMsg>, SpawnErr>;
+
 /// The awake sessions of a runtime.
-#[derive(Default)]
 pub(crate) struct Directory {
+    wake: Wake,
     inner: Mutex<Inner>,
     /// One token per live session actor (held by its state): shutdown waits for them all.
     live: TaskTracker,
@@ -104,6 +108,10 @@ impl Drop for Lease {
 }
 
 impl Directory {
+    pub(crate) fn new(wake: Wake) -> Self {
+        Self { wake, inner: Mutex::default(), live: TaskTracker::default() }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -125,9 +133,7 @@ impl Directory {
             let entry = match inner.sessions.get_mut(id) {
                 Some(entry) => entry,
                 None => {
-                    let actor = SessionActor::new(Arc::clone(sessions), Arc::clone(id));
-                    let (actor, _starting) = ActorRuntime::spawn_instant(None, actor, ())
-                        .map_err(|_| SessionError::ShutDown)?;
+                    let actor = (self.wake)(sessions, id).map_err(|_| SessionError::ShutDown)?;
                     inner.sessions.entry(Arc::clone(id)).or_insert(Entry { actor, sent: 0 })
                 }
             };

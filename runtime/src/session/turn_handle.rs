@@ -28,9 +28,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::{mpsc, oneshot};
 
 use super::SessionError;
-use super::answer::AnswerStream;
-use crate::BoxFuture;
 use crate::event::{Envelope, Event, TurnEndReason};
+use crate::future::BoxFuture;
 use crate::session_log::SessionLog;
 use crate::store::SessionStore;
 
@@ -295,13 +294,6 @@ impl TurnHandle {
     /// turn never started). The same as [`futures::StreamExt::next`] on the handle.
     pub async fn next_event(&mut self) -> Option<Envelope> {
         futures::StreamExt::next(self).await
-    }
-
-    /// The turn's answer as it streams, instead of its events: text deltas, a reset when an
-    /// attempt that streamed text fails (its text is not part of the answer), and the text of
-    /// each step that answered (see [`AnswerStream`]).
-    pub fn answer(self) -> AnswerStream {
-        AnswerStream::new(self)
     }
 
     /// How the turn ended. An error when it never started (the session was closed or the

@@ -27,28 +27,16 @@
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::sync::oneshot;
 
-use crate::BoxFuture;
 use crate::census::{ActorKind, Alive, Census};
 use crate::clock::Clock;
-use crate::event::{Envelope, Event};
 use crate::store::SessionStore;
 
+use super::message::LogMsg;
 use super::reopen::reopen;
 use super::state::LogState;
-use super::{AppendError, OpenOptions, OpenReport};
+use super::{OpenOptions, OpenReport};
 
 use std::sync::{Arc, OnceLock};
-
-/// An operation on the log's state, carrying its own reply port.
-pub(crate) type Op = Box<dyn for<'a> FnOnce(&'a mut LogState) -> BoxFuture<'a, ()> + Send>;
-
-/// A message to a session-log actor.
-pub(crate) enum LogMsg {
-    /// Append a batch; answered after the store's ack.
-    Append(Vec<Event>, oneshot::Sender<Result<Vec<Envelope>, AppendError>>),
-    /// Any other operation (reads, subscriptions, registrations).
-    Run(Op),
-}
 
 /// What a log actor opens.
 pub(crate) struct OpenArgs {

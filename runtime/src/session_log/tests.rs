@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::*;
-use crate::BoxFuture;
 use crate::clock::VirtualClock;
 use crate::event::{
     AgentIdle, LOG_FORMAT, LlmRetry, RequestError, RequestStart, SessionStart, StepRef, TurnEnd,
     TurnEndReason, TurnStart, UserMessage,
 };
 use crate::failure::Failure;
+use crate::future::BoxFuture;
 use crate::store::faulty::FaultyStore;
 use crate::store::memory::MemoryStore;
 use crate::store::{Claim, Durability, Loaded, TornTail};

@@ -15,8 +15,11 @@ use std::sync::{Mutex, PoisonError};
 use tokio::sync::oneshot;
 
 use super::memory::MemoryStore;
-use super::{BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, TornTail};
+use super::{
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings, TornTail,
+};
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 /// A store that fails when told to (see the module docs).
 ///
@@ -46,6 +49,7 @@ pub struct FaultyStore<S = MemoryStore> {
     fail_at: Mutex<BTreeSet<u64>>,
     appends: AtomicU64,
     gates: Mutex<VecDeque<oneshot::Receiver<()>>>,
+    failing_settings: AtomicBool,
 }
 
 impl<S: SessionStore> FaultyStore<S> {
@@ -59,6 +63,7 @@ impl<S: SessionStore> FaultyStore<S> {
             fail_at: Mutex::new(BTreeSet::new()),
             appends: AtomicU64::new(0),
             gates: Mutex::new(VecDeque::new()),
+            failing_settings: AtomicBool::new(false),
         }
     }
 
@@ -90,6 +95,11 @@ impl<S: SessionStore> FaultyStore<S> {
     /// [`FaultyStore::appends`]); the ones after it go through again.
     pub fn fail_append(&self, n: u64) {
         self.fail_at.lock().unwrap_or_else(PoisonError::into_inner).insert(n);
+    }
+
+    /// While `on`, every settings save fails (as on a full disk); nothing is saved.
+    pub fn fail_settings(&self, on: bool) {
+        self.failing_settings.store(on, Ordering::SeqCst);
     }
 
     /// How many appends this store was asked for so far (failed ones included).
@@ -150,5 +160,25 @@ impl<S: SessionStore> SessionStore for FaultyStore<S> {
 
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
+    }
+
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        if self.failing_settings.load(Ordering::SeqCst) {
+            let source = std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "no space left on device (fault injected into a settings save)",
+            );
+            let path = format!("{}.settings.json", record.plugin);
+            return Box::pin(async move { Err(StoreError::Io { path, source }) });
+        }
+        self.inner.save_settings(record, base)
+    }
+
+    fn load_settings(&self) -> BoxFuture<'_, Result<Vec<StoredSettings>, StoreError>> {
+        self.inner.load_settings()
     }
 }

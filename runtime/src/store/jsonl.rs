@@ -72,19 +72,21 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use self::log_file::{AppendFailed, Cut, LogFile, WriteMode, io_error};
+use self::log_file::{AppendFailed, Cut, LogFile, WriteMode};
 use self::writer::Writer;
 use super::claim::{Claims, Held};
 use super::lock_file::{LockFile, Probe};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, MAX_LOG_BYTES, SessionStore, StoreError, TornTail,
-    check_continues, check_session_id, line,
+    Claim, Durability, Loaded, MAX_LOG_BYTES, SessionStore, SettingsRecord, StoreError,
+    StoredSettings, TornTail, check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 mod log_file;
 mod parse;
+mod settings;
 mod writer;
 
 /// The default bound on cached open files.
@@ -154,7 +156,7 @@ impl JsonlStore {
     /// A store over `dir` (created if missing) whose appends are acknowledged at `durability`.
     pub fn open(dir: impl Into<PathBuf>, durability: Durability) -> Result<Self, StoreError> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|e| io_error(&dir, e))?;
+        std::fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
         Self::build(dir, durability, Arc::new(Fdatasync), DEFAULT_MAX_OPEN_FILES)
     }
 
@@ -376,10 +378,10 @@ impl Inner {
     }
 
     fn sessions_blocking(&self) -> Result<Vec<String>, StoreError> {
-        let entries = std::fs::read_dir(&self.dir).map_err(|e| io_error(&self.dir, e))?;
+        let entries = std::fs::read_dir(&self.dir).map_err(|e| StoreError::io(&self.dir, e))?;
         let mut ids = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| io_error(&self.dir, e))?;
+            let entry = entry.map_err(|e| StoreError::io(&self.dir, e))?;
             let name = entry.file_name();
             let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else { continue };
             if check_session_id(id).is_ok() && entry.path().is_file() {
@@ -426,8 +428,8 @@ impl Cache {
 /// length the file had when it was opened. Blocking.
 pub fn read_log(path: &Path) -> Result<Loaded, StoreError> {
     use std::io::Read;
-    let file = crate::file::open_read(path).map_err(|e| io_error(path, e))?;
-    let size = crate::file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
+    let file = crate::file::open_read(path).map_err(|e| StoreError::io(path, e))?;
+    let size = crate::file::within(&file, MAX_LOG_BYTES).map_err(|e| StoreError::io(path, e))?;
     let reader = std::io::BufReader::new(file.take(size));
     let parsed = parse::parse_log(reader, path, line::MAX_LINE_BYTES)?;
     let torn = parsed.torn.map(|torn| TornTail {
@@ -445,7 +447,9 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, StoreError> {
     match tokio::task::spawn_blocking(work).await {
         Ok(result) => result,
-        Err(e) => Err(io_error(dir, std::io::Error::other(format!("store task failed: {e}")))),
+        Err(e) => {
+            Err(StoreError::io(dir, std::io::Error::other(format!("store task failed: {e}"))))
+        }
     }
 }
 
@@ -513,6 +517,24 @@ impl SessionStore for JsonlStore {
         Box::pin(async move {
             let inner = self.inner.clone();
             blocking(&self.inner.dir, move || inner.sessions_blocking()).await
+        })
+    }
+
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let (dir, record) = (self.inner.dir.clone(), record.clone());
+            blocking(&self.inner.dir, move || settings::save(&dir, &record, base)).await
+        })
+    }
+
+    fn load_settings(&self) -> BoxFuture<'_, Result<Vec<StoredSettings>, StoreError>> {
+        Box::pin(async move {
+            let dir = self.inner.dir.clone();
+            blocking(&self.inner.dir, move || settings::load(&dir)).await
         })
     }
 }

@@ -13,15 +13,17 @@
 //! small; reading a log back copies them out in order, as it copied the vector before, and reading
 //! it from a `seq` on finds the first batch it needs by a binary search.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::claim::Claims;
+use super::settings_record::{check_base, check_plugin_name};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, check_continues,
-    check_session_id,
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
+    check_continues, check_session_id,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 /// Session logs held in memory. Clones share the same logs.
 ///
@@ -46,6 +48,8 @@ pub struct MemoryStore {
     logs: Arc<Mutex<HashMap<String, Log>>>,
     /// Everything is in this process: a claim is only the in-process part.
     claims: Claims,
+    /// Plugin settings by plugin name.
+    settings: Arc<Mutex<BTreeMap<String, SettingsRecord>>>,
 }
 
 /// One session's log: its batches in order, and how many events they hold.
@@ -151,6 +155,27 @@ impl SessionStore for MemoryStore {
             let mut ids: Vec<String> = logs.keys().cloned().collect();
             ids.sort();
             Ok(ids)
+        })
+    }
+
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            check_plugin_name(&record.plugin)?;
+            let mut settings = self.settings.lock().unwrap_or_else(PoisonError::into_inner);
+            check_base(record, base, settings.get(&record.plugin).map(|r| r.revision))?;
+            settings.insert(record.plugin.clone(), record.clone());
+            Ok(())
+        })
+    }
+
+    fn load_settings(&self) -> BoxFuture<'_, Result<Vec<StoredSettings>, StoreError>> {
+        Box::pin(async move {
+            let settings = self.settings.lock().unwrap_or_else(PoisonError::into_inner);
+            Ok(settings.values().cloned().map(StoredSettings::Record).collect())
         })
     }
 }

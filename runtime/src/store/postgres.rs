@@ -44,11 +44,13 @@ use tokio_postgres::{Client, NoTls};
 use self::locks::Locks;
 use self::writer::{Request, Writer};
 use super::claim::Claims;
+use super::settings_record::{check_base, check_plugin_name, read_row};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, check_continues,
-    check_session_id, line,
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
+    check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 mod batch;
 mod locks;
@@ -80,6 +82,9 @@ pub struct PostgresStore {
     durability: Durability,
     queue: mpsc::UnboundedSender<Request>,
     reader: Mutex<Option<Arc<Client>>>,
+    /// Settings are saved through a connection with `synchronous_commit = on` (connected at the
+    /// first save).
+    settings: Mutex<Option<Arc<Client>>>,
     claims: Claims,
     locks: Locks,
     counters: Arc<Counters>,
@@ -125,6 +130,7 @@ impl PostgresStore {
             durability,
             queue,
             reader: Mutex::new(Some(Arc::new(reader))),
+            settings: Mutex::new(None),
             claims: Claims::default(),
             locks,
             counters,
@@ -154,13 +160,22 @@ impl PostgresStore {
 
     /// The reader connection, connected again if it broke.
     async fn reader(&self) -> Result<Arc<Client>, StoreError> {
+        self.connection(&self.reader, Durability::Os).await
+    }
+
+    /// The connection in `slot` (committing at `durability`), connected if it is not or broke.
+    async fn connection(
+        &self,
+        slot: &Mutex<Option<Arc<Client>>>,
+        durability: Durability,
+    ) -> Result<Arc<Client>, StoreError> {
         {
-            let reader = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(client) = reader.as_ref().filter(|c| !c.is_closed()) {
+            let held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(client) = held.as_ref().filter(|c| !c.is_closed()) {
                 return Ok(client.clone());
             }
         }
-        let client = connect(&self.target, Durability::Os).await.map_err(|e| {
+        let client = connect(&self.target, durability).await.map_err(|e| {
             StoreError::Postgres(format!(
                 "{}: the database is unreachable: {}",
                 self.target.shown(),
@@ -168,7 +183,7 @@ impl PostgresStore {
             ))
         })?;
         let client = Arc::new(client);
-        *self.reader.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
+        *slot.lock().unwrap_or_else(PoisonError::into_inner) = Some(client.clone());
         Ok(client)
     }
 
@@ -334,6 +349,85 @@ impl SessionStore for PostgresStore {
             // In Rust's order, whatever the database's collation.
             ids.sort();
             Ok(ids)
+        })
+    }
+
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            check_plugin_name(&record.plugin)?;
+            if record.revision != base + 1 {
+                return check_base(record, base, Some(base));
+            }
+            let too_big = |n: u64| StoreError::Postgres(format!("revision {n} does not fit"));
+            let revision = i64::try_from(record.revision).map_err(|_| too_big(record.revision))?;
+            let based = i64::try_from(base).map_err(|_| too_big(base))?;
+            let text = record.settings.to_string();
+            let client = self.connection(&self.settings, Durability::Disk).await?;
+            // One statement: a first record inserted where there is none, a later one updated
+            // only where the row is at the base revision.
+            let written = if base == 0 {
+                client
+                    .execute(
+                        "INSERT INTO settings (plugin, revision, settings) VALUES ($1, $2, $3)
+                         ON CONFLICT (plugin) DO NOTHING",
+                        &[&record.plugin, &revision, &text],
+                    )
+                    .await
+            } else {
+                client
+                    .execute(
+                        "UPDATE settings SET revision = $2, settings = $3
+                         WHERE plugin = $1 AND revision = $4",
+                        &[&record.plugin, &revision, &text, &based],
+                    )
+                    .await
+            }
+            .map_err(|e| self.error(e))?;
+            if written == 1 {
+                return Ok(());
+            }
+            let row = client
+                .query_opt("SELECT revision FROM settings WHERE plugin = $1", &[&record.plugin])
+                .await
+                .map_err(|e| self.error(e))?;
+            let found = match row {
+                Some(row) => row.try_get::<_, i64>(0).map_err(|e| self.error(e))?,
+                None => 0,
+            };
+            check_base(record, base, Some(u64::try_from(found).unwrap_or(0)))
+        })
+    }
+
+    fn load_settings(&self) -> BoxFuture<'_, Result<Vec<StoredSettings>, StoreError>> {
+        Box::pin(async move {
+            let client = self.reader().await?;
+            let rows = client
+                .query("SELECT plugin, revision, settings FROM settings", &[])
+                .await
+                .map_err(|e| self.error(e))?;
+            let mut records = Vec::with_capacity(rows.len());
+            for row in &rows {
+                let plugin: String = row.try_get(0).map_err(|e| self.error(e))?;
+                let revision: i64 = row.try_get(1).map_err(|e| self.error(e))?;
+                let settings: &str = row.try_get(2).map_err(|e| self.error(e))?;
+                let at = format!("{}#settings/{plugin}", self.target.shown());
+                records.push(match u64::try_from(revision) {
+                    Ok(revision) => read_row(&plugin, &at, revision, settings),
+                    Err(_) => StoredSettings::Damaged {
+                        message: format!("revision {revision} is negative"),
+                        plugin,
+                        at,
+                        revision: 0,
+                    },
+                });
+            }
+            // In Rust's order, whatever the database's collation.
+            records.sort_by(|a, b| a.plugin().cmp(b.plugin()));
+            Ok(records)
         })
     }
 }

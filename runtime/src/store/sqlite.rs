@@ -11,6 +11,7 @@
 //!   there for durability and for why the index lags behind the table).
 //! - `tail`: the newest events, not yet indexed, kept in memory for the readers.
 //! - `flusher`: for `Disk`, the thread that syncs committed batches and answers their callers.
+//! - `settings`: plugin settings, one row per plugin, saved through a connection of their own.
 //!
 //! Appends go to the writer over a channel and wait for its reply on a `oneshot`, so no tokio
 //! worker ever blocks in SQLite. Reads use a second connection (`query_only`) behind a mutex, on
@@ -59,13 +60,15 @@ use super::claim::Claims;
 use super::lock_file::{self, LockFile};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    BoxFuture, Claim, Durability, Loaded, SessionStore, StoreError, check_continues,
-    check_session_id, line,
+    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
+    check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
+use crate::future::BoxFuture;
 
 mod flusher;
 mod layout;
+mod settings;
 mod tail;
 mod writer;
 
@@ -101,6 +104,8 @@ pub struct SqliteStore {
     durability: Durability,
     writer: Writer,
     reader: Arc<Mutex<Connection>>,
+    /// Plugin settings are saved through this connection (see `settings`).
+    settings: Arc<Mutex<Connection>>,
     tail: SharedTail,
     claims: Claims,
     /// Dropped last: the database stays locked until the writer has been joined.
@@ -157,11 +162,12 @@ impl SqliteStore {
             .set_limit(rusqlite::limits::Limit::SQLITE_LIMIT_LENGTH, reader_length_limit())
             .map_err(sqlite)?;
 
+        let settings = Arc::new(Mutex::new(settings::open(&path)?));
         let tail = SharedTail::default();
         let writer = Writer::spawn(conn, path.clone(), durability, syncer, tail.clone())?;
         let reader = Arc::new(Mutex::new(reader));
         let claims = Claims::default();
-        Ok(Self { path, durability, writer, reader, tail, claims, _lock: lock })
+        Ok(Self { path, durability, writer, reader, settings, tail, claims, _lock: lock })
     }
 
     /// The database file.
@@ -355,7 +361,8 @@ fn list_sessions(
     Ok(all.into_iter().collect())
 }
 
-/// Runs a read on the blocking pool with the reader connection.
+/// Runs work on the blocking pool with one of the store's connections (the reader's, or the
+/// settings').
 async fn read<T: Send + 'static>(
     reader: &Arc<Mutex<Connection>>,
     db: &Path,
@@ -442,6 +449,25 @@ impl SessionStore for SqliteStore {
             read(&self.reader, &self.path, move |conn| list_sessions(conn, &tail, &db)).await
         })
     }
+
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let (db, record) = (self.path.clone(), record.clone());
+            read(&self.settings, &self.path, move |conn| settings::save(conn, &db, &record, base))
+                .await
+        })
+    }
+
+    fn load_settings(&self) -> BoxFuture<'_, Result<Vec<StoredSettings>, StoreError>> {
+        Box::pin(async move {
+            let db = self.path.clone();
+            read(&self.reader, &self.path, move |conn| settings::load(conn, &db)).await
+        })
+    }
 }
 
 #[cfg(test)]
@@ -484,7 +510,9 @@ mod tests {
         let store = SqliteStore::open(&db, Durability::Os).unwrap();
         store.append("s", &[idle(0), idle(1)]).await.unwrap();
         let conn = raw(&db);
-        let mut query = conn.prepare("SELECT sql FROM sqlite_master ORDER BY name").unwrap();
+        let mut query = conn
+            .prepare("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+            .unwrap();
         let sql: Vec<String> =
             query.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect();
         assert_eq!(
@@ -493,10 +521,11 @@ mod tests {
                 "CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL)",
                 "CREATE TABLE events_by_session (session TEXT NOT NULL, seq INTEGER NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID",
                 "CREATE TABLE events_indexed (upto INTEGER NOT NULL)",
+                "CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL, settings TEXT NOT NULL)",
             ]
         );
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 2);
+        assert_eq!(version, 3);
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
         assert_eq!(mode, "wal");
         // Before any fold, `events` already holds every event.

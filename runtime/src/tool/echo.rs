@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::{Tool, ToolOutcome};
-use crate::BoxFuture;
+use crate::future::BoxFuture;
 use crate::provider::ToolSpec;
 
 /// Returns the `text` argument: `{"text": "hi"}` → `hi`. A bare JSON string is echoed too; any

@@ -103,6 +103,19 @@ impl ProviderKind {
     }
 }
 
+impl ProviderKind {
+    /// The variable of `suffix` (`API_KEY`, `BASE_URL`) that configures it (`None`: the
+    /// simulated provider reads none).
+    pub(crate) fn var(self, suffix: &str) -> Option<String> {
+        match self {
+            ProviderKind::Deepseek => Some(Preset::DEEPSEEK.var(suffix)),
+            ProviderKind::Openai => Some(Preset::OPENAI.var(suffix)),
+            ProviderKind::Anthropic => Some(anthropic_var(suffix)),
+            ProviderKind::Simulated => None,
+        }
+    }
+}
+
 /// The Anthropic variable of `suffix` (`ANTHROPIC_API_KEY`).
 fn anthropic_var(suffix: &str) -> String {
     format!("{}_{suffix}", rein_providers::anthropic::config::ENV_PREFIX)

@@ -105,6 +105,14 @@ pub(crate) fn open_postgres(url: &str, id: Option<&str>) -> Result<Place, String
     })
 }
 
+/// The PostgreSQL store at `url` (at [`Durability::Disk`]); the error names it without its
+/// password.
+pub(crate) async fn open_postgres_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
+    let store =
+        PostgresStore::open(url, Durability::Disk).await.map_err(|e| format!("--store: {e}"))?;
+    Ok(Arc::new(store))
+}
+
 /// The JSONL store at `dir` (appends at [`Durability::Os`]), the directory created owner-only
 /// when missing; refused when it is not a readable directory.
 pub(crate) fn open_store(dir: &Path) -> Result<JsonlStore, String> {

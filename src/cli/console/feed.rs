@@ -109,6 +109,19 @@ impl SessionStore for NotifyingStore {
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
     }
+    fn save_settings<'a>(
+        &'a self,
+        record: &'a rein_runtime::store::SettingsRecord,
+        base: u64,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.inner.save_settings(record, base)
+    }
+
+    fn load_settings(
+        &self,
+    ) -> BoxFuture<'_, Result<Vec<rein_runtime::store::StoredSettings>, StoreError>> {
+        self.inner.load_settings()
+    }
 }
 
 /// What a file (or every log file of a directory) looks like from outside: names, sizes,

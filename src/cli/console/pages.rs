@@ -12,6 +12,8 @@
 //! other origin): the server's `Content-Security-Policy` forbids anything else. The `data-*`
 //! attributes are what the script and the tests read.
 
+use std::collections::BTreeMap;
+
 use maud::{DOCTYPE, Markup, html};
 use rein_cli::html::conversation::{self, Streaming};
 use rein_plugins::auto_retry::catalogue::{CATALOGUE, CodeGroup, CodeInfo, Group, Retried};
@@ -252,6 +254,8 @@ pub(crate) struct PluginView {
     pub(crate) read_only: Option<String>,
     /// Its form, when the console can edit its settings.
     pub(crate) form: Option<&'static [Field]>,
+    /// Where each value in force came from (`default`, `rein.toml:12`, `saved at revision 3`).
+    pub(crate) sources: BTreeMap<String, String>,
 }
 
 /// The Plugins page.
@@ -287,7 +291,7 @@ pub(crate) fn plugin(plugin: &PluginView, saved: Option<&str>) -> Markup {
             @match (&plugin.settings, plugin.form) {
                 (None, _) => p.meta { "No settings." },
                 (Some(settings), Some(fields)) if editable(plugin, settings) => {
-                    (form(&plugin.name, settings, fields, saved))
+                    (form(&plugin.name, settings, fields, saved, &plugin.sources))
                 }
                 (Some(settings), _) => {
                     p.meta.read-only {
@@ -295,7 +299,7 @@ pub(crate) fn plugin(plugin: &PluginView, saved: Option<&str>) -> Markup {
                         @if let Some(reason) = &plugin.read_only { ": " (reason) }
                         "."
                     }
-                    (values(&settings.settings))
+                    (values(&settings.settings, &plugin.sources))
                 }
             }
         }
@@ -307,27 +311,38 @@ fn editable(plugin: &PluginView, settings: &PluginSettings) -> bool {
     plugin.read_only.is_none() && !settings.read_only
 }
 
-fn values(settings: &Value) -> Markup {
+fn values(settings: &Value, sources: &BTreeMap<String, String>) -> Markup {
     html! {
         dl.values {
             @if let Some(fields) = settings.as_object() {
                 @for (key, value) in fields {
                     dt { code { (key) } }
-                    dd { code { (value.to_string()) } }
+                    dd {
+                        code { (value.to_string()) }
+                        @if let Some(source) = sources.get(key) {
+                            " " span.source data-source=(source) { "(" (source) ")" }
+                        }
+                    }
                 }
             }
         }
     }
 }
 
-fn form(plugin: &str, settings: &PluginSettings, fields: &[Field], saved: Option<&str>) -> Markup {
+fn form(
+    plugin: &str,
+    settings: &PluginSettings,
+    fields: &[Field],
+    saved: Option<&str>,
+    sources: &BTreeMap<String, String>,
+) -> Markup {
     let values = &settings.settings;
     html! {
         form.settings data-plugin=(plugin) data-revision=(settings.revision)
             autocomplete="off" novalidate {
             p.revision { "Revision " span.rev { (settings.revision) } }
             @for field in fields {
-                (self::field(plugin, field, values.get(field.key)))
+                (self::field(plugin, field, values.get(field.key), sources.get(field.key)))
             }
             div.actions {
                 button.save type="submit" disabled { "Save" }
@@ -340,7 +355,7 @@ fn form(plugin: &str, settings: &PluginSettings, fields: &[Field], saved: Option
     }
 }
 
-fn field(plugin: &str, field: &Field, value: Option<&Value>) -> Markup {
+fn field(plugin: &str, field: &Field, value: Option<&Value>, source: Option<&String>) -> Markup {
     let id = format!("{plugin}-{}", field.key);
     let kind = match field.kind {
         Kind::Switch => "switch",
@@ -378,7 +393,12 @@ fn field(plugin: &str, field: &Field, value: Option<&Value>) -> Markup {
                     }
                 }
             }
-            p.help { (field.help) }
+            p.help {
+                (field.help)
+                @if let Some(source) = source {
+                    " " span.source data-source=(source) { "In force: " (source) "." }
+                }
+            }
             p.problem role="alert" hidden {}
         }
     }
@@ -507,6 +527,10 @@ mod tests {
             settings: Some(settings),
             read_only: None,
             form: staged::form("auto-retry"),
+            sources: BTreeMap::from([(
+                "extraRetries".to_owned(),
+                "saved at revision 4".to_owned(),
+            )]),
         };
         let html = plugin(&view, None).into_string();
         for needle in [
@@ -543,6 +567,7 @@ X&lt;1&gt;</textarea>"#,
             settings: Some(settings),
             read_only: None,
             form: staged::form("fallback"),
+            sources: BTreeMap::new(),
         };
         let html = plugin(&view, None).into_string();
         for needle in [
@@ -570,6 +595,7 @@ deepseek:deepseek-reasoner</textarea>"#,
             }),
             read_only: Some("fixed when the runtime is built".into()),
             form: None,
+            sources: BTreeMap::new(),
         };
         let html = plugin(&view, None).into_string();
         assert!(html.contains("Read-only at run time: fixed when the runtime is built."), "{html}");

@@ -25,6 +25,7 @@
 //! one at a time, so of concurrent creations of one id exactly one succeeds.
 //! Every response forbids framing, sniffing, caching and any script or style from elsewhere.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -60,6 +61,7 @@ use super::request::{self, BadRequest};
 use super::staged::{self, Problem};
 use super::status;
 use super::tail::Tail;
+use crate::cli::agent::config_file::sources;
 
 /// The stylesheet: the colour tokens, the panels', the conversation's, the console's own.
 fn css() -> String {
@@ -96,6 +98,11 @@ pub(crate) struct Live {
     pub(crate) creating: tokio::sync::Mutex<()>,
     /// The settings of the revisions forms were drawn at.
     pub(crate) drawn: Drawn,
+    /// Each plugin's settings as built (defaults overlaid with the configuration file's), by
+    /// plugin: what a value's source is told from.
+    pub(crate) built: BTreeMap<String, Value>,
+    /// Where the configuration file sets each plugin's keys (`PATH:LINE`) and to what, by plugin.
+    pub(crate) file_keys: BTreeMap<String, BTreeMap<String, (String, Value)>>,
 }
 
 /// Everything a request can reach.
@@ -566,7 +573,21 @@ fn plugin_view(live: &Live, name: &str) -> Option<PluginView> {
             _ => "its settings cannot change while the runtime runs".to_owned(),
         }
     });
-    Some(PluginView { name: name.to_owned(), settings, read_only, form: staged::form(name) })
+    let sources = settings.as_ref().map_or_else(BTreeMap::new, |settings| {
+        let built = live.built.get(name).cloned().unwrap_or(Value::Null);
+        let file = live.file_keys.get(name).cloned().unwrap_or_default();
+        sources::sources(&built, &file, &settings.settings, settings.revision)
+            .into_iter()
+            .map(|(key, source)| (key, source.to_string()))
+            .collect()
+    });
+    Some(PluginView {
+        name: name.to_owned(),
+        settings,
+        read_only,
+        form: staged::form(name),
+        sources,
+    })
 }
 
 fn plugin_json(view: &PluginView) -> Value {
@@ -580,6 +601,7 @@ fn plugin_json(view: &PluginView) -> Value {
         "readOnly": view.settings.as_ref().is_some_and(|s| s.read_only),
         "readOnlyReason": view.read_only,
         "editable": editable,
+        "sources": view.sources,
     })
 }
 
@@ -655,6 +677,9 @@ fn config_error(name: &str, e: ConfigError) -> Response {
             invalid(&[Problem { field, message: format!("{path}: {message}") }])
         }
         ConfigError::UnknownPlugin(_) => no_plugin(name),
+        e @ ConfigError::NotSaved { .. } => {
+            error(StatusCode::SERVICE_UNAVAILABLE, "notSaved", e.to_string())
+        }
         other => error(StatusCode::FORBIDDEN, "readOnly", other.to_string()),
     }
 }

@@ -35,7 +35,7 @@ impl WriteMode<'_> {
     /// Syncs `file` when the durability is `Disk`.
     fn sync(&self, file: &File, path: &Path) -> Result<(), StoreError> {
         if self.durability == Durability::Disk {
-            self.syncer.sync(file).map_err(|e| io_error(path, e))?;
+            self.syncer.sync(file).map_err(|e| StoreError::io(path, e))?;
         }
         Ok(())
     }
@@ -44,7 +44,7 @@ impl WriteMode<'_> {
     fn sync_dir(&self, dir: &Path) -> Result<(), StoreError> {
         // Only Unix can open (and fsync) a directory; elsewhere the file system orders this.
         if cfg!(unix) && self.durability == Durability::Disk {
-            let handle = File::open(dir).map_err(|e| io_error(dir, e))?;
+            let handle = File::open(dir).map_err(|e| StoreError::io(dir, e))?;
             self.sync(&handle, dir)?;
         }
         Ok(())
@@ -70,7 +70,7 @@ impl LogFile {
     /// Creates the log of a new session (its first append must start at seq 0).
     pub(super) fn create(path: &Path, mode: WriteMode<'_>) -> Result<Self, StoreError> {
         let options = OpenOptions::new().read(true).append(true).create(true).clone();
-        let file = file::open(path, &options).map_err(|e| io_error(path, e))?;
+        let file = file::open(path, &options).map_err(|e| StoreError::io(path, e))?;
         if let Some(dir) = path.parent() {
             mode.sync_dir(dir)?;
         }
@@ -88,9 +88,9 @@ impl LogFile {
         let mut file = match file::open(path, OpenOptions::new().read(true).append(true)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_error(path, e)),
+            Err(e) => return Err(StoreError::io(path, e)),
         };
-        let len = file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
+        let len = file::within(&file, MAX_LOG_BYTES).map_err(|e| StoreError::io(path, e))?;
         if len == 0 {
             return Ok(Some(Self { file, len, next_seq: 0 }));
         }
@@ -99,17 +99,18 @@ impl LogFile {
             line: count_lines(file).unwrap_or(0),
             message,
         };
-        let line = match last_line(&mut file, len, MAX_LINE_BYTES).map_err(|e| io_error(path, e))? {
-            LastLine::Complete(line) => line,
-            LastLine::Torn => {
-                drop(file);
-                return Ok(load(path, torn_path, mode, Cut::Allowed)?.and_then(|(_, log)| log));
-            }
-            LastLine::TooLong => {
-                let message = format!("the line is over the limit of {MAX_LINE_BYTES} bytes");
-                return Err(corrupt(&mut file, message));
-            }
-        };
+        let line =
+            match last_line(&mut file, len, MAX_LINE_BYTES).map_err(|e| StoreError::io(path, e))? {
+                LastLine::Complete(line) => line,
+                LastLine::Torn => {
+                    drop(file);
+                    return Ok(load(path, torn_path, mode, Cut::Allowed)?.and_then(|(_, log)| log));
+                }
+                LastLine::TooLong => {
+                    let message = format!("the line is over the limit of {MAX_LINE_BYTES} bytes");
+                    return Err(corrupt(&mut file, message));
+                }
+            };
         let envelope = serde_json::from_slice::<crate::event::Envelope>(&line)
             .map_err(|e| corrupt(&mut file, crate::quote::message(&e.to_string()).into_owned()))?;
         if let Some(counter) = envelope.exhausted() {
@@ -135,13 +136,13 @@ impl LogFile {
                 "the append would take the log to {after} bytes, over the limit of {}",
                 file::size(MAX_LOG_BYTES)
             );
-            let error = io_error(path, io::Error::new(io::ErrorKind::FileTooLarge, message));
+            let error = StoreError::io(path, io::Error::new(io::ErrorKind::FileTooLarge, message));
             return Err(AppendFailed { error, cut_back_to: None });
         }
         let written = self
             .file
             .write_all(bytes)
-            .map_err(|e| io_error(path, e))
+            .map_err(|e| StoreError::io(path, e))
             .and_then(|()| mode.sync(&self.file, path));
         if let Err(error) = written {
             let cut = self.file.set_len(self.len).is_ok() && mode.sync(&self.file, path).is_ok();
@@ -166,8 +167,8 @@ impl LogFile {
         let lines = self.next_seq - seq;
         let mut file = &self.file;
         let start =
-            start_of_last_lines(&mut file, self.len, lines).map_err(|e| io_error(path, e))?;
-        file.seek(SeekFrom::Start(start)).map_err(|e| io_error(path, e))?;
+            start_of_last_lines(&mut file, self.len, lines).map_err(|e| StoreError::io(path, e))?;
+        file.seek(SeekFrom::Start(start)).map_err(|e| StoreError::io(path, e))?;
         let mut reader = BufReader::with_capacity(64 * 1024, file.take(self.len - start));
         let mut events = Vec::with_capacity(usize::try_from(lines).unwrap_or(0));
         let mut buf = Vec::new();
@@ -177,7 +178,9 @@ impl LogFile {
                 line: expected + 1,
                 message,
             };
-            match read_line(&mut reader, &mut buf, MAX_LINE_BYTES).map_err(|e| io_error(path, e))? {
+            match read_line(&mut reader, &mut buf, MAX_LINE_BYTES)
+                .map_err(|e| StoreError::io(path, e))?
+            {
                 LineRead::Line => events.push(decode(&buf, expected).map_err(corrupt)?),
                 LineRead::TooLong { bytes, .. } => {
                     return Err(corrupt(format!(
@@ -231,8 +234,9 @@ pub(super) struct AppendFailed {
 
 /// Cuts the log at `path` back to `len` (the end of its last acknowledged append).
 pub(super) fn cut_back(path: &Path, len: u64) -> Result<(), StoreError> {
-    let file = file::open(path, OpenOptions::new().write(true)).map_err(|e| io_error(path, e))?;
-    file.set_len(len).and_then(|()| file.sync_data()).map_err(|e| io_error(path, e))?;
+    let file =
+        file::open(path, OpenOptions::new().write(true)).map_err(|e| StoreError::io(path, e))?;
+    file.set_len(len).and_then(|()| file.sync_data()).map_err(|e| StoreError::io(path, e))?;
     tracing::warn!(file = %path.display(), len, "cut a failed append back");
     Ok(())
 }
@@ -261,12 +265,13 @@ pub(super) fn load(
     let file = match file::open_read(path) {
         Ok(file) => file,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_error(path, e)),
+        Err(e) => return Err(StoreError::io(path, e)),
     };
-    let size = file::within(&file, MAX_LOG_BYTES).map_err(|e| io_error(path, e))?;
+    let size = file::within(&file, MAX_LOG_BYTES).map_err(|e| StoreError::io(path, e))?;
     let mut reader = BufReader::with_capacity(64 * 1024, file.take(size));
     let parsed = parse_log(&mut reader, path, MAX_LINE_BYTES)?;
-    let mut len = reader.get_mut().get_mut().stream_position().map_err(|e| io_error(path, e))?;
+    let mut len =
+        reader.get_mut().get_mut().stream_position().map_err(|e| StoreError::io(path, e))?;
     if cut == Cut::ReadOnly {
         let torn =
             parsed.torn.map(|t| TornTail { line: t.line, bytes: len - t.start, kept_in: None });
@@ -276,7 +281,7 @@ pub(super) fn load(
     let writable = file::open(path, OpenOptions::new().read(true).append(true));
     let torn = match parsed.torn {
         Some(torn) => {
-            let file = writable.as_ref().map_err(|e| io_error(path, clone_io(e)))?;
+            let file = writable.as_ref().map_err(|e| StoreError::io(path, clone_io(e)))?;
             let tail = cut_torn(file, path, torn_path, torn, mode)?;
             len = torn.start;
             Some(tail)
@@ -305,18 +310,18 @@ fn cut_torn(
 ) -> Result<TornTail, StoreError> {
     let existed = torn_path.exists();
     let mut keep = file::open(torn_path, OpenOptions::new().append(true).create(true))
-        .map_err(|e| io_error(torn_path, e))?;
+        .map_err(|e| StoreError::io(torn_path, e))?;
     let mut source = file;
-    source.seek(SeekFrom::Start(torn.start)).map_err(|e| io_error(path, e))?;
+    source.seek(SeekFrom::Start(torn.start)).map_err(|e| StoreError::io(path, e))?;
     let copied = io::copy(&mut source, &mut keep)
         .and_then(|n| keep.write_all(b"\n").map(|()| n))
-        .map_err(|e| io_error(torn_path, e))?;
+        .map_err(|e| StoreError::io(torn_path, e))?;
     // The cut bytes must be safe before they leave the log.
     mode.sync(&keep, torn_path)?;
     if !existed && let Some(dir) = torn_path.parent() {
         mode.sync_dir(dir)?;
     }
-    file.set_len(torn.start).map_err(|e| io_error(path, e))?;
+    file.set_len(torn.start).map_err(|e| StoreError::io(path, e))?;
     mode.sync(file, path)?;
     tracing::warn!(
         file = %path.display(),
@@ -389,11 +394,6 @@ fn count_lines(file: &mut File) -> io::Result<u64> {
             Err(e) => return Err(e),
         }
     }
-}
-
-/// An I/O error on `path`.
-pub(super) fn io_error(path: &Path, source: io::Error) -> StoreError {
-    StoreError::Io { path: path.display().to_string(), source }
 }
 
 #[cfg(test)]

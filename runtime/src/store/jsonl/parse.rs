@@ -18,7 +18,6 @@
 use std::io::BufRead;
 use std::path::Path;
 
-use super::log_file::io_error;
 use crate::event::Envelope;
 use crate::store::StoreError;
 use crate::store::line::{self, LineRead};
@@ -61,7 +60,7 @@ pub(super) fn parse_log(
     for index in 0u64.. {
         let number = index + 1;
         let torn = Some(TornLine { line: number, start: offset });
-        match line::read_line(&mut reader, &mut buf, max).map_err(|e| io_error(path, e))? {
+        match line::read_line(&mut reader, &mut buf, max).map_err(|e| StoreError::io(path, e))? {
             LineRead::End => break,
             LineRead::Torn | LineRead::TooLong { complete: false, .. } => {
                 return Ok(ParsedLog { events, torn });

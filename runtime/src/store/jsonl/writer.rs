@@ -19,7 +19,6 @@ use std::thread::JoinHandle;
 
 use tokio::sync::oneshot;
 
-use super::log_file::io_error;
 use crate::store::StoreError;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -43,7 +42,7 @@ impl Writer {
                     let _ = std::panic::catch_unwind(AssertUnwindSafe(job));
                 }
             })
-            .map_err(|e| io_error(dir, e))?;
+            .map_err(|e| StoreError::io(dir, e))?;
         Ok(Self { dir: dir.to_owned(), queue: Some(queue), thread: Some(thread) })
     }
 
@@ -56,7 +55,8 @@ impl Writer {
         let job: Job = Box::new(move || {
             let _ = reply.send(work());
         });
-        let stopped = || io_error(&self.dir, std::io::Error::other("the store's writer stopped"));
+        let stopped =
+            || StoreError::io(&self.dir, std::io::Error::other("the store's writer stopped"));
         let queue = self.queue.as_ref().ok_or_else(stopped)?;
         queue.send(job).map_err(|_| stopped())?;
         answer.await.map_err(|_| stopped())?

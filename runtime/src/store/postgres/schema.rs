@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `schema_version (version)` | one row: the version of the tables below |
 //! | `events (session, seq, line)` | every event; primary key `(session, seq)`; `line` is the event's JSONL line |
+//! | `settings (plugin, revision, settings)` | each plugin's latest accepted run-time settings (`settings`: the JSON it shows); a save is a compare-and-set on `revision` |
 //!
 //! [`MIGRATIONS`]`[i]` takes the tables from version `i` to `i + 1`. Opening a database runs,
 //! in one transaction under a transaction-scoped advisory lock (two rein processes opening one
@@ -12,9 +13,7 @@
 //! newer rein) is refused, naming the version found and the newest this rein knows: nothing is
 //! changed. The decision is the pure [`plan`].
 //!
-//! Seam: the settings records (a revisioned row per plugin, updated with `WHERE revision =
-//! $base`) and the per-session heads (`session_heads`) of SPEC §11/§12 are the next migrations;
-//! they are not written yet (they depend on the settings store and the heads of the resume work).
+//! Seam: the per-session heads of the resume work are the next migration.
 
 use std::ops::Range;
 
@@ -26,6 +25,12 @@ pub(super) const MIGRATIONS: &[&str] = &[
          seq bigint NOT NULL,
          line text NOT NULL,
          PRIMARY KEY (session, seq)
+     )",
+    // 1 → 2: plugin settings.
+    "CREATE TABLE settings (
+         plugin text PRIMARY KEY,
+         revision bigint NOT NULL,
+         settings text NOT NULL
      )",
 ];
 

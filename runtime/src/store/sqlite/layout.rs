@@ -9,7 +9,10 @@
 //!     row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID;
 //! -- One row: the events up to this rowid are in events_by_session.
 //! CREATE TABLE events_indexed (upto INTEGER NOT NULL);
-//! PRAGMA user_version = 2;
+//! -- Each plugin's latest accepted run-time settings (`settings` is the JSON the plugin shows).
+//! CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL,
+//!     settings TEXT NOT NULL);
+//! PRAGMA user_version = 3;
 //! ```
 //!
 //! `events` holds every event at any time, so a tool that only wants the lines can read that
@@ -25,13 +28,14 @@
 //!   `(session, seq)`). It is migrated in one transaction: the rows are copied, byte for byte, into
 //!   the new `events` (in session order), indexed, and the old table dropped. A crash during the
 //!   migration leaves the old layout as it was.
-//! - Version 2: used as is.
+//! - Version 2 (before plugin settings were kept): the `settings` table is added.
+//! - Version 3: used as is.
 //! - Any other version (written by a newer rein): refused, naming the version; nothing is changed.
 
 use rusqlite::Connection;
 
 /// The layout's version (`PRAGMA user_version`).
-pub(super) const VERSION: i64 = 2;
+pub(super) const VERSION: i64 = 3;
 
 /// The tables, created together.
 const TABLES: &str = "
@@ -39,7 +43,15 @@ const TABLES: &str = "
     CREATE TABLE events_by_session (session TEXT NOT NULL, seq INTEGER NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID;
     CREATE TABLE events_indexed (upto INTEGER NOT NULL);
     INSERT INTO events_indexed (upto) VALUES (0);
-    PRAGMA user_version = 2;";
+    CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL, settings TEXT NOT NULL);
+    PRAGMA user_version = 3;";
+
+/// From version 2 to 3.
+const ADD_SETTINGS: &str = "
+    BEGIN IMMEDIATE;
+    CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL, settings TEXT NOT NULL);
+    PRAGMA user_version = 3;
+    COMMIT;";
 
 /// What opening a database does to its layout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +60,8 @@ pub(super) enum Plan {
     Create,
     /// Move the first layout's rows into this one.
     Migrate,
+    /// Add the `settings` table to a version-2 database.
+    AddSettings,
     /// The layout is this one.
     Ready,
     /// A layout this rein does not know: refuse.
@@ -58,6 +72,7 @@ pub(super) enum Plan {
 pub(super) fn plan(version: i64, has_events: bool) -> Plan {
     match (version, has_events) {
         (VERSION, true) => Plan::Ready,
+        (2, true) => Plan::AddSettings,
         (0, false) => Plan::Create,
         (0, true) => Plan::Migrate,
         (other, _) => Plan::Refuse(other),
@@ -85,6 +100,7 @@ pub(super) fn prepare(conn: &Connection) -> Result<(), String> {
             ));
         }
         Plan::Create => format!("BEGIN IMMEDIATE; {TABLES} COMMIT;"),
+        Plan::AddSettings => ADD_SETTINGS.to_owned(),
         Plan::Migrate => format!(
             "BEGIN IMMEDIATE;
              ALTER TABLE events RENAME TO events_first_layout;
@@ -103,6 +119,7 @@ pub(super) fn prepare(conn: &Connection) -> Result<(), String> {
         }
         match plan(version, has_events) {
             Plan::Migrate => format!("migrating the first layout (left as it was): {e}"),
+            Plan::AddSettings => format!("adding the settings table (left as it was): {e}"),
             _ => format!("creating the tables: {e}"),
         }
     })
@@ -117,10 +134,12 @@ mod tests {
         let cases = [
             (0, false, Plan::Create),
             (0, true, Plan::Migrate),
-            (2, true, Plan::Ready),
+            (3, true, Plan::Ready),
+            (2, true, Plan::AddSettings),
             (2, false, Plan::Refuse(2)),
+            (3, false, Plan::Refuse(3)),
             (1, true, Plan::Refuse(1)),
-            (3, true, Plan::Refuse(3)),
+            (4, true, Plan::Refuse(4)),
             (7, false, Plan::Refuse(7)),
         ];
         for (version, has_events, want) in cases {
@@ -145,7 +164,7 @@ mod tests {
         )
         .unwrap();
         prepare(&conn).unwrap();
-        assert_eq!(tables(&conn), ["events", "events_by_session", "events_indexed"]);
+        assert_eq!(tables(&conn), ["events", "events_by_session", "events_indexed", "settings"]);
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, VERSION);
         let mut query = conn
@@ -167,7 +186,7 @@ mod tests {
             conn.query_row("SELECT upto FROM events_indexed", [], |r| r.get(0)).unwrap();
         assert_eq!(upto, 4, "every migrated row is indexed");
         prepare(&conn).unwrap();
-        assert_eq!(tables(&conn).len(), 3, "a second open changes nothing");
+        assert_eq!(tables(&conn).len(), 4, "a second open changes nothing");
     }
 
     #[test]
@@ -186,11 +205,30 @@ mod tests {
     }
 
     #[test]
+    fn a_version_2_database_gains_the_settings_table_and_keeps_its_rows() {
+        let conn = Connection::open_in_memory().unwrap();
+        let v2 = TABLES.replace(
+            "CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL, settings TEXT NOT NULL);",
+            "",
+        );
+        let v2 = v2.replace("user_version = 3", "user_version = 2");
+        conn.execute_batch(&v2).unwrap();
+        conn.execute_batch("INSERT INTO events VALUES ('a', 0, 'a0')").unwrap();
+        assert_eq!(tables(&conn), ["events", "events_by_session", "events_indexed"]);
+        prepare(&conn).unwrap();
+        assert_eq!(tables(&conn), ["events", "events_by_session", "events_indexed", "settings"]);
+        let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(version, 3);
+        let rows: i64 = conn.query_row("SELECT count(*) FROM events", [], |r| r.get(0)).unwrap();
+        assert_eq!(rows, 1);
+    }
+
+    #[test]
     fn a_newer_layout_is_refused_untouched() {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch("CREATE TABLE events (x); PRAGMA user_version = 3").unwrap();
+        conn.execute_batch("CREATE TABLE events (x); PRAGMA user_version = 4").unwrap();
         let err = prepare(&conn).unwrap_err();
-        assert!(err.contains("layout version 3") && err.contains("refusing"), "{err}");
+        assert!(err.contains("layout version 4") && err.contains("refusing"), "{err}");
         assert_eq!(tables(&conn), ["events"]);
     }
 }

@@ -1,0 +1,60 @@
+//! Plugin settings a store kept, put back when a runtime starts on it.
+//!
+//! A runtime begins each plugin of its chain at the latest revision the store saved for it
+//! ([`SessionStore::load_settings`](crate::store::SessionStore::load_settings)), so settings
+//! accepted at run time survive a restart and revisions continue: a settings page opened before
+//! the restart names an older revision and is refused after it, as it must be.
+//!
+//! The read is lenient: a record that cannot be read, or whose settings this build refuses
+//! (a field a newer rein wrote, a value out of range), leaves the plugin's built settings in
+//! force with a warning naming the record — but at the revision the store holds, so the next
+//! accepted patch continues the store's revisions (and replaces the record). A record for a
+//! plugin that is not in the chain is left alone.
+
+use std::collections::BTreeMap;
+
+use crate::plugin::{ConfigWarning, PluginWarning};
+use crate::plugin_host::PluginChain;
+use crate::store::StoredSettings;
+
+/// What was put back: the revision each plugin was restored at (whether its saved values or,
+/// for a record it refused, its built ones), and a warning for each record not taken.
+#[derive(Debug, Default)]
+pub(crate) struct Restored {
+    pub(crate) revisions: BTreeMap<String, u64>,
+    pub(crate) warnings: Vec<PluginWarning>,
+}
+
+/// Puts `stored` back into the plugins of `chain`.
+pub(crate) fn restore(chain: &PluginChain, stored: Vec<StoredSettings>) -> Restored {
+    let mut restored = Restored::default();
+    for record in stored {
+        let name = record.plugin().to_owned();
+        let Some(plugin) = chain.plugin(&name) else { continue };
+        let Some(settings) = plugin.settings() else { continue };
+        let revision = record.revision();
+        let refused = match &record {
+            StoredSettings::Record(saved) => match settings.restore(&saved.settings, revision) {
+                Ok(()) => None,
+                Err(e) => Some(format!("saved settings at revision {revision} refused: {e}")),
+            },
+            StoredSettings::Damaged { at, message, .. } => {
+                Some(format!("saved settings unreadable ({at}): {message}"))
+            }
+        };
+        if let Some(why) = refused {
+            let message = format!("{why}; using the settings it was built with");
+            restored.warnings.push(PluginWarning {
+                plugin: name.clone(),
+                warning: ConfigWarning { path: String::new(), message },
+            });
+            // The fence continues from the store's revision (see the module docs).
+            let built = settings.shown().settings;
+            if settings.restore(&built, revision).is_err() {
+                continue;
+            }
+        }
+        restored.revisions.insert(name, revision);
+    }
+    restored
+}

@@ -1,0 +1,31 @@
+//! The messages of a session actor (`actor`): what a [`Session`](super::Session) handle asks
+//! (through the directory, which counts them) and what the actor tells itself or hears from the
+//! runtime. Apart from the actor, so that the directory, which delivers them, needs only this
+//! file.
+
+use tokio::sync::oneshot;
+
+use super::turn_handle::TurnSink;
+use super::{Prompt, SessionError};
+use crate::event::{CancelCause, ConfigChanged, Envelope};
+
+/// A message to a session actor.
+pub(crate) enum SessionMsg {
+    /// From a [`Session`](super::Session) handle, through the directory (counted).
+    Client(ClientMsg),
+    /// The idle grace period armed as generation `.0` elapsed.
+    GraceOver(u64),
+    /// The runtime shuts down: cancel the running turn (`disposed`), drop the queue, hibernate.
+    Shutdown,
+}
+
+/// A client's request.
+pub(crate) enum ClientMsg {
+    Open(oneshot::Sender<Result<(), SessionError>>),
+    Prompt(Prompt, TurnSink),
+    Retry(TurnSink, oneshot::Sender<Result<(), SessionError>>),
+    Cancel(CancelCause, oneshot::Sender<bool>),
+    Close(oneshot::Sender<()>),
+    Events(oneshot::Sender<Result<Vec<Envelope>, SessionError>>),
+    ConfigChanged(ConfigChanged),
+}
