@@ -128,8 +128,9 @@ impl LockFile {
 }
 
 /// The holder a locked file records, if its line can be read.
-fn read_holder(file: &File) -> Option<Holder> {
+fn read_holder(mut file: &File) -> Option<Holder> {
     let mut line = Vec::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
     file.take(1024).read_to_end(&mut line).ok()?;
     serde_json::from_slice(line.trim_ascii()).ok()
 }
