@@ -38,6 +38,9 @@
 //!   done by a hand-rolled tokio + backon loop (`hand_rolled_stress`): turns per second,
 //!   cancellation latency p50 and p99, peak RSS per agent; no budget (`"budget": "none"`), each
 //!   side in a process of its own (`child`).
+//! - `stress_1k_agents_postgres_vs_sqlite_turns_per_s` (`stress_postgres`): the same engine at
+//!   1,000 agents × 3 turns on PostgreSQL at `Disk` against SQLite at `Disk`, in this process;
+//!   no budget (skipped without PostgreSQL).
 //! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
 //!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
 //!   same lines to the same files (`hand_rolled_agents`); and, with no budget,
@@ -93,6 +96,7 @@ mod round_trip;
 mod sample;
 mod stamped;
 mod stress;
+mod stress_postgres;
 mod turn_overhead;
 mod waterfall_hop;
 
@@ -139,6 +143,7 @@ const METRICS: &[(&str, Measure)] = &[
     (long_session::NAME, long_session::run),
     (long_api::NAME, long_api::run),
     (stress::NAME, stress::run),
+    (stress_postgres::NAME, stress_postgres::run),
     (agents::NAME, agents::run),
 ];
 
