@@ -9,23 +9,10 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../invariant/tests/support/history.rs"]
-mod history;
-
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use adapters::{Scripted, fail, reply};
-use log::{assert_valid, kinds, turn_ends};
-use plugins::{TestPlugin, Trace};
 use proptest::prelude::*;
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::{Clock, VirtualClock};
@@ -40,6 +27,10 @@ use rein_runtime::session::Session;
 use rein_runtime::store::SessionStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::{Tool, ToolOutcome};
+use rein_testkit::generate::generate;
+use rein_testkit::log::{self, assert_valid, kinds, turn_ends};
+use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::scripted::{Scripted, call, fail_streamed, reply};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -244,7 +235,7 @@ async fn a_pending_retry_wait_waits_only_what_is_left_then_continues_its_chain()
         ],
     )
     .await;
-    let adapter = Scripted::new(vec![fail("SERVER", &["again"]), reply(&["do", "ne"])]);
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &["again"]), reply(&["do", "ne"])]);
     let tool = Arc::new(Counting::default());
     let (runtime, session, _) = reopen(builder(&store, adapter.clone(), 5000, &tool), &store).await;
     drop(session);
@@ -287,7 +278,7 @@ async fn a_pending_retry_wait_waits_only_what_is_left_then_continues_its_chain()
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
     // The model saw what it would have seen without the crash.
     for request in adapter.seen() {
-        assert_eq!(request.messages, [Message::User { text: "hello".into() }]);
+        assert_eq!(request.request.messages, [Message::User { text: "hello".into() }]);
     }
     // The panel marks the attempt that followed the restart.
     let panel = &rein_runtime::panel::panels(&events)[0];
@@ -353,7 +344,7 @@ async fn an_attempt_the_crash_cut_is_recorded_failed_and_offered_to_the_waterfal
         matches!(&after[6].event, Event::AssistantMessage(m) if m.text == "whole"),
         "the cut attempt's chunk is not part of the answer"
     );
-    assert_eq!(adapter.seen()[0].messages, [Message::User { text: "hello".into() }]);
+    assert_eq!(adapter.seen()[0].request.messages, [Message::User { text: "hello".into() }]);
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
 }
 
@@ -470,7 +461,7 @@ async fn a_tool_that_was_running_gets_an_unknown_result_and_is_never_run_again()
         ]
     );
     // Step 2's request holds the history as it would be, with the unknown outcome.
-    let messages = &adapter.seen()[0].messages;
+    let messages = &adapter.seen()[0].request.messages;
     assert_eq!(messages[0], Message::User { text: "hello".into() });
     assert_eq!(
         messages[2],
@@ -682,7 +673,7 @@ proptest! {
         choices in proptest::collection::vec(any::<u8>(), 0..64),
         at in any::<proptest::sample::Index>(),
     ) {
-        let log = history::generate(&choices);
+        let log = generate(&choices);
         let cut = 1 + at.index(log.len());
         let events = paused().block_on(reopen_cut(&log, cut));
         let violations = rein_invariant::check_finished_log(&events);
@@ -697,8 +688,8 @@ async fn a_real_turn_cut_at_every_event_reopens_into_a_valid_log() {
     let store = MemoryStore::new();
     let tool = Arc::new(Counting::default());
     let adapter = Scripted::new(vec![
-        fail("SERVER", &["x"]),
-        adapters::call(&["c"], &[("c1", "count", json!({})), ("c2", "count", json!({}))]),
+        fail_streamed("SERVER", &["x"]),
+        call(&["c"], &[("c1", "count", json!({})), ("c2", "count", json!({}))]),
         reply(&["done"]),
     ]);
     let runtime = builder(&store, adapter, 0, &tool).build().await.unwrap();
