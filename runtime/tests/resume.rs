@@ -714,3 +714,25 @@ async fn a_real_turn_cut_at_every_event_reopens_into_a_valid_log() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_session_wakes_and_resumes_its_turn() {
+    // The session actor dies during the chain retrier's wait: the log shows the retry pending,
+    // the woken session resumes it.
+    let store = MemoryStore::new();
+    let tool = Arc::new(Counting::default());
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["fine"])]);
+    let runtime = builder(&store, adapter, 0, &tool).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let _turn = session.prompt("hello").unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(session.kill());
+    let events = settle(&store).await;
+    let resumed_at = events.iter().position(|e| e.kind() == "turn/resumed").unwrap();
+    assert_eq!(events[resumed_at].event, resumed(1, "retry-wait"));
+    let retry = events.iter().find(|e| e.kind() == "llm/retry").unwrap().time;
+    let start = events.iter().find(|e| e.kind() == "llm/retry-started").unwrap().time;
+    assert_eq!(start, retry + DELAY_MS, "the wait as scheduled, not restarted");
+    assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+    finish(runtime, &store).await;
+}
