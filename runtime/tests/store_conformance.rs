@@ -562,6 +562,34 @@ mod postgres {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_version_2_database_gains_heads_filled_from_its_rows() {
+        use rein_runtime::event::{Event, TurnStart};
+        use rein_runtime::store::{Head, SessionHead};
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        let url = cluster.create_database("heads");
+        let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
+        let turn = super::envelope(1, Event::TurnStart(TurnStart { turn: 1 }));
+        let waiting = [idle(0), turn.clone(), super::retry_at(2, 1_000, 250.0)];
+        store.append("waiting", &waiting).await.unwrap();
+        store.append("idle", &[idle(0), idle(1)]).await.unwrap();
+        drop(store);
+        // As a rein of schema version 2 left it: no heads.
+        let client = raw_postgres(&url).await;
+        client
+            .batch_execute("DROP TABLE session_heads; UPDATE schema_version SET version = 2")
+            .await
+            .unwrap();
+        let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
+        assert_eq!(store.schema_found(), Some(2));
+        let head = |session: &str, next_seq, open_turn, wake_at| SessionHead {
+            session: session.into(),
+            head: Ok(Head { next_seq, open_turn, wake_at }),
+        };
+        let want = [head("idle", 2, None, None), head("waiting", 3, Some(1), Some(1_250))];
+        assert_eq!(store.heads().await.unwrap(), want);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_password_may_come_from_pgpassword() {
         let Some(cluster) = rein_testkit::PgCluster::start() else { return };
         cluster.create_database("env");
