@@ -46,6 +46,26 @@ pub struct Resumed {
     pub failed: Vec<NotResumed>,
 }
 
+impl Resumed {
+    /// A status line for a person: how many sessions were resumed (and how many of them were
+    /// waiting for a retry), or that none had an open turn.
+    pub fn describe(&self) -> String {
+        let n = self.resumed.len();
+        if n == 0 {
+            return "no session had an open turn to resume".to_owned();
+        }
+        let sessions = if n == 1 { "1 session".to_owned() } else { format!("{n} sessions") };
+        let waiting = self.resumed.iter().filter(|t| t.wake_at.is_some()).count();
+        let waiting = match waiting {
+            0 => String::new(),
+            1 if n == 1 => " (it was waiting for a retry)".to_owned(),
+            1 => " (1 was waiting for a retry)".to_owned(),
+            w => format!(" ({w} were waiting for a retry)"),
+        };
+        format!("resumed {sessions} a crash had left with an open turn{waiting}")
+    }
+}
+
 /// The sessions of `heads` with an open turn, and those whose head could not be read.
 pub fn pending(heads: &[SessionHead]) -> (Vec<PendingTurn>, Vec<NotResumed>) {
     let mut open = Vec::new();
@@ -89,6 +109,24 @@ mod tests {
         assert_eq!(open, [turn("b", 3, None), turn("d", 1, Some(500))]);
         assert_eq!(failed, [NotResumed { session: "c".into(), error: "c.jsonl: bad".into() }]);
         assert_eq!(pending(&[]), (vec![], vec![]));
+        let report = |resumed: Vec<PendingTurn>| Resumed { resumed, failed: vec![] }.describe();
+        assert_eq!(report(vec![]), "no session had an open turn to resume");
+        assert_eq!(
+            report(open[1..].to_vec()),
+            "resumed 1 session a crash had left with an open turn (it was waiting for a retry)"
+        );
+        assert_eq!(
+            report(open[..1].to_vec()),
+            "resumed 1 session a crash had left with an open turn"
+        );
+        assert_eq!(
+            report(open.clone()),
+            "resumed 2 sessions a crash had left with an open turn (1 was waiting for a retry)"
+        );
+        assert_eq!(
+            report(vec![open[1].clone(), open[1].clone()]),
+            "resumed 2 sessions a crash had left with an open turn (2 were waiting for a retry)"
+        );
         let lines: Vec<String> = open.iter().map(PendingTurn::describe).collect();
         assert_eq!(
             lines,
