@@ -250,6 +250,16 @@ async fn an_append_that_does_not_continue_the_log_or_names_no_valid_session_writ
         assert!(matches!(b, Err(StoreError::OutOfOrder { expected: 2, .. })), "{name}: {b:?}");
         assert_eq!(store.load("s").await.unwrap().unwrap().events, [idle(0), idle(1)], "{name}");
         assert_eq!(store.sessions().await.unwrap(), ["a", "c", "s"], "{name}");
+        // What was refused moved no head.
+        let next: Vec<(String, u64)> = store
+            .heads()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.session, h.head.unwrap().next_seq))
+            .collect();
+        let want = [("a".to_owned(), 2), ("c".to_owned(), 1), ("s".to_owned(), 2)];
+        assert_eq!(next, want, "{name}");
     }
 }
 
@@ -331,6 +341,12 @@ async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() 
         drop(store);
         let store = backend.open(Durability::Os).await;
         assert_eq!(store.sessions().await.unwrap().len(), SESSIONS, "{name}");
+        let heads = store.heads().await.unwrap();
+        let mut want: Vec<(String, u64)> = expected.clone();
+        want.sort();
+        let got: Vec<(String, u64)> =
+            heads.into_iter().map(|h| (h.session, h.head.unwrap().next_seq)).collect();
+        assert_eq!(got, want, "{name}: every head");
         for (session, count) in expected {
             let events = store.load(&session).await.unwrap().unwrap().events;
             let want: Vec<Envelope> =

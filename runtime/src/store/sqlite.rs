@@ -11,8 +11,8 @@
 //!   there for durability and for why the index lags behind the table).
 //! - `tail`: the newest events, not yet indexed, kept in memory for the readers.
 //! - `flusher`: for `Disk`, the thread that syncs committed batches and answers their callers.
-//! - `heads`: the per-session heads (`session_heads`), written with each batch, one statement
-//!   per batch.
+//! - `heads`: the per-session heads (`session_heads`), written with the batches that change
+//!   them, one statement per batch.
 //! - `settings`: plugin settings, one row per plugin, saved through a connection of their own.
 //!
 //! Appends go to the writer over a channel and wait for its reply on a `oneshot`, so no tokio
@@ -457,10 +457,12 @@ impl SessionStore for SqliteStore {
 
     fn heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
         Box::pin(async move {
-            let db = self.path.clone();
+            let (db, tail) = (self.path.clone(), self.tail.clone());
             read(&self.reader, &self.path, move |conn| {
-                heads::read_all(conn)
-                    .map_err(|e| StoreError::Sqlite(format!("{}: {e}", db.display())))
+                let sqlite =
+                    |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", db.display()));
+                let (_read, ends) = snapshot(conn, &tail, heads::tail_ends).map_err(sqlite)?;
+                heads::read_all(conn, &ends).map_err(sqlite)
             })
             .await
         })
@@ -537,7 +539,7 @@ mod tests {
                 "CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL)",
                 "CREATE TABLE events_by_session (session TEXT NOT NULL, seq INTEGER NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID",
                 "CREATE TABLE events_indexed (upto INTEGER NOT NULL)",
-                "CREATE TABLE session_heads (session TEXT PRIMARY KEY, next_seq INTEGER NOT NULL, open_turn INTEGER, wake_at INTEGER) WITHOUT ROWID",
+                "CREATE TABLE session_heads (session TEXT PRIMARY KEY, open_turn INTEGER, wake_at INTEGER) WITHOUT ROWID",
                 "CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL, settings TEXT NOT NULL)",
             ]
         );

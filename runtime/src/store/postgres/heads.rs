@@ -1,12 +1,16 @@
-//! The PostgreSQL store's per-session heads: `session_heads (session, next_seq, open_turn,
-//! wake_at)`, primary key `session` (schema version 3).
+//! The PostgreSQL store's per-session heads: `session_heads (session, open_turn, wake_at)`,
+//! primary key `session` (schema version 3).
 //!
-//! One row per session, its [`Head`]: written by the writer in the batch's transaction with one
-//! `INSERT … SELECT FROM unnest(…) ON CONFLICT DO UPDATE` for every session of the batch (the
-//! heads folded in memory from the requests' marks: no line decoded), so the table and the events
-//! always agree and a batch pays one more statement, whatever its size. The migration to version
-//! 3 fills the table from the rows ([`fill`]). `wake_at` past bigint's range is stored as its
-//! largest value.
+//! A row holds what the events' marks decided last for its session — its open turn and pending
+//! wake-up — written by the writer in the transaction of the events that changed it, so the
+//! table and the events always agree. Only the sessions whose marks a batch changed get a row
+//! written (most appends are chunks, which change nothing but the next `seq`), with one `INSERT …
+//! SELECT FROM unnest(…) ON CONFLICT DO UPDATE` pipelined with the batch's insert (the heads
+//! folded in memory from the requests' marks: no line decoded): a batch of chunks costs what it
+//! did, one with marks one more statement. The next `seq` is not kept twice: a reader takes it
+//! from the end of each session's range of the primary key (one probe per session). The
+//! migration to version 3 fills the table from the rows ([`fill`]). `wake_at` past bigint's range
+//! is stored as its largest value.
 
 use std::collections::HashMap;
 
@@ -18,7 +22,6 @@ use crate::store::{Head, Mark, SessionHead};
 /// The migration that adds the table (filled afterwards by [`fill`]).
 pub(super) const TABLE: &str = "CREATE TABLE session_heads (
          session text PRIMARY KEY,
-         next_seq bigint NOT NULL,
          open_turn bigint,
          wake_at bigint
      )";
@@ -26,11 +29,11 @@ pub(super) const TABLE: &str = "CREATE TABLE session_heads (
 /// The schema version whose migration adds the table.
 pub(super) const VERSION: usize = 3;
 
-/// The one statement of a batch: every head, from four arrays.
-const UPSERT: &str = "INSERT INTO session_heads (session, next_seq, open_turn, wake_at)
-     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
-     ON CONFLICT (session) DO UPDATE SET next_seq = excluded.next_seq,
-         open_turn = excluded.open_turn, wake_at = excluded.wake_at";
+/// The one statement of a batch with marks: every row, from three arrays.
+const UPSERT: &str = "INSERT INTO session_heads (session, open_turn, wake_at)
+     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
+     ON CONFLICT (session) DO UPDATE SET open_turn = excluded.open_turn,
+         wake_at = excluded.wake_at";
 
 fn to_sql(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -40,7 +43,8 @@ fn from_sql(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
 }
 
-/// Writes `heads` with one statement, on `client` (the batch's transaction).
+/// Writes the rows of `heads` with one statement, on `client` (the batch's transaction);
+/// nothing when there are none.
 pub(super) async fn write(
     client: &impl GenericClient,
     heads: &HashMap<String, Head>,
@@ -49,16 +53,14 @@ pub(super) async fn write(
         return Ok(());
     }
     let mut sessions = Vec::with_capacity(heads.len());
-    let mut next = Vec::with_capacity(heads.len());
     let mut turns = Vec::with_capacity(heads.len());
     let mut wakes = Vec::with_capacity(heads.len());
     for (session, head) in heads {
         sessions.push(session.as_str());
-        next.push(to_sql(head.next_seq));
         turns.push(head.open_turn.map(i64::from));
         wakes.push(head.wake_at.map(to_sql));
     }
-    client.execute(UPSERT, &[&sessions, &next, &turns, &wakes]).await?;
+    client.execute(UPSERT, &[&sessions, &turns, &wakes]).await?;
     Ok(())
 }
 
@@ -87,12 +89,24 @@ pub(super) async fn stored(
     Ok(heads)
 }
 
-/// Every head, in session-id order (Rust's, whatever the database's collation).
+/// Every session's head, in session-id order (Rust's, whatever the database's collation): the
+/// sessions by one index probe each (a loose index scan), each one's next `seq` from the end of
+/// its range, joined to its row.
 pub(super) async fn read_all(
     client: &impl GenericClient,
 ) -> Result<Vec<SessionHead>, tokio_postgres::Error> {
     let rows = client
-        .query("SELECT session, next_seq, open_turn, wake_at FROM session_heads", &[])
+        .query(
+            "WITH RECURSIVE s(id) AS (
+                 SELECT min(session) FROM events
+                 UNION ALL
+                 SELECT (SELECT min(session) FROM events WHERE session > s.id) FROM s
+                 WHERE s.id IS NOT NULL)
+             SELECT s.id, (SELECT max(seq) + 1 FROM events e WHERE e.session = s.id),
+                 h.open_turn, h.wake_at
+             FROM s LEFT JOIN session_heads h ON h.session = s.id WHERE s.id IS NOT NULL",
+            &[],
+        )
         .await?;
     let mut heads = Vec::with_capacity(rows.len());
     for row in rows {
@@ -133,8 +147,8 @@ pub(super) async fn fill(client: &impl GenericClient) -> Result<(), tokio_postgr
         let session: &str = row.try_get(0)?;
         let line: &str = row.try_get(1)?;
         let mark = serde_json::from_str::<Envelope>(line).ok().as_ref().and_then(Mark::of);
-        if let (Some(mark), Some(head)) = (mark, heads.get_mut(session)) {
-            head.mark(mark);
+        if let Some(mark) = mark {
+            heads.entry(session.to_owned()).or_default().mark(mark);
         }
     }
     write(client, &heads).await

@@ -5,7 +5,7 @@
 //! | `schema_version (version)` | one row: the version of the tables below |
 //! | `events (session, seq, line)` | every event; primary key `(session, seq)`; `line` is the event's JSONL line |
 //! | `settings (plugin, revision, settings)` | each plugin's latest accepted run-time settings (`settings`: the JSON it shows); a save is a compare-and-set on `revision` |
-//! | `session_heads (session, next_seq, open_turn, wake_at)` | each session's head, written with each batch (see `heads`) |
+//! | `session_heads (session, open_turn, wake_at)` | what each session's marks decided last (its open turn, its pending wake-up), written with the batch that changed it (see `heads`) |
 //!
 //! [`MIGRATIONS`]`[i]` takes the tables from version `i` to `i + 1`. Opening a database runs,
 //! in one transaction under a transaction-scoped advisory lock (two rein processes opening one

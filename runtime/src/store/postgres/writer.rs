@@ -229,10 +229,11 @@ impl Writer {
             return Ok(HashMap::new());
         }
         let after = heads_after(&before, batch, outcomes);
+        let rows = marked(&after, batch, outcomes);
         let tx = client.transaction().await.map_err(pg)?;
-        // Pipelined: the batch's rows, then its heads (see `heads`).
+        // Pipelined: the batch's rows, then the heads its marks changed (see `heads`).
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&sessions, &seqs, &lines];
-        let insert = tokio::try_join!(tx.execute(INSERT, &params), heads::write(&tx, &after),);
+        let insert = tokio::try_join!(tx.execute(INSERT, &params), heads::write(&tx, &rows));
         match insert {
             Ok(_) => {
                 tx.commit().await.map_err(pg)?;
@@ -261,7 +262,8 @@ impl Writer {
                         }
                     }
                 }
-                heads::write(&tx, &heads_after(&before, batch, outcomes)).await.map_err(pg)?;
+                let after = heads_after(&before, batch, outcomes);
+                heads::write(&tx, &marked(&after, batch, outcomes)).await.map_err(pg)?;
                 tx.commit().await.map_err(pg)?;
                 // The cache is not trusted after a surprise: every session is asked again.
                 self.heads.clear();
@@ -292,3 +294,20 @@ fn heads_after(
 /// The one statement of a batch: every row, from three arrays.
 const INSERT: &str = "INSERT INTO events (session, seq, line) \
                       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])";
+
+/// The heads of `after` whose marks a request of `batch` with an `Ok` outcome changed: the rows
+/// the batch writes.
+fn marked(
+    after: &HashMap<String, Head>,
+    batch: &[Request],
+    outcomes: &[Result<(), StoreError>],
+) -> HashMap<String, Head> {
+    let mut rows = HashMap::new();
+    for (request, _) in batch.iter().zip(outcomes).filter(|(r, o)| o.is_ok() && !r.marks.is_empty())
+    {
+        if let Some(head) = after.get(&request.session) {
+            rows.insert(request.session.clone(), *head);
+        }
+    }
+    rows
+}

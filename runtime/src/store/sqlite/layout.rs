@@ -12,9 +12,9 @@
 //! -- Each plugin's latest accepted run-time settings (`settings` is the JSON the plugin shows).
 //! CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL,
 //!     settings TEXT NOT NULL);
-//! -- Each session's head: next seq, open turn, pending wake-up (see `heads`).
-//! CREATE TABLE session_heads (session TEXT PRIMARY KEY, next_seq INTEGER NOT NULL,
-//!     open_turn INTEGER, wake_at INTEGER) WITHOUT ROWID;
+//! -- What each session's marks decided last: its open turn, its pending wake-up (see `heads`).
+//! CREATE TABLE session_heads (session TEXT PRIMARY KEY, open_turn INTEGER, wake_at INTEGER)
+//!     WITHOUT ROWID;
 //! PRAGMA user_version = 4;
 //! ```
 //!
@@ -34,8 +34,8 @@
 //! - Version 2 (before plugin settings were kept): the `settings` table is added, then the heads
 //!   as for version 3.
 //! - Version 3 (before the per-session heads): the `session_heads` table is added and filled
-//!   from the rows (each session's next `seq`, and the fold of the lines that can change a
-//!   head), in one transaction; a failure leaves the database as it was.
+//!   from the rows (the fold of the lines that can change a head), in one transaction; a
+//!   failure leaves the database as it was.
 //! - Version 4: used as is.
 //! - Any other version (written by a newer rein): refused, naming the version; nothing is changed.
 
@@ -193,12 +193,10 @@ mod tests {
         assert_eq!(tables(&conn), ALL);
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
         assert_eq!(version, VERSION);
-        let heads: Vec<(String, u64)> = heads::read_all(&conn)
-            .unwrap()
-            .into_iter()
-            .map(|h| (h.session, h.head.unwrap().next_seq))
-            .collect();
-        assert_eq!(heads, [("a".into(), 2), ("b".into(), 3)], "each session's next seq");
+        let heads = heads::read_all(&conn, &[]).unwrap();
+        let next: Vec<(String, u64)> =
+            heads.into_iter().map(|h| (h.session, h.head.unwrap().next_seq)).collect();
+        assert_eq!(next, [("a".into(), 2), ("b".into(), 3)], "each session's next seq");
         let mut query = conn
             .prepare(
                 "SELECT b.session, b.seq, e.line FROM events_by_session b \
@@ -296,8 +294,12 @@ mod tests {
         prepare(&conn).unwrap();
         assert_eq!(tables(&conn), ALL);
         let head = |next_seq, open_turn| Ok(Head { next_seq, open_turn, wake_at: None });
+        conn.execute_batch(
+            "INSERT INTO events_by_session (session, seq, row) SELECT session, seq, rowid FROM events",
+        )
+        .unwrap();
         let got: Vec<(String, Result<Head, String>)> =
-            heads::read_all(&conn).unwrap().into_iter().map(|h| (h.session, h.head)).collect();
+            heads::read_all(&conn, &[]).unwrap().into_iter().map(|h| (h.session, h.head)).collect();
         let want = [
             ("closed".into(), head(3, None)),
             ("junk".into(), head(1, None)),

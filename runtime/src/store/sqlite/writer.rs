@@ -242,11 +242,25 @@ impl State {
         let mut pending = HashMap::new();
         let written: Vec<Result<(), StoreError>> =
             batch.iter().map(|request| self.write_one(request, &mut pending)).collect();
-        // The batch's heads: one statement, in the same transaction (see `heads`).
-        // (Not when an error rolled the batch back: the heads would commit on their own; the
-        // COMMIT then fails, as it must.)
-        let heads =
-            if self.conn.is_autocommit() { Ok(()) } else { heads::write(&self.conn, &pending) };
+        // The heads the batch's marks changed: one statement, in the same transaction (see
+        // `heads`). Not when an error rolled the batch back: they would commit on their own (the
+        // COMMIT then fails, as it must).
+        let heads = match self.conn.is_autocommit() {
+            true => Ok(()),
+            false => {
+                let marked: std::collections::HashSet<&str> = batch
+                    .iter()
+                    .zip(&written)
+                    .filter(|(request, outcome)| outcome.is_ok() && !request.marks.is_empty())
+                    .map(|(request, _)| request.session.as_str())
+                    .collect();
+                let rows: Vec<(&String, &Head)> = pending
+                    .iter()
+                    .filter(|(session, _)| marked.contains(session.as_str()))
+                    .collect();
+                heads::write(&self.conn, rows.into_iter())
+            }
+        };
         let committed = heads.and_then(|()| self.conn.execute_batch("COMMIT"));
         let committed = committed.map_err(|e| {
             if !self.conn.is_autocommit() {
