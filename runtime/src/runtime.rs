@@ -569,7 +569,18 @@ impl Runtime {
     /// could not open (a head that cannot be read, a log that fails to open), which are reported,
     /// not fatal. Fails only when the store cannot list its heads at all.
     pub async fn resume_pending(&self) -> Result<Resumed, StoreError> {
-        let heads = self.inner.sessions.shared.store.heads().await?;
+        self.resume_pending_of(|_| true).await
+    }
+
+    /// [`Runtime::resume_pending`] for the sessions whose id `wanted` accepts only: the others
+    /// are neither opened nor reported (a program that serves some of a store's sessions leaves
+    /// the rest alone).
+    pub async fn resume_pending_of(
+        &self,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Resumed, StoreError> {
+        let mut heads = self.inner.sessions.shared.store.heads().await?;
+        heads.retain(|head| wanted(&head.session));
         let (open, mut failed) = crate::pending::pending(&heads);
         let mut resumed = Vec::with_capacity(open.len());
         for turn in open {

@@ -170,3 +170,19 @@ async fn until_no_turn_is_open_but(store: &dyn SessionStore, except: &str) {
     }
     panic!("a turn is still open: {:?}", store.heads().await.unwrap());
 }
+
+#[tokio::test(start_paused = true)]
+async fn resume_pending_of_leaves_the_sessions_it_does_not_want_alone() {
+    let store = MemoryStore::new();
+    crashed_store(&store).await;
+    let waiting_before = store.events("waiting");
+    let adapter = Scripted::always(reply(&["resumed"]));
+    let runtime = runtime::builder(&store, adapter, "m").build().await.unwrap();
+    let found = runtime.resume_pending_of(|id| id == "cut").await.unwrap();
+    let sessions: Vec<&str> = found.resumed.iter().map(|t| t.session.as_str()).collect();
+    assert_eq!(sessions, ["cut"]);
+    until_no_turn_is_open_but(&store, "waiting").await;
+    runtime.shutdown().await;
+    assert_eq!(store.events("waiting"), waiting_before, "not wanted: not opened");
+    assert_valid(&store.events("cut"));
+}
