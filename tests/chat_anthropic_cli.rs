@@ -6,37 +6,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "../providers/tests/support/messages.rs"]
-mod messages;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
-use cli::{Run, checked_log, lines_starting, log_path, rein, rein_check, session_id};
 use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_testkit::cli::{Run, checked_log, lines_starting, log_path, rein, rein_check, session_id};
+use rein_testkit::log::{failures, turn_ends};
+use rein_testkit::server::{Reply, serve, status_reply, with_headers};
+use rein_testkit::{messages, server};
 use serde_json::json;
-use server::{Reply, Server, status_reply, with_headers};
 
 const KEY: &str = "sk-ant-cli-test-9c41d7e2b05a";
 const OPENAI_KEY: &str = "sk-openai-cli-test-3f8e";
-
-/// A tokio runtime for the scripted server, and the server.
-fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = runtime.block_on(Server::start(script));
-    (runtime, server)
-}
-
-fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::TurnEnd(end) => Some(end.reason.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// Each attempt's (provider, model), from the log's `request/start`s.
 fn attempts(events: &[Envelope]) -> Vec<(String, String)> {
@@ -154,17 +132,7 @@ fn a_server_echoing_the_key_in_headers_bodies_and_streams_leaks_it_nowhere_and_e
 
     let events = finished_log(dir.path(), &run, None);
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
-    let failures: Vec<(String, Option<String>, String)> = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::RequestError(r) => Some((
-                r.failure.code().to_owned(),
-                r.failure.request_id().map(str::to_owned),
-                r.failure.message().to_owned(),
-            )),
-            _ => None,
-        })
-        .collect();
+    let failures = failures(&events);
     let id = Some("[redacted]".to_owned());
     assert_eq!(
         failures,

@@ -5,119 +5,17 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
-use rein_runtime::store::jsonl::read_log;
+use rein_runtime::event::{CancelCause, Event, TurnEndReason};
+use rein_testkit::cli::{Run, checked_log, command, lines_starting, log_path, rein, session_id};
+use rein_testkit::log::{answers, turn_ends};
+use rein_testkit::server::{Part, Reply, Server, answer, delta, serve, status_reply};
 use serde_json::json;
-use server::{Part, Reply, Server, answer, delta, status_reply};
-
-/// Every variable that would change what `rein chat` does, removed from the child's environment.
-const ENVIRONMENT: [&str; 13] = [
-    "DEEPSEEK_API_KEY",
-    "DEEPSEEK_BASE_URL",
-    "DEEPSEEK_MODEL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_MODEL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_MODEL",
-    "RUST_LOG",
-    "NO_COLOR",
-    "CLICOLOR_FORCE",
-    "CLICOLOR",
-];
 
 const KEY: &str = "sk-chat-test-secret";
-
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-impl std::fmt::Debug for Run {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "exit {:?}\n--- stdout\n{}--- stderr\n{}", self.code, self.stdout, self.stderr)
-    }
-}
-
-/// `rein` in `dir` (where the default store `.rein/sessions` goes) with `env` and `stdin`.
-fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
-    command.args(args).current_dir(dir);
-    for name in ENVIRONMENT {
-        command.env_remove(name);
-    }
-    command.envs(env.iter().copied());
-    command
-}
-
-fn rein(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Run {
-    let mut child = command(dir, args, env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code(),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-/// The session id the banner printed (`session ID (new) · log …`).
-fn session_id(run: &Run) -> String {
-    let line =
-        run.stderr.lines().find(|l| l.starts_with("session ") && l.contains(" · log ")).unwrap();
-    line["session ".len()..].split(' ').next().unwrap().to_owned()
-}
-
-fn log_path(dir: &Path, id: &str) -> PathBuf {
-    dir.join(".rein/sessions").join(format!("{id}.jsonl"))
-}
-
-/// The session's log, after its invariant check (a finished log: no turn left open).
-fn checked_log(path: &Path) -> Vec<Envelope> {
-    let events = read_log(path).unwrap().events;
-    let violations = rein_invariant::check_finished_log(&events);
-    assert!(
-        violations.is_empty(),
-        "{}: {}",
-        path.display(),
-        violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
-    );
-    events
-}
-
-fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::TurnEnd(end) => Some(end.reason.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
-fn answers(events: &[Envelope]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::AssistantMessage(m) => Some(m.text.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// Whether `line` is the close of a span named `name` (the innermost span of the line).
 fn closes(line: &str, name: &str) -> bool {
@@ -126,11 +24,6 @@ fn closes(line: &str, name: &str) -> bool {
     let inner = rest.find('}').is_some_and(|end| rest[end + 1..].starts_with(": "));
     let named = start == 0 || [b' ', b':'].contains(&line.as_bytes()[start - 1]);
     inner && named && line.contains(" close ")
-}
-
-/// The lines of `text` that start with `prefix`.
-fn lines_starting<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
-    text.lines().filter(|l| l.starts_with(prefix)).collect()
 }
 
 #[test]
@@ -193,13 +86,6 @@ fn interactive_mode_reads_prompts_from_piped_stdin_until_exit() {
     let empty = rein(dir.path(), &["chat", "--seed", "9"], &[], "");
     assert_eq!(empty.code, Some(0), "{empty:?}");
     checked_log(&log_path(dir.path(), &session_id(&empty)));
-}
-
-/// A tokio runtime for the scripted server, and the server.
-fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = runtime.block_on(Server::start(script));
-    (runtime, server)
 }
 
 fn deepseek(server: &Server) -> Vec<(&'static str, String)> {

@@ -5,34 +5,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
-use cli::{checked_log, lines_starting, log_path, rein, rein_check, session_id};
-use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_runtime::event::{Event, TurnEndReason};
+use rein_testkit::cli::{checked_log, lines_starting, log_path, rein, rein_check, session_id};
+use rein_testkit::log::{failures, turn_ends};
+use rein_testkit::server::{
+    Part, Reply, answer, delta, done, serve, status_reply, usage, with_headers,
+};
 use serde_json::json;
-use server::{Part, Reply, Server, answer, delta, done, status_reply, usage, with_headers};
 
 const KEY: &str = "sk-echo-test-5f3a9c1e77d0";
-
-/// A tokio runtime for the scripted server, and the server.
-fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let server = runtime.block_on(Server::start(script));
-    (runtime, server)
-}
-
-fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::TurnEnd(end) => Some(end.reason.clone()),
-            _ => None,
-        })
-        .collect()
-}
 
 /// The key a server was sent, from its `Authorization: Bearer KEY` header.
 fn echoed(auth: &str) -> String {
@@ -106,17 +87,7 @@ fn a_server_echoing_the_key_in_headers_bodies_and_streams_leaks_it_nowhere() {
     assert!(!bytes.contains(KEY), "the log never holds the key");
     let events = checked_log(&path);
     assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
-    let failures: Vec<(String, Option<String>, String)> = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::RequestError(r) => Some((
-                r.failure.code().to_owned(),
-                r.failure.request_id().map(str::to_owned),
-                r.failure.message().to_owned(),
-            )),
-            _ => None,
-        })
-        .collect();
+    let failures = failures(&events);
     let id = Some("Bearer [redacted]".to_owned());
     assert_eq!(
         failures,

@@ -2,14 +2,12 @@
 //! lines, and SQLite stores.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-#[path = "../invariant/tests/support/history.rs"]
-mod history;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use history::{History, Retry};
 use rein_runtime::event::Envelope;
+use rein_testkit::history;
+use rein_testkit::history::{History, Retry};
 
 struct Run {
     code: i32,

@@ -7,15 +7,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/console.rs"]
-mod console;
-
 use std::time::Duration;
 
-use cli::{rein, rein_check, session_id};
-use console::{Console, call, checked_logs};
+use rein_testkit::cli::{rein, rein_check, session_id};
+use rein_testkit::console::{Console, call, checked_logs};
 use serde_json::json;
 
 const FILE: &str = r#"store = "logs"

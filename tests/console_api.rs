@@ -14,17 +14,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/console.rs"]
-mod console;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::time::Duration;
 
-use console::{Console, Updates, call, checked_logs, command};
 use rein_runtime::event::{CancelCause, Event, TurnEndReason};
+use rein_testkit::cli::command;
+use rein_testkit::console::{Console, Updates, call, checked_logs};
+use rein_testkit::log::turn_ends;
+use rein_testkit::server::{Part, Reply, Server, answer, delta, status_reply};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, answer, delta, status_reply};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const KEY: &str = "sk-console-test-secret";
@@ -45,16 +42,6 @@ fn stopped(console: Console) -> String {
     assert!(stderr.contains("rein console stopped"), "{stderr}");
     assert!(!stderr.contains(KEY), "the key never shows: {stderr}");
     stderr
-}
-
-fn ends(events: &[rein_runtime::event::Envelope]) -> Vec<TurnEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::TurnEnd(end) => Some(end.reason.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -182,7 +169,7 @@ async fn sessions_are_created_prompted_followed_live_and_cancelled() {
     assert_eq!(ids, want);
     let events = &logs.iter().find(|(i, _)| *i == id).unwrap().1;
     assert_eq!(
-        ends(events),
+        turn_ends(events),
         [TurnEndReason::Completed, TurnEndReason::Aborted { cause: CancelCause::User }]
     );
     // The second request carried the first turn's history.

@@ -1,5 +1,5 @@
 //! `rein console` in a real headless Chromium, driven through chromedriver (WebDriver, with
-//! `fantoccini`; `tests/support/browser.rs` says what it needs), against the binary started on
+//! `fantoccini`; `rein_testkit::browser` says what it needs), against the binary started on
 //! `--port 0` and the providers' scripted axum server on 127.0.0.1 (DeepSeek preset).
 //!
 //! - The session view: a new session from the sessions list; a prompt answered after a retry,
@@ -21,21 +21,15 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/browser.rs"]
-mod browser;
-#[path = "support/console.rs"]
-mod console;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::path::Path;
 
-use browser::{Driver, find, js, screenshot, text_content, until, with_session};
-use console::{Console, call, checked_logs};
 use fantoccini::{Client, Locator};
 use rein_runtime::event::{CancelCause, Event, TurnEndReason};
+use rein_testkit::browser;
+use rein_testkit::browser::{Driver, find, js, screenshot, text_content, until, with_session};
+use rein_testkit::console::{Console, call, checked_logs};
+use rein_testkit::server::{Part, Reply, Server, answer, delta, error, status_reply};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, answer, delta, error, status_reply};
 
 const KEY: &str = "sk-console-browser-secret";
 

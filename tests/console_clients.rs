@@ -17,19 +17,17 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/console.rs"]
-mod console;
-#[path = "../providers/tests/support/server.rs"]
-mod server;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use console::{Console, Updates, call, checked_logs, command};
-use rein_runtime::event::{CancelCause, Event, TurnEndReason};
+use rein_runtime::event::{CancelCause, TurnEndReason};
 use rein_runtime::store::jsonl::read_log;
+use rein_testkit::cli::command;
+use rein_testkit::console::{Console, Updates, call, checked_logs};
+use rein_testkit::log::turn_ends;
+use rein_testkit::server;
+use rein_testkit::server::{Part, Reply, Server, delta};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, delta};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -55,16 +53,6 @@ fn against(dir: &Path, server: &Server) -> Console {
 
 fn store(dir: &Path) -> std::path::PathBuf {
     dir.join(".rein/sessions")
-}
-
-fn ends(events: &[rein_runtime::event::Envelope]) -> Vec<TurnEndReason> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::TurnEnd(end) => Some(end.reason.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// A new session named `id`, with a turn that streams a little and then stalls, running.
@@ -139,7 +127,7 @@ async fn a_stop_drops_half_sent_requests_after_its_grace_and_closes_every_log() 
     assert!(closed_unanswered(&mut body).await, "the short body was dropped");
 
     let logs = checked_logs(&store(dir.path()));
-    assert_eq!(ends(&logs[0].1), [TurnEndReason::Aborted { cause: CancelCause::Disposed }]);
+    assert_eq!(turn_ends(&logs[0].1), [TurnEndReason::Aborted { cause: CancelCause::Disposed }]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -170,13 +158,13 @@ async fn a_second_signal_stops_at_once_and_the_next_open_repairs_the_log() {
     let events = read_log(&log).unwrap().events;
     let violations = rein_invariant::check_log(&events);
     assert!(violations.is_empty(), "{violations:?}");
-    assert_eq!(ends(&events), []);
+    assert_eq!(turn_ends(&events), []);
     let again = command(dir.path(), &["chat", "--seed", "1", "--session", "forced", "again"], &[])
         .output()
         .unwrap();
     assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
     let logs = checked_logs(&store(dir.path()));
-    assert_eq!(ends(&logs[0].1), [TurnEndReason::Interrupted, TurnEndReason::Completed]);
+    assert_eq!(turn_ends(&logs[0].1), [TurnEndReason::Interrupted, TurnEndReason::Completed]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -359,7 +347,7 @@ async fn oversized_bodies_and_duplicate_keys_get_json_errors() {
     let (code, stderr) = console.stop();
     assert_eq!(code, Some(0), "{stderr}");
     let logs = checked_logs(&store(dir.path()));
-    assert_eq!(ends(&logs[0].1), [], "no prompt ran");
+    assert_eq!(turn_ends(&logs[0].1), [], "no prompt ran");
 }
 
 /// Session `id` in the store at `dir` with `turns` finished turns, each answered with `answer`:
@@ -434,7 +422,7 @@ async fn many_streams_on_a_long_log_are_sent_each_new_event_once() {
     assert_eq!(code, Some(0), "{stderr}");
     let logs = checked_logs(&store(dir.path()));
     let long_log = &logs.iter().find(|(id, _)| id == "long").unwrap().1;
-    assert_eq!(ends(long_log).len(), TURNS + 1);
+    assert_eq!(turn_ends(long_log).len(), TURNS + 1);
 }
 
 /// The sizes of `updates`' events (as sent) after the first, until one shows turn `turn`

@@ -6,10 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/scenario_cli.rs"]
-mod scenario_cli;
-
-use scenario_cli::run_with_log;
+use rein_testkit::scenario_files::run_with_log;
 use serde_json::{Value, json};
 
 /// `(atMs, turn, step, attempt, provider)` of every request.

@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
+use std::path::Path;
 
 use rein_testkit::PgCluster;
 use rein_testkit::postgres::PASSWORD;
@@ -18,25 +18,10 @@ struct Run {
     stderr: String,
 }
 
-/// What could make `rein chat` talk to a real model.
-const PROVIDER_ENV: [&str; 9] = [
-    "DEEPSEEK_API_KEY",
-    "DEEPSEEK_BASE_URL",
-    "DEEPSEEK_MODEL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_MODEL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_MODEL",
-];
-
 fn rein(args: &[&str], pgpassword: Option<&str>) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
-    command.args(args).env_remove("PGPASSWORD").stdin(std::process::Stdio::null());
-    for name in PROVIDER_ENV {
-        command.env_remove(name);
-    }
+    // In the test's own directory, without the variables that would reach a real model.
+    let mut command = rein_testkit::cli::command(Path::new("."), args, &[]);
+    command.env_remove("PGPASSWORD").stdin(std::process::Stdio::null());
     if let Some(password) = pgpassword {
         command.env("PGPASSWORD", password);
     }

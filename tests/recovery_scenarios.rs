@@ -7,10 +7,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/scenario_cli.rs"]
-mod scenario_cli;
-
-use scenario_cli::{requests, run, run_with, run_with_log, run_with_log_and_stderr, types};
+use rein_testkit::scenario_files::{
+    requests, run, run_with, run_with_log, run_with_log_and_stderr, types,
+};
 use serde_json::{Value, json};
 
 /// `auto-retry`'s policy key with its default settings and `jitterRatio: 0`.

@@ -4,20 +4,20 @@
 //! the dark theme follows the system's preference. Screenshots are written to
 //! `target/screenshots/` for people to look at.
 //!
-//! The browser and its driver are started by `tests/support/browser.rs` (shared with the
+//! The browser and its driver are started by `rein_testkit::browser` (shared with the
 //! console's browser test), which says what they need.
 
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/browser.rs"]
-mod browser;
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use browser::{Driver, background, is_open, js, screenshot, text_content, with_session};
 use fantoccini::Locator;
+use rein_testkit::browser;
+use rein_testkit::browser::{
+    Driver, background, is_open, js, screenshot, text_content, with_session,
+};
 use serde_json::{Value, json};
 
 /// The provider message of the first failure of `tests/panels/report.json`.

@@ -4,13 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-
 use std::path::Path;
 
-use cli::{checked_log, log_path, rein, rein_check, session_id};
 use rein_runtime::event::Event;
+use rein_testkit::cli::{checked_log, log_path, rein, rein_check, session_id};
 
 /// Every `llm/retry` of a log, as (turn, retryId).
 fn retry_ids(path: &Path) -> Vec<(u32, String)> {

@@ -9,12 +9,11 @@
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/scenario_cli.rs"]
-mod scenario_cli;
-
 use std::collections::BTreeSet;
 
-use scenario_cli::{AGENT_LOOP, FALLBACK, LLM_RETRY, RECOVERY, dir, requests, run, run_with_log};
+use rein_testkit::scenario_files::{
+    AGENT_LOOP, FALLBACK, LLM_RETRY, RECOVERY, dir, requests, run, run_with_log,
+};
 use serde_json::{Value, json};
 
 const DEFAULT_FLAT: &str =

@@ -6,15 +6,11 @@
 // Helpers outside `#[test]` functions panic on purpose, like the tests themselves.
 #![allow(clippy::unwrap_used)]
 
-#[path = "../invariant/tests/support/history.rs"]
-mod history;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use history::{History, Retry};
-use rein::runtime::event::{Event, RequestError, RouteSwitched};
 use rein::runtime::failure::Failure;
+use rein_testkit::history::{History, Retry};
 
 fn rein(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
@@ -110,36 +106,20 @@ DIR/turn-kinds.json.jsonl: session scenario · 5 turns, 4 retried or failed
     assert_eq!(show(dir.path(), &["-e", "--color", "never", arg(&log)]), expected);
 }
 
-/// `request/error` of the current attempt with `failure`.
-fn fail(h: &mut History, failure: Failure) -> &mut History {
-    h.failure = Some(failure.clone());
-    let (turn, step, attempt, provider) = (h.turn, h.step, h.attempt, h.provider.clone());
-    h.push(Event::RequestError(RequestError { turn, step, attempt, provider, failure }))
-}
-
 #[test]
 fn a_turn_recovered_by_several_recording_plugins_names_each() {
     let mut h = History::new();
     h.user().turn().step().request("mock");
-    fail(&mut h, Failure::new("RATE_LIMIT", "slow").unwrap()).retried(Retry::official("a", 1));
+    h.fail(Failure::new("RATE_LIMIT", "slow").unwrap()).retried(Retry::official("a", 1));
     h.request("mock");
-    fail(&mut h, Failure::new("RATE_LIMIT", "slow").unwrap()).retried(Retry::official("a", 2));
+    h.fail(Failure::new("RATE_LIMIT", "slow").unwrap()).retried(Retry::official("a", 2));
     h.request("mock");
-    fail(&mut h, Failure::new("RATE_LIMIT", "slower").unwrap())
+    h.fail(Failure::new("RATE_LIMIT", "slower").unwrap())
         .retried(Retry::auto("b", 1).delay(2000.0));
     h.request("mock");
-    fail(&mut h, Failure::new("QUOTA", "out of credit").unwrap()).push(Event::RouteSwitched(
-        RouteSwitched {
-            turn: 1,
-            step: 1,
-            from: "mock".into(),
-            to: "backup".into(),
-            code: "QUOTA".into(),
-            reason: "eager".into(),
-        },
-    ));
+    h.fail(Failure::new("QUOTA", "out of credit").unwrap()).switched("backup", "eager");
     h.request("backup");
-    fail(&mut h, Failure::new("SERVER", "backup hiccup").unwrap())
+    h.fail(Failure::new("SERVER", "backup hiccup").unwrap())
         .retried(Retry::always("c", 1).delay(0.5));
     h.answer("backup").completed().idle();
     let events = h.build();

@@ -40,15 +40,10 @@
 //! tasks, supervision and disposal, the routes' policies, tracing spans, crash handling. The
 //! plugin actors are stand-ins deciding as the workload's chain decides (`plugin`).
 
-#[path = "bare_agents/plugin.rs"]
 mod plugin;
-#[path = "bare_agents/provider.rs"]
 mod provider;
-#[path = "bare_agents/session.rs"]
 mod session;
-#[path = "bare_agents/step.rs"]
 mod step;
-#[path = "bare_agents/turn.rs"]
 mod turn;
 
 use std::sync::Arc;

@@ -3,8 +3,8 @@
 //! 40 KiB, and at most 1.5 × its bare actor tree), and the heap a hibernated session holds
 //! (budget: at most 1 KiB).
 //!
-//! The construction is the runtime's own heap test's (`runtime/tests/support/heap.rs`, included
-//! here as it is, so the bench and the test measure the same thing):
+//! The construction is the runtime's own heap test's (the test kit's `heap`, used here as it
+//! is, so the bench and the test measure the same thing):
 //!
 //! - **Parked turn**: N sessions of a runtime over a JSONL store (the history is on the disk,
 //!   not on the heap), each with one turn whose attempt failed and whose plugin waits an hour for
@@ -27,8 +27,8 @@
 
 use crate::Options;
 use crate::heap::allocator;
-use crate::heap_support::{bare_actor, bare_tree, measure};
 use crate::report::{Budget, Metric};
+use rein_testkit::heap::{bare_actor, bare_tree, measure};
 
 /// The prefix of the metrics' names (what a filter matches).
 pub(crate) const NAME: &str = "heap_per";

@@ -4,14 +4,12 @@
 //! `rein show` tests of the root crate.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-#[path = "../../invariant/tests/support/history.rs"]
-mod history;
-
-use history::{History, Retry, generate};
 use proptest::prelude::*;
-use rein_event::event::{CancelCause, Envelope, Event, RequestError, RouteSwitched, TurnEndReason};
+use rein_event::event::{CancelCause, Envelope, Event, TurnEndReason};
 use rein_event::failure::Failure;
 use rein_event::panel::{AttemptEnd, Ending, Line, Origin, TurnPanel, panels};
+use rein_testkit::generate::generate;
+use rein_testkit::history::{History, Retry};
 
 /// A failure with everything a provider can say.
 fn full(code: &str, message: &str, status: u16, request: &str) -> Failure {
@@ -21,19 +19,6 @@ fn full(code: &str, message: &str, status: u16, request: &str) -> Failure {
         .unwrap()
         .with_request_id(request)
         .unwrap()
-}
-
-/// `request/error` of the current attempt with `failure` (the builder's own uses a fixed one).
-fn fail(h: &mut History, failure: Failure) -> &mut History {
-    h.failure = Some(failure.clone());
-    let error = RequestError {
-        turn: h.turn,
-        step: h.step,
-        attempt: h.attempt,
-        provider: h.provider.clone(),
-        failure,
-    };
-    h.push(Event::RequestError(error))
 }
 
 /// One line of a panel as a short, comparable string.
@@ -94,7 +79,7 @@ fn only(log: &[Envelope]) -> TurnPanel {
 fn a_recovered_turn_shows_each_attempt_with_who_started_it() {
     let mut h = History::new();
     h.user().turn().step().request("mock").chunk();
-    fail(&mut h, full("RATE_LIMIT", "slow down", 429, "r-1"))
+    h.fail(full("RATE_LIMIT", "slow down", 429, "r-1"))
         .retried(Retry::official("a", 1))
         .request("mock")
         .chunk()
@@ -117,13 +102,13 @@ fn a_recovered_turn_shows_each_attempt_with_who_started_it() {
 fn an_exhausted_turn_ends_with_the_last_failure_verbatim() {
     let mut h = History::new();
     h.user().turn().step().request("mock");
-    fail(&mut h, full("SERVER", "busy one", 503, "r-1")).retried(Retry::official("a", 1));
+    h.fail(full("SERVER", "busy one", 503, "r-1")).retried(Retry::official("a", 1));
     h.request("mock");
-    fail(&mut h, Failure::new("TIMEOUT", "busy two").unwrap())
+    h.fail(Failure::new("TIMEOUT", "busy two").unwrap())
         .retried(Retry::official("a", 2).delay(1000.0));
     h.request("mock");
     let last = full("SERVER", "  busy\nthree <b>&</b>  ", 503, "r-3");
-    fail(&mut h, last.clone()).step_end().turn_end(TurnEndReason::Error { failure: last });
+    h.fail(last.clone()).step_end().turn_end(TurnEndReason::Error { failure: last });
     let panel = only(&h.build());
     assert_eq!(panel.summary(), "Retried 2 times this turn · finally failed with SERVER");
     assert_eq!(
@@ -142,7 +127,7 @@ fn cancelled_turns_keep_the_retry_whose_wait_was_cut_short() {
     // Cancelled during the first retry's wait: the retry was scheduled, its wait cut short.
     let mut h = History::new();
     h.user().turn().step().request("mock");
-    fail(&mut h, Failure::new("SERVER", "down").unwrap())
+    h.fail(Failure::new("SERVER", "down").unwrap())
         .retry(Retry::official("a", 1).delay(10000.0))
         .wait(100)
         .step_end()
@@ -161,7 +146,7 @@ fn cancelled_turns_keep_the_retry_whose_wait_was_cut_short() {
     // Cancelled while the retried attempt ran.
     let mut h = History::new();
     h.user().turn().step().request("mock");
-    fail(&mut h, Failure::new("SERVER", "down").unwrap())
+    h.fail(Failure::new("SERVER", "down").unwrap())
         .retried(Retry::official("a", 1))
         .request("mock")
         .chunk()
@@ -180,34 +165,25 @@ fn cancelled_turns_keep_the_retry_whose_wait_was_cut_short() {
 fn a_mixed_turn_names_every_plugin_and_trace() {
     let mut h = History::new();
     h.user().turn().step().request("mock");
-    fail(&mut h, Failure::new("RATE_LIMIT", "one").unwrap()).retried(Retry::official("a", 1));
+    h.fail(Failure::new("RATE_LIMIT", "one").unwrap()).retried(Retry::official("a", 1));
     h.request("mock");
-    fail(&mut h, Failure::new("RATE_LIMIT", "two").unwrap()).retried(Retry::official("a", 2));
+    h.fail(Failure::new("RATE_LIMIT", "two").unwrap()).retried(Retry::official("a", 2));
     h.request("mock");
-    fail(&mut h, Failure::new("RATE_LIMIT", "three").unwrap())
+    h.fail(Failure::new("RATE_LIMIT", "three").unwrap())
         .crashed()
         .retried(Retry::auto("b", 1).delay(2000.0));
     h.request("mock");
     // auto-retry's next wait is cut short (switched off); always mode takes over.
-    fail(&mut h, Failure::new("PROVIDER_ERROR", "four").unwrap())
+    h.fail(Failure::new("PROVIDER_ERROR", "four").unwrap())
         .retry(Retry::auto("b", 2))
         .config_changed()
         .retried(Retry::always("c", 1).delay(0.5));
     h.request("mock");
-    fail(&mut h, Failure::new("QUOTA", "five").unwrap()).push(Event::RouteSwitched(
-        RouteSwitched {
-            turn: 1,
-            step: 1,
-            from: "mock".into(),
-            to: "backup".into(),
-            code: "QUOTA".into(),
-            reason: "eager".into(),
-        },
-    ));
+    h.fail(Failure::new("QUOTA", "five").unwrap()).switched("backup", "eager");
     h.request("backup");
-    fail(&mut h, Failure::new("CONTEXT_WINDOW_EXCEEDED", "six").unwrap()).compacted();
+    h.fail(Failure::new("CONTEXT_WINDOW_EXCEEDED", "six").unwrap()).compacted();
     h.request("backup");
-    fail(&mut h, Failure::new("SERVER", "seven").unwrap());
+    h.fail(Failure::new("SERVER", "seven").unwrap());
     // A plugin that retried without writing anything.
     h.request("backup").message(&[]).step_end().completed();
 
@@ -259,12 +235,12 @@ fn only_turns_that_retried_or_failed_get_a_panel() {
     // Turn 3: fails without retry.
     h.user().turn().step().request("mock");
     let auth = full("AUTH", "who are you", 401, "r-9");
-    fail(&mut h, auth.clone()).step_end().turn_end(TurnEndReason::Error { failure: auth });
+    h.fail(auth.clone()).step_end().turn_end(TurnEndReason::Error { failure: auth });
     h.idle();
     // Turn 4: the second step retries once and recovers.
     h.user().turn().step().request("mock").message(&["d"]).tool_call("d").tool_result("d");
     h.step_end().step().request("mock");
-    fail(&mut h, Failure::new("SERVER", "x").unwrap()).retried(Retry::official("z", 1));
+    h.fail(Failure::new("SERVER", "x").unwrap()).retried(Retry::official("z", 1));
     h.answer("mock").completed();
 
     let all = panels(&h.build());
@@ -292,17 +268,17 @@ fn endings_without_a_provider_failure_are_still_told() {
     // A tool error ends the turn: no attempt failed, the turn did.
     let mut h = History::new();
     h.user().turn().step().request("mock");
-    fail(&mut h, Failure::new("SERVER", "x").unwrap()).retried(Retry::official("a", 1));
+    h.fail(Failure::new("SERVER", "x").unwrap()).retried(Retry::official("a", 1));
     h.request("mock").message(&["c"]).tool_call("c");
     let tool = Failure::new("TOOL_ERROR", "echo: boom").unwrap();
     h.step_end().turn_end(TurnEndReason::Error { failure: tool });
     // A crash left turn 2 open; reopening closed it.
     h.user().turn().step().request("mock");
-    fail(&mut h, Failure::new("SERVER", "y").unwrap()).retried(Retry::official("b", 1));
+    h.fail(Failure::new("SERVER", "y").unwrap()).retried(Retry::official("b", 1));
     h.request("mock").step_end().turn_end(TurnEndReason::Interrupted);
     // Turn 3 is still running at the end of the log, waiting for its retry.
     h.user().turn().step().request("mock");
-    fail(&mut h, Failure::new("SERVER", "z").unwrap()).retry(Retry::official("c", 1));
+    h.fail(Failure::new("SERVER", "z").unwrap()).retry(Retry::official("c", 1));
 
     let all = panels(&h.build());
     let summaries: Vec<String> = all.iter().map(TurnPanel::summary).collect();
@@ -335,7 +311,7 @@ fn a_broken_log_is_shown_as_far_as_it_goes() {
     h.user().turn().step();
     // An error for an attempt that never started, then a turn/start inside the open turn.
     h.attempt = 4;
-    fail(&mut h, Failure::new("SERVER", "orphan").unwrap());
+    h.fail(Failure::new("SERVER", "orphan").unwrap());
     h.turn();
     let all = panels(&h.build());
     assert_eq!(all.len(), 1);

@@ -1,20 +1,18 @@
 //! Generated histories: every valid one passes, and every mutation that breaks a rule is caught.
 //!
-//! The valid histories come from `support/history.rs::generate` (turns, steps, attempts, tool
+//! The valid histories come from `rein_testkit::generate` (turns, steps, attempts, tool
 //! calls, official and auto-retry chains, always mode, compaction, aborted waits, diagnostics).
 //! Each mutation has an oracle that says, from the event kinds alone, whether the mutated log must
 //! be caught, must stay valid, or may go either way (for example, dropping an `llm/retry-started`
 //! breaks no rule of the session-log contract: the next attempt just follows).
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-#[path = "support/history.rs"]
-mod history;
-
-use history::{generate, renumber};
 use proptest::prelude::*;
 use rein_event::event::{Envelope, Event};
 use rein_event::validator::Validator;
 use rein_invariant::{Checker, LiveValidator, check_finished_log};
+use rein_testkit::generate::generate;
+use rein_testkit::history::renumber;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum Kind {

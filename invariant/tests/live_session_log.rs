@@ -2,13 +2,9 @@
 //! nothing and changes nothing; the next valid append goes through.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-#[path = "support/history.rs"]
-mod history;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use history::{OFFICIAL_KEY, failure};
 use rein_invariant::LiveValidator;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{
@@ -18,6 +14,8 @@ use rein_runtime::event::{
 use rein_runtime::session_log::{AppendError, SessionLog};
 use rein_runtime::store::SessionStore;
 use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::generate;
+use rein_testkit::history::{OFFICIAL_KEY, failure};
 
 fn retry(id: &str, n: u64) -> Event {
     Event::LlmRetry(LlmRetry {
@@ -193,7 +191,7 @@ async fn a_validator_installed_on_a_log_with_history_judges_against_it() {
 #[tokio::test(start_paused = true)]
 async fn a_log_cut_anywhere_and_reopened_is_repaired_into_a_valid_finished_log() {
     for seed in 0u8..6 {
-        let full = history::generate(&[seed, 1, 3, seed.wrapping_mul(5), 2, 0, 4]);
+        let full = generate::generate(&[seed, 1, 3, seed.wrapping_mul(5), 2, 0, 4]);
         for cut in 1..=full.len() {
             let store = Arc::new(MemoryStore::new());
             store.append("s1", &full[..cut]).await.unwrap();

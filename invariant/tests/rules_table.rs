@@ -2,17 +2,15 @@
 //! history that breaks it and nothing else.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns
 
-#[path = "support/history.rs"]
-mod history;
-
 use std::collections::BTreeSet;
 
-use history::{History, Retry, failure};
 use rein_event::event::{
     CancelCause, Envelope, Event, LlmRetry, LlmRetryStarted, RequestError, RequestStart,
     RouteSwitched, SessionStart, StepRef, ToolResult, TurnEnd, TurnEndReason, TurnStart,
 };
 use rein_invariant::{Rule, check_finished_log, check_log, parse_line};
+use rein_testkit::history;
+use rein_testkit::history::{History, Retry, failure};
 
 /// A prefix every retry case shares: turn 1, step 1, attempt 1 on `mock` failed with `code`.
 fn failed(code: &str) -> History {

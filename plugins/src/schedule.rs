@@ -121,14 +121,13 @@ pub fn wait_duration(delay_ms: f64) -> Duration {
 mod tests {
     use std::sync::Arc;
 
-    use rein_runtime::clock::VirtualClock;
-    use rein_runtime::event::{RequestError, RequestStart, StepRef, TurnStart};
     use rein_runtime::failure::Failure;
     use rein_runtime::plugin::{Downstream, RequestErrorPayload};
     use rein_runtime::random::SeededJitter;
     use rein_runtime::session_log::SessionLog;
     use rein_runtime::store::memory::MemoryStore;
     use rein_scenario::reject::RejectAppends;
+    use rein_testkit::failed::failed_log;
 
     use super::*;
 
@@ -177,31 +176,7 @@ mod tests {
 
     /// A log with turn 1, step 1, attempt 1 failed on `mock`.
     async fn failed_attempt() -> (MemoryStore, SessionLog) {
-        let store = MemoryStore::new();
-        let clock = Arc::new(VirtualClock::start());
-        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s").await.unwrap();
-        let failure = Failure::new("SERVER", "down").unwrap();
-        log.append(vec![
-            Event::TurnStart(TurnStart { turn: 1 }),
-            Event::StepStart(StepRef { turn: 1, step: 1 }),
-            Event::RequestStart(RequestStart {
-                turn: 1,
-                step: 1,
-                attempt: 1,
-                provider: "mock".into(),
-                model: "m".into(),
-            }),
-            Event::RequestError(RequestError {
-                turn: 1,
-                step: 1,
-                attempt: 1,
-                provider: "mock".into(),
-                failure,
-            }),
-        ])
-        .await
-        .unwrap();
-        (store, log)
+        failed_log("mock", &Failure::new("SERVER", "down").unwrap()).await
     }
 
     fn retry(delay_ms: f64) -> LlmRetry {

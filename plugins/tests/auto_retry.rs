@@ -6,16 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapter.rs"]
-mod adapter;
-#[path = "support/log.rs"]
-mod log;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use adapter::{ScriptAdapter, fail, reply};
-use log::{assert_invariants, kinds, retries, started, turn_ends};
 use rein_plugins::auto_retry::{self, AutoRetry};
 use rein_plugins::compaction::Compaction;
 use rein_plugins::llm_retry::LlmRetry;
@@ -26,6 +19,8 @@ use rein_runtime::random::Constant;
 use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::log::{assert_invariants, kinds, retries, started, turn_ends_at};
+use rein_testkit::scripted::{Scripted, fail, reply};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -49,7 +44,7 @@ fn flat() -> AutoRetry {
 async fn start(
     store: &MemoryStore,
     auto_retry: AutoRetry,
-    adapter: &Arc<ScriptAdapter>,
+    adapter: &Arc<Scripted>,
 ) -> (Runtime, Session) {
     let runtime = builder(store, auto_retry).route(Route::new("mock", adapter.clone()).model("m"));
     let runtime = runtime.build().await.unwrap();
@@ -86,7 +81,7 @@ fn config_changes(events: &[Envelope]) -> Vec<(u64, String, u64, Vec<String>)> {
 #[tokio::test(start_paused = true)]
 async fn settings_are_read_checked_and_patched_under_a_revision_fence() {
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![reply("hi")]);
+    let adapter = Scripted::per_session(vec![reply(&["hi"])]);
     let (runtime, session) = start(&store, AutoRetry::default(), &adapter).await;
     session.prompt("hello").unwrap().await.unwrap();
 
@@ -229,11 +224,11 @@ fn of_two_concurrent_patches_from_one_revision_exactly_one_wins() {
 async fn switching_off_ends_every_waiting_chain_at_once_and_switching_on_resumes() {
     let store = MemoryStore::new();
     // Each session plays its own copy of the script.
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         fail("PROVIDER_ERROR", "bad gateway 1"),
         fail("PROVIDER_ERROR", "bad gateway 2"),
         fail("PROVIDER_ERROR", "bad gateway 3"),
-        reply("done"),
+        reply(&["done"]),
     ]);
     let (runtime, one) = start(&store, flat(), &adapter).await;
     let two = runtime.session("t").await.unwrap();
@@ -257,7 +252,7 @@ async fn switching_off_ends_every_waiting_chain_at_once_and_switching_on_resumes
 
     let [s, t] = finish(runtime, &store, &["s", "t"]).await.try_into().unwrap();
     for events in [&s, &t] {
-        assert_eq!(turn_ends(events)[0].0, 300, "turn 1 ended at the switch");
+        assert_eq!(turn_ends_at(events)[0].0, 300, "turn 1 ended at the switch");
         let changes: Vec<u64> = config_changes(events).iter().map(|c| c.2).collect();
         assert_eq!(changes, [1, 2], "both sessions are awake: both hear of both patches");
     }
@@ -274,7 +269,7 @@ async fn switching_off_ends_every_waiting_chain_at_once_and_switching_on_resumes
 #[tokio::test(start_paused = true)]
 async fn the_own_count_comes_from_the_log_across_restarts_of_the_actor() {
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         fail("PROVIDER_ERROR", "one"),
         fail("PROVIDER_ERROR", "two"),
         fail("PROVIDER_ERROR", "three"),

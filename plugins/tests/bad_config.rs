@@ -11,10 +11,8 @@ use proptest::prelude::*;
 use rein_plugins::llm_retry::LlmRetryConfig;
 use serde_json::Value;
 
-#[path = "support/mutation.rs"]
-mod mutation;
-
-use mutation::{Mutation, mutate};
+use rein_testkit::mutation::{Mutation, mutate};
+use rein_testkit::{arbitrary_json, mutation};
 
 /// Cases per property: enough to find what a run of the full suite should, few enough for CI.
 const CASES: u32 = 128;
@@ -66,26 +64,9 @@ fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
 
 /// Any JSON value, nested a little, with the configuration's keys likelier than others.
 fn json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        prop::sample::select(vec!["RATE_LIMIT", "SERVER", "", "429", "1e400"])
-            .prop_map(Value::from),
-    ];
     let mut keys = LlmRetryConfig::KEYS.to_vec();
     keys.push("other");
-    let keys = prop::sample::select(keys);
-    leaf.prop_recursive(3, 24, 6, move |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(keys.clone(), inner, 0..6).prop_map(|m| Value::Object(
-                m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
-            )),
-        ]
-    })
+    arbitrary_json::json(&["RATE_LIMIT", "SERVER", "", "429", "1e400"], &keys)
 }
 
 proptest! {

@@ -4,15 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapter.rs"]
-mod adapter;
-#[path = "support/log.rs"]
-mod log;
-
 use std::sync::Arc;
 
-use adapter::{ScriptAdapter, echo, fail, reply};
-use log::{assert_invariants, kinds, retries};
 use rein_plugins::auto_retry::AutoRetry;
 use rein_plugins::compaction::Compaction;
 use rein_plugins::llm_retry::LlmRetry;
@@ -23,9 +16,11 @@ use rein_runtime::random::Constant;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_testkit::log::{assert_invariants, kinds, retries};
+use rein_testkit::scripted::{Scripted, echo, fail, reply};
 use serde_json::json;
 
-async fn runtime(store: &MemoryStore, adapter: &Arc<ScriptAdapter>) -> Runtime {
+async fn runtime(store: &MemoryStore, adapter: &Arc<Scripted>) -> Runtime {
     Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
@@ -51,12 +46,12 @@ fn assistant(text: &str) -> Message {
 #[tokio::test(start_paused = true)]
 async fn the_next_attempt_is_built_from_the_compacted_history_also_after_a_restart() {
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         echo("first"),
-        reply("The tool said: first"),
-        reply("Second answer"),
+        reply(&["The tool said: first"]),
+        reply(&["Second answer"]),
         fail("CONTEXT_WINDOW_EXCEEDED", "maximum context length exceeded"),
-        reply("Third answer"),
+        reply(&["Third answer"]),
     ]);
     let rt = runtime(&store, &adapter).await;
     let session = rt.session("s").await.unwrap();
@@ -78,7 +73,7 @@ async fn the_next_attempt_is_built_from_the_compacted_history_also_after_a_resta
 
     // A new runtime over the same store folds the compaction again: the next request carries
     // the compacted history, plus the new exchange.
-    let adapter = ScriptAdapter::new(vec![reply("Fourth answer")]);
+    let adapter = Scripted::per_session(vec![reply(&["Fourth answer"])]);
     let rt = runtime(&store, &adapter).await;
     let session = rt.session("s").await.unwrap();
     session.prompt("Fourth question").unwrap().await.unwrap();

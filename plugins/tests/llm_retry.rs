@@ -5,19 +5,9 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapter.rs"]
-mod adapter;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use adapter::{ScriptAdapter, echo, fail, fail_after, reply};
-use log::{assert_invariants, kinds, requests, retries, started, turn_ends};
-use plugins::{Behaviour, Recorder};
 use rein_plugins::llm_retry::{self, LlmRetry};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
@@ -29,6 +19,10 @@ use rein_runtime::session::{Prompt, Session};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
 use rein_scenario::reject::RejectAppends;
+use rein_testkit::log::{assert_invariants, kinds, requests, retries, started, turn_ends_at};
+use rein_testkit::recorder::{Behaviour, Recorder};
+use rein_testkit::runtime::shut_down;
+use rein_testkit::scripted::{Scripted, echo, fail, fail_after, reply};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -59,7 +53,7 @@ async fn start(
     store: &MemoryStore,
     config: Value,
     downstream: Vec<Arc<dyn Plugin>>,
-    adapter: &Arc<ScriptAdapter>,
+    adapter: &Arc<Scripted>,
 ) -> (Runtime, Session) {
     launch(builder(store, config, downstream).route(Route::new("mock", adapter.clone()).model("m")))
         .await
@@ -80,9 +74,7 @@ fn declared(policy: Value) -> Option<RetryPolicy> {
 /// Shuts the runtime down, checks nothing is left running, and returns the session's log after
 /// checking its invariants.
 async fn finish(runtime: Runtime, store: &MemoryStore, session: &str) -> Vec<Envelope> {
-    runtime.shutdown().await;
-    assert_eq!(runtime.census().actors(), 0, "no actor outlives shutdown");
-    assert_eq!(runtime.census().tasks(), 0, "no task outlives shutdown");
+    shut_down(&runtime).await;
     let events = store.events(session);
     assert_invariants(&events);
     events
@@ -104,7 +96,7 @@ async fn a_retried_rate_limit_is_durable_before_the_wait_and_the_next_request_co
 {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![fail("RATE_LIMIT", "busy"), reply("done")]);
+    let adapter = Scripted::per_session(vec![fail("RATE_LIMIT", "busy"), reply(&["done"])]);
     let (runtime, session) = start(&store, json!({"jitterRatio": 0}), vec![], &adapter).await;
     let mut turn = session.prompt("hello").unwrap();
     let mut seen_retry_at = None;
@@ -113,7 +105,7 @@ async fn a_retried_rate_limit_is_durable_before_the_wait_and_the_next_request_co
             Event::LlmRetry(_) => {
                 // Streamed from the log: it is durable, and the wait has not elapsed.
                 seen_retry_at = Some(origin.elapsed());
-                assert_eq!(adapter.requests(), 1);
+                assert_eq!(adapter.count(), 1);
             }
             Event::LlmRetryStarted(_) => assert_eq!(origin.elapsed(), MS(500)),
             _ => {}
@@ -164,11 +156,11 @@ async fn a_retried_rate_limit_is_durable_before_the_wait_and_the_next_request_co
 async fn budget_exhaustion_ends_the_turn_with_the_last_failure() {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         fail("SERVER", "one"),
         fail("TIMEOUT", "two"),
         fail("SERVER", "three"),
-        reply("never"),
+        reply(&["never"]),
     ]);
     let downstream = Recorder::next("downstream");
     let (runtime, session) =
@@ -186,7 +178,7 @@ async fn budget_exhaustion_ends_the_turn_with_the_last_failure() {
     assert_eq!(summary, [(0, 1, 500.0, "one"), (500, 2, 1000.0, "two")]);
     assert_eq!(retries[0].1.retry_id, retries[1].1.retry_id, "one chain, one retryId");
     assert!(retries.iter().all(|(_, r)| r.max_retries == Some(2)));
-    let ends = turn_ends(&events);
+    let ends = turn_ends_at(&events);
     assert_eq!(ends.len(), 1);
     assert_eq!(ends[0].0, 1500);
     assert_eq!(error_code(&ends[0].1), ("SERVER", "three"));
@@ -198,8 +190,10 @@ async fn a_provider_delay_within_the_cap_is_used_verbatim_without_jitter() {
     for (after_ms, expected) in [(2000.0, MS(2000)), (10_000.0, MS(10_000)), (0.5, MS(1))] {
         let origin = Instant::now();
         let store = MemoryStore::new();
-        let adapter =
-            ScriptAdapter::new(vec![fail_after("RATE_LIMIT", "slow down", after_ms), reply("ok")]);
+        let adapter = Scripted::per_session(vec![
+            fail_after("RATE_LIMIT", "slow down", after_ms),
+            reply(&["ok"]),
+        ]);
         let jitter = Arc::new(Samples::new([0.0, 1.0], 3).unwrap());
         let with_jitter = builder(&store, json!({}), vec![]).jitter(jitter.clone());
         let (runtime, session) =
@@ -220,7 +214,8 @@ async fn a_provider_delay_within_the_cap_is_used_verbatim_without_jitter() {
 async fn an_over_cap_provider_delay_delegates_with_no_event_and_no_timer() {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![fail_after("RATE_LIMIT", "come back later", 10_001.0)]);
+    let adapter =
+        Scripted::per_session(vec![fail_after("RATE_LIMIT", "come back later", 10_001.0)]);
     let downstream = Recorder::next("downstream");
     let jitter = Arc::new(Samples::new([0.5], 0).unwrap());
     let with_jitter = builder(&store, json!({}), vec![downstream.clone()]).jitter(jitter.clone());
@@ -235,7 +230,7 @@ async fn an_over_cap_provider_delay_delegates_with_no_event_and_no_timer() {
     let events = finish(runtime, &store, "s").await;
     assert_eq!(origin.elapsed(), Duration::ZERO, "no timer was left for shutdown to wait for");
     assert!(retries(&events).is_empty(), "no llm/retry");
-    assert_eq!(adapter.requests(), 1);
+    assert_eq!(adapter.count(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -243,7 +238,7 @@ async fn non_retryable_codes_delegate_without_a_timer() {
     for code in ["AUTH", "CONTEXT_WINDOW_EXCEEDED", "HTTP_418", "server"] {
         let origin = Instant::now();
         let store = MemoryStore::new();
-        let adapter = ScriptAdapter::new(vec![fail(code, "no")]);
+        let adapter = Scripted::per_session(vec![fail(code, "no")]);
         let downstream = Recorder::next("downstream");
         let (runtime, session) = start(&store, json!({}), vec![downstream.clone()], &adapter).await;
         let outcome = session.prompt("hello").unwrap().await.unwrap();
@@ -261,7 +256,7 @@ async fn non_retryable_codes_delegate_without_a_timer() {
 #[tokio::test(start_paused = true)]
 async fn no_adapter_means_no_policy_and_delegates() {
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![reply("unused")]);
+    let adapter = Scripted::per_session(vec![reply(&["unused"])]);
     let downstream = Recorder::next("downstream");
     let (runtime, session) = start(&store, json!({}), vec![downstream.clone()], &adapter).await;
     let outcome = session.prompt(Prompt::new("hello").on("nowhere")).unwrap().await.unwrap();
@@ -272,7 +267,7 @@ async fn no_adapter_means_no_policy_and_delegates() {
 
     let events = finish(runtime, &store, "s").await;
     assert!(retries(&events).is_empty());
-    assert_eq!(adapter.requests(), 0);
+    assert_eq!(adapter.count(), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -281,10 +276,10 @@ async fn the_configuration_is_the_default_route_policy_and_a_declared_policy_win
     let store = MemoryStore::new();
     let script = |fails: usize| {
         let mut script: Vec<_> = (1..=fails).map(|n| fail("SERVER", &n.to_string())).collect();
-        script.push(reply("done"));
+        script.push(reply(&["done"]));
         script
     };
-    let (plain, own) = (ScriptAdapter::new(script(2)), ScriptAdapter::new(script(3)));
+    let (plain, own) = (Scripted::per_session(script(2)), Scripted::per_session(script(3)));
     let config = json!({"maxTransientRetries": 1, "initialDelayMs": 100, "jitterRatio": 0});
     let plugin = LlmRetry::from_config(&config).unwrap().plugin;
     let built = llm_retry::factory(&config).unwrap();
@@ -329,11 +324,11 @@ async fn the_configuration_is_the_default_route_policy_and_a_declared_policy_win
 #[tokio::test(start_paused = true)]
 async fn a_new_step_restarts_the_budget_at_one_with_a_new_retry_id() {
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         fail("SERVER", "step 1"),
         echo("ping"),
         fail("SERVER", "step 2"),
-        reply("done"),
+        reply(&["done"]),
     ]);
     let (runtime, session) =
         start(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![], &adapter).await;
@@ -352,16 +347,16 @@ async fn a_new_step_restarts_the_budget_at_one_with_a_new_retry_id() {
 #[tokio::test(start_paused = true)]
 async fn a_new_turn_and_a_manual_retry_restart_the_budget_with_a_new_retry_id() {
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         // Turn 1: one retry, then the budget is spent.
         fail("SERVER", "a"),
         fail("SERVER", "b"),
         // Turn 2 (the manual retry of turn 1): a fresh budget.
         fail("SERVER", "c"),
-        reply("done"),
+        reply(&["done"]),
         // Turn 3: a fresh budget again.
         fail("SERVER", "d"),
-        reply("done again"),
+        reply(&["done again"]),
     ]);
     let (runtime, session) =
         start(&store, json!({"maxTransientRetries": 1, "jitterRatio": 0}), vec![], &adapter).await;
@@ -385,12 +380,12 @@ async fn a_new_turn_and_a_manual_retry_restart_the_budget_with_a_new_retry_id() 
 async fn always_mode_retries_any_code_without_a_budget_and_falls_back_to_backoff_over_the_cap() {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         fail("AUTH", "who are you"),
         fail("INVALID_REQUEST", "what"),
         fail_after("RATE_LIMIT", "much later", 60_000.0),
         fail_after("HTTP_418", "teapot", 7.0),
-        reply("done"),
+        reply(&["done"]),
     ]);
     let downstream = Recorder::next("downstream");
     let (runtime, session) = launch(
@@ -433,7 +428,7 @@ async fn always_mode_retries_any_code_without_a_budget_and_falls_back_to_backoff
 async fn always_mode_accepts_a_downstream_retry_and_writes_nothing() {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
+    let adapter = Scripted::per_session(vec![fail("SERVER", "down"), reply(&["done"])]);
     let downstream = Recorder::new("downstream", Behaviour::Answer(Verdict::Retry));
     let (runtime, session) = launch(
         builder(&store, json!({}), vec![downstream.clone()]).route(
@@ -457,7 +452,7 @@ async fn always_mode_accepts_a_downstream_retry_and_writes_nothing() {
 async fn always_mode_falls_back_to_its_own_retry_when_downstream_crashes() {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
+    let adapter = Scripted::per_session(vec![fail("SERVER", "down"), reply(&["done"])]);
     let downstream = Recorder::new("downstream", Behaviour::Crash);
     let (runtime, session) = launch(builder(&store, json!({}), vec![downstream.clone()]).route(
         Route::new("mock", adapter.clone()).model("m").retry_policy(declared(
@@ -484,8 +479,8 @@ async fn parked(
     store: &MemoryStore,
     downstream: Vec<Arc<dyn Plugin>>,
     route: Option<RetryPolicy>,
-) -> (Runtime, Arc<ScriptAdapter>, rein_runtime::session::TurnHandle) {
-    let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("too late")]);
+) -> (Runtime, Arc<Scripted>, rein_runtime::session::TurnHandle) {
+    let adapter = Scripted::per_session(vec![fail("SERVER", "down"), reply(&["too late"])]);
     let config = json!({"initialDelayMs": 10_000, "jitterRatio": 0});
     let (runtime, session) = launch(
         builder(store, config, downstream)
@@ -510,10 +505,10 @@ async fn cancelling_during_the_wait_ends_the_turn_aborted_without_a_start_or_a_t
 
     let events = finish(runtime, &store, "s").await;
     assert_eq!(origin.elapsed(), MS(100), "no timer was left for shutdown to wait for");
-    assert_eq!(adapter.requests(), 1);
+    assert_eq!(adapter.count(), 1);
     assert_eq!(retries(&events).len(), 1);
     assert!(started(&events).is_empty(), "no llm/retry-started");
-    assert_eq!(turn_ends(&events)[0].0, 100);
+    assert_eq!(turn_ends_at(&events)[0].0, 100);
 }
 
 #[tokio::test(start_paused = true)]
@@ -531,7 +526,7 @@ async fn disposing_during_the_wait_ends_the_turn_with_its_failure_after_one_requ
 
     let events = finish(runtime, &store, "s").await;
     assert_eq!(origin.elapsed(), MS(100), "no timer left");
-    assert_eq!(adapter.requests(), 1, "exactly one request");
+    assert_eq!(adapter.count(), 1, "exactly one request");
     assert_eq!(retries(&events).len(), 1);
     assert!(started(&events).is_empty());
 }
@@ -552,7 +547,7 @@ async fn disposal_aborts_a_downstream_consultation_and_waits_for_it_to_settle() 
     assert_eq!(error_code(&outcome.reason), ("SERVER", "down"));
 
     let events = finish(runtime, &store, "s").await;
-    assert_eq!(adapter.requests(), 1);
+    assert_eq!(adapter.count(), 1);
     assert!(retries(&events).is_empty(), "nothing scheduled");
 }
 
@@ -560,7 +555,7 @@ async fn disposal_aborts_a_downstream_consultation_and_waits_for_it_to_settle() 
 async fn a_rejected_append_abandons_the_retry() {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("never")]);
+    let adapter = Scripted::per_session(vec![fail("SERVER", "down"), reply(&["never"])]);
     let downstream = Recorder::new("downstream", Behaviour::Answer(Verdict::Retry));
     let (runtime, session) = launch(
         builder(&store, json!({}), vec![downstream.clone()])
@@ -575,7 +570,7 @@ async fn a_rejected_append_abandons_the_retry() {
     assert_eq!(origin.elapsed(), Duration::ZERO, "no wait");
 
     let events = finish(runtime, &store, "s").await;
-    assert_eq!(adapter.requests(), 1);
+    assert_eq!(adapter.count(), 1);
     assert!(retries(&events).is_empty(), "nothing was written");
 }
 
@@ -583,12 +578,12 @@ async fn a_rejected_append_abandons_the_retry() {
 async fn a_live_invariant_accepts_every_retry_llm_retry_writes() {
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![
+    let adapter = Scripted::per_session(vec![
         fail("SERVER", "1"),
         fail_after("RATE_LIMIT", "2", 1.5),
         echo("tool"),
         fail("TRANSPORT", "3"),
-        reply("done"),
+        reply(&["done"]),
     ]);
     let jitter: Arc<dyn Jitter> = Arc::new(Samples::new([1.0, 0.0], 0).unwrap());
     let (runtime, session) = launch(
@@ -617,7 +612,7 @@ async fn many_sessions_wait_in_the_one_plugin_at_once() {
     const SESSIONS: usize = 200;
     let origin = Instant::now();
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![fail("SERVER", "down"), reply("done")]);
+    let adapter = Scripted::per_session(vec![fail("SERVER", "down"), reply(&["done"])]);
     let runtime = builder(&store, json!({"jitterRatio": 0}), vec![])
         .route(Route::new("mock", adapter.clone()).model("m"))
         .build()

@@ -4,22 +4,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapter.rs"]
-mod adapter;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/spans.rs"]
-mod spans;
-
 use std::sync::Arc;
 
-use adapter::{ScriptAdapter, fail};
-use log::assert_invariants;
 use rein_plugins::llm_retry;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::TurnEndReason;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::log::assert_invariants;
+use rein_testkit::scripted::{Scripted, fail};
+use rein_testkit::spans;
 use serde_json::json;
 
 #[tokio::test(start_paused = true)]
@@ -27,7 +21,7 @@ async fn each_recovery_is_traced_with_its_error_type_and_delay() {
     // The plugin actor opens one `recovery` span per recovery, for every plugin.
     let (spans, _guard) = spans::Spans::capture("recovery");
     let store = MemoryStore::new();
-    let adapter = ScriptAdapter::new(vec![fail("RATE_LIMIT", "busy"), fail("AUTH", "no")]);
+    let adapter = Scripted::per_session(vec![fail("RATE_LIMIT", "busy"), fail("AUTH", "no")]);
     let runtime = Runtime::builder()
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))

@@ -4,25 +4,21 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/messages.rs"]
-mod messages;
-#[path = "support/server.rs"]
-mod server;
-
 use std::time::Duration;
 
-use messages::{
-    answer, block_stop, error, error_event, message_delta, message_start, message_stop, ping, text,
-    text_block, text_parts, tool_answer,
-};
 use rein_providers::{Anthropic, AnthropicConfig};
 use rein_runtime::event::{ToolCall, Usage};
 use rein_runtime::failure::Failure;
 use rein_runtime::provider::{
     Adapter, ChunkSink, Completion, Generation, Message, Request, ToolSpec,
 };
+use rein_testkit::messages;
+use rein_testkit::messages::{
+    answer, block_stop, error, error_event, message_delta, message_start, message_stop, ping, text,
+    text_block, text_parts, tool_answer,
+};
+use rein_testkit::server::{Part, Reply, Server, status_reply, with_headers};
 use serde_json::json;
-use server::{Part, Reply, Server, status_reply, with_headers};
 use tokio::time::Instant;
 
 const KEY: &str = "sk-ant-api03-test-0123456789";

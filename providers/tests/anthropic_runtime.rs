@@ -5,18 +5,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../plugins/tests/support/log.rs"]
-mod log;
-#[path = "support/messages.rs"]
-mod messages;
-#[path = "support/server.rs"]
-mod server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{assert_invariants, requests, retries, turn_ends};
-use messages::{answer, error, error_event, text_parts, tool_answer};
 use rein_plugins::{FALLBACK_FIRST, auto_retry, llm_retry};
 use rein_providers::{Anthropic, AnthropicConfig, OpenAiCompatible, OpenAiConfig};
 use rein_runtime::clock::VirtualClock;
@@ -27,8 +18,11 @@ use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_testkit::log::{answers, assert_invariants, requests, retries, turn_ends_at};
+use rein_testkit::messages::{answer, error, error_event, text_parts, tool_answer};
+use rein_testkit::server;
+use rein_testkit::server::{Part, Reply, Server, status_reply};
 use serde_json::{Value, json};
-use server::{Part, Reply, Server, status_reply};
 use tokio::time::Instant;
 
 const KEY: &str = "sk-ant-runtime-test";
@@ -113,16 +107,6 @@ async fn finish(runtime: Runtime, store: &MemoryStore) -> Vec<Envelope> {
     events
 }
 
-fn messages(events: &[Envelope]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::AssistantMessage(m) => Some(m.text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 /// Each retry scheduled: (plugin, code, delay).
 fn retried(events: &[Envelope]) -> Vec<(String, String, f64)> {
     retries(events)
@@ -146,7 +130,7 @@ async fn a_text_turn_streams_commits_and_counts_its_usage() {
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
     let events = finish(runtime, &store).await;
-    assert_eq!(messages(&events), ["Bonjour !"]);
+    assert_eq!(answers(&events), ["Bonjour !"]);
     let usage = events.iter().find_map(|e| match &e.event {
         Event::AssistantMessage(m) => m.usage,
         _ => None,
@@ -191,7 +175,7 @@ async fn tool_use_across_steps_sends_the_result_back_in_a_user_message_under_the
         ])
     );
     let events = finish(runtime, &store).await;
-    assert_eq!(messages(&events), ["Let me echo that.", "The echo said ping."]);
+    assert_eq!(answers(&events), ["Let me echo that.", "The echo said ping."]);
     let log = serde_json::to_string(&events).unwrap();
     assert!(!log.contains("You echo."), "the system prompt is not in the log");
 }
@@ -216,7 +200,7 @@ async fn a_529_overloaded_is_retried_with_a_byte_identical_body() {
     assert_eq!(retried(&events), [("llm-retry".to_owned(), "SERVER".to_owned(), 500.0)]);
     let failure = &retries(&events)[0].1.failure;
     assert_eq!((failure.status(), failure.request_id()), (Some(529), Some("req_529")));
-    assert_eq!(messages(&events), ["the answer"]);
+    assert_eq!(answers(&events), ["the answer"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -241,7 +225,7 @@ async fn a_429_waits_the_servers_retry_after() {
     let events = finish(runtime, &store).await;
     assert_eq!(retried(&events), [("llm-retry".to_owned(), "RATE_LIMIT".to_owned(), 3000.0)]);
     assert_eq!(retries(&events)[0].1.failure.provider_retry_after_ms(), Some(3000.0));
-    assert_eq!(messages(&events), ["after the wait"]);
+    assert_eq!(answers(&events), ["after the wait"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -257,7 +241,7 @@ async fn an_in_stream_error_event_is_retried_and_its_chunks_never_commit() {
 
     let events = finish(runtime, &store).await;
     assert_eq!(retried(&events), [("llm-retry".to_owned(), "SERVER".to_owned(), 500.0)]);
-    assert_eq!(messages(&events), ["the real answer"], "the failed draft is not the answer");
+    assert_eq!(answers(&events), ["the real answer"], "the failed draft is not the answer");
     let chunks: Vec<(u32, String)> = events
         .iter()
         .filter_map(|e| match &e.event {
@@ -285,7 +269,7 @@ async fn a_stream_cut_before_message_stop_is_retried_by_auto_retry() {
 
     let events = finish(runtime, &store).await;
     assert_eq!(retried(&events), [("auto-retry".to_owned(), "STREAM_CLOSED".to_owned(), 1000.0)]);
-    assert_eq!(messages(&events), ["whole"]);
+    assert_eq!(answers(&events), ["whole"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -363,8 +347,8 @@ async fn an_openai_primary_out_of_quota_hands_a_tool_using_session_to_anthropic(
             ("anthropic:claude-haiku-4-5".to_owned(), "claude-haiku-4-5".to_owned()),
         ]
     );
-    assert_eq!(messages(&events), ["", "echoed hi", "from Claude"]);
-    assert_eq!(turn_ends(&events).len(), 2);
+    assert_eq!(answers(&events), ["", "echoed hi", "from Claude"]);
+    assert_eq!(turn_ends_at(&events).len(), 2);
 }
 
 #[tokio::test(start_paused = true)]
@@ -404,6 +388,6 @@ async fn an_anthropic_primary_out_of_credit_hands_the_turn_to_an_openai_compatib
         })
         .collect();
     assert_eq!(switched, [("anthropic".into(), "openai:gpt-4o-mini".into(), "QUOTA".into())]);
-    assert_eq!(messages(&events), ["", "done by the fallback"]);
+    assert_eq!(answers(&events), ["", "done by the fallback"]);
     assert!(retries(&events).is_empty(), "a quota is not retried on the same route");
 }

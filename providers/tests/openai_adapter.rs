@@ -4,19 +4,16 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/server.rs"]
-mod server;
-
 use std::time::{Duration, SystemTime};
 
 use rein_providers::{OpenAiCompatible, OpenAiConfig};
 use rein_runtime::event::{ToolCall, Usage};
 use rein_runtime::failure::Failure;
 use rein_runtime::provider::{Adapter, ChunkSink, Completion, Message, Request, ToolSpec};
-use serde_json::json;
-use server::{
+use rein_testkit::server::{
     Part, Reply, Server, answer, delta, done, free_addr, status_reply, usage, with_headers,
 };
+use serde_json::json;
 use tokio::time::Instant;
 
 const KEY: &str = "sk-test-0123456789";

@@ -5,15 +5,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../plugins/tests/support/log.rs"]
-mod log;
-#[path = "support/server.rs"]
-mod server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{assert_invariants, kinds, requests, retries, turn_ends};
 use rein_plugins::FALLBACK_FIRST;
 use rein_providers::{OpenAiCompatible, OpenAiConfig};
 use rein_runtime::clock::VirtualClock;
@@ -21,8 +15,9 @@ use rein_runtime::event::{Event, TurnEndReason};
 use rein_runtime::plugin::BuiltPlugin;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::log::{assert_invariants, kinds, requests, retries, turn_ends_at};
+use rein_testkit::server::{Server, answer, status_reply};
 use serde_json::{Value, json};
-use server::{Server, answer, status_reply};
 use tokio::time::Instant;
 
 const KEY: &str = "sk-fallback-test";
@@ -95,7 +90,7 @@ async fn a_primary_out_of_quota_hands_the_turn_to_the_fallback_server_which_answ
         [("primary".into(), "big-model".into()), ("secondary".into(), "small-model".into())]
     );
     assert!(retries(&events).is_empty());
-    assert_eq!(turn_ends(&events).len(), 1);
+    assert_eq!(turn_ends_at(&events).len(), 1);
     assert!(kinds(&events).contains(&"assistant/message"));
     let answer = events.iter().find_map(|e| match &e.event {
         Event::AssistantMessage(m) => Some(m.text.clone()),

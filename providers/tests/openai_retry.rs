@@ -3,15 +3,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../plugins/tests/support/log.rs"]
-mod log;
-#[path = "support/server.rs"]
-mod server;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{assert_invariants, kinds, retries, turn_ends};
 use rein_plugins::{auto_retry, llm_retry};
 use rein_providers::{OpenAiCompatible, OpenAiConfig};
 use rein_runtime::clock::VirtualClock;
@@ -20,8 +14,11 @@ use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::Session;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_testkit::log::{answers, assert_invariants, kinds, retries, turn_ends_at};
+use rein_testkit::server::{
+    Part, Reply, Server, answer, delta, done, error, free_addr, status_reply, usage,
+};
 use serde_json::json;
-use server::{Part, Reply, Server, answer, delta, done, error, free_addr, status_reply, usage};
 use tokio::time::Instant;
 
 const KEY: &str = "sk-retry-test";
@@ -65,16 +62,6 @@ async fn finish(runtime: Runtime, store: &MemoryStore) -> Vec<Envelope> {
     events
 }
 
-fn messages(events: &[Envelope]) -> Vec<String> {
-    events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::AssistantMessage(m) => Some(m.text.clone()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn chunks(events: &[Envelope]) -> Vec<(u32, String)> {
     events
         .iter()
@@ -113,7 +100,7 @@ async fn a_refused_connection_is_retried_once_the_server_listens_during_the_back
     assert_eq!(server.seen().len(), 1);
 
     let events = finish(runtime, &store).await;
-    assert_eq!(messages(&events), ["back online"]);
+    assert_eq!(answers(&events), ["back online"]);
     assert_eq!(retries(&events).len(), 1);
 }
 
@@ -136,7 +123,7 @@ async fn a_transient_failure_is_retried_with_a_byte_identical_body_and_its_chunk
     assert_eq!(seen[2].body, seen[0].body);
 
     let events = finish(runtime, &store).await;
-    assert_eq!(messages(&events), ["the answer"], "no failed attempt's text is committed");
+    assert_eq!(answers(&events), ["the answer"], "no failed attempt's text is committed");
     assert_eq!(
         chunks(&events),
         [(1, "a failed ".into()), (1, "draft".into()), (3, "the ".into()), (3, "answer".into())],
@@ -166,7 +153,7 @@ async fn a_stream_closed_without_done_is_not_retried_by_llm_retrys_defaults() {
 
     let events = finish(runtime, &store).await;
     assert!(retries(&events).is_empty());
-    assert!(messages(&events).is_empty());
+    assert!(answers(&events).is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -190,7 +177,7 @@ async fn a_stream_closed_without_done_is_retried_by_auto_retrys_defaults() {
         .map(|(_, r)| (r.plugin.clone(), r.failure.code().to_owned(), r.delay_ms))
         .collect();
     assert_eq!(retried, [("auto-retry".to_owned(), "STREAM_CLOSED".to_owned(), 1000.0)]);
-    assert_eq!(messages(&events), ["the whole answer"], "the half answer is never committed");
+    assert_eq!(answers(&events), ["the whole answer"], "the half answer is never committed");
 }
 
 #[tokio::test(start_paused = true)]
@@ -211,7 +198,7 @@ async fn the_budget_ends_in_the_last_failure() {
     let events = finish(runtime, &store).await;
     let delays: Vec<f64> = retries(&events).iter().map(|(_, r)| r.delay_ms).collect();
     assert_eq!(delays, [500.0, 1500.0]);
-    let [(_, reason)] = turn_ends(&events).try_into().unwrap();
+    let [(_, reason)] = turn_ends_at(&events).try_into().unwrap();
     let TurnEndReason::Error { failure } = reason else { panic!() };
     assert_eq!((failure.status(), failure.code()), (Some(502), "SERVER"));
 }
@@ -229,7 +216,7 @@ async fn a_stall_is_a_timeout_after_the_watchdog_and_is_retried() {
 
     let events = finish(runtime, &store).await;
     assert_eq!(retries(&events)[0].1.failure.code(), "TIMEOUT");
-    assert_eq!(messages(&events), ["awake"]);
+    assert_eq!(answers(&events), ["awake"]);
 }
 
 #[tokio::test(start_paused = true)]
@@ -253,7 +240,7 @@ async fn cancelling_a_streaming_turn_aborts_it_and_closes_the_connection() {
 
     let events = finish(runtime, &store).await;
     assert!(!kinds(&events).contains(&"request/error"), "a cancelled attempt is not offered");
-    assert!(messages(&events).is_empty());
+    assert!(answers(&events).is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -288,7 +275,7 @@ async fn a_tool_call_round_trip_sends_the_result_back_with_its_call_id() {
         ])
     );
     let events = finish(runtime, &store).await;
-    assert_eq!(messages(&events), ["", "echo said ping"]);
+    assert_eq!(answers(&events), ["", "echo said ping"]);
 }
 
 #[tokio::test(start_paused = true)]

@@ -4,20 +4,17 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "../../plugins/tests/support/log.rs"]
-mod log;
-
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{assert_invariants, kinds, requests, retries, started};
 use rein_plugins::llm_retry;
 use rein_providers::{Simulated, SimulatedConfig};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::log::{assert_invariants, kinds, requests, retries, started};
 use serde_json::{Value, json};
 
 /// Runs `prompts` one turn after another on a fresh runtime with `config`; answers the log and

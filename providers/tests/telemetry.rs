@@ -4,14 +4,10 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/server.rs"]
-mod server;
-#[path = "../../plugins/tests/support/spans.rs"]
-mod spans;
-
 use rein_providers::{OpenAiCompatible, OpenAiConfig, Simulated, SimulatedConfig};
 use rein_runtime::provider::{Adapter, ChunkSink, Message, Request};
-use server::{Server, answer, status_reply};
+use rein_testkit::server::{Server, answer, status_reply};
+use rein_testkit::spans;
 
 fn request(attempt: u32) -> Request {
     Request {

@@ -3,9 +3,7 @@
 //!
 //! `cargo run --release -p rein-runtime --example heap [N]` (N sessions, default 2000).
 
-#[path = "../tests/support/heap.rs"]
-mod heap;
-
+use rein_testkit::heap;
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]

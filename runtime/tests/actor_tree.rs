@@ -6,23 +6,10 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-#[path = "support/runtime.rs"]
-#[allow(dead_code)]
-mod runtime;
-
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use adapters::{Scripted, fail, reply};
-use log::{assert_valid, kinds, turn_ends};
-use plugins::{TestPlugin, Trace};
 use rein_runtime::BoxFuture;
 use rein_runtime::census::ActorKind::{self, *};
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
@@ -31,6 +18,10 @@ use rein_runtime::plugin::{Plugin, Recovery, Verdict};
 use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::{Loaded, SessionStore, StoreError};
+use rein_testkit::log::{assert_valid, kinds, turn_ends};
+use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::scripted::{Scripted, fail_streamed, reply};
+use rein_testkit::{plugins, runtime};
 use tokio::time::Instant;
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -66,7 +57,7 @@ fn session_tree(runtime: &Runtime) -> Vec<(ActorKind, usize)> {
 async fn a_parked_turn_holds_a_session_log_turn_and_step_actor_and_shutdown_leaves_none() {
     let store = MemoryStore::new();
     let t = Trace::default();
-    let runtime = builder(&store, Scripted::always(fail("SERVER", &[])))
+    let runtime = builder(&store, Scripted::always(fail_streamed("SERVER", &[])))
         .plugin(TestPlugin::slow("backoff", &t, HOUR, Verdict::Retry))
         .build()
         .await
@@ -96,7 +87,7 @@ async fn a_parked_turn_holds_a_session_log_turn_and_step_actor_and_shutdown_leav
 async fn dropping_the_last_runtime_handle_shuts_it_down_in_the_background() {
     let store = MemoryStore::new();
     let t = Trace::default();
-    let runtime = builder(&store, Scripted::always(fail("SERVER", &[])))
+    let runtime = builder(&store, Scripted::always(fail_streamed("SERVER", &[])))
         .plugin(TestPlugin::slow("backoff", &t, HOUR, Verdict::Retry))
         .build()
         .await
@@ -153,7 +144,7 @@ async fn every_way_a_turn_ends_writes_its_closing_events_in_order() {
         // endings that need the step to go on.
         let script = match ending {
             Completed | TurnPanic | StepPanic => vec![reply(&["fine"])],
-            _ => vec![fail("SERVER", &[]), reply(&["after"])],
+            _ => vec![fail_streamed("SERVER", &[]), reply(&["after"])],
         };
         let faults = match ending {
             StepPanic => Faults::none().panic_step(1, 1),
@@ -221,7 +212,7 @@ async fn a_killed_session_ends_a_turn_parked_in_a_plugins_backoff_within_one_tic
     let store = MemoryStore::new();
     let t = Trace::default();
     let plugin = TestPlugin::parking("backoff", &t, HOUR, Verdict::Retry);
-    let runtime = builder(&store, Scripted::new(vec![fail("SERVER", &[])]))
+    let runtime = builder(&store, Scripted::new(vec![fail_streamed("SERVER", &[])]))
         .plugin(Arc::clone(&plugin) as Arc<dyn Plugin>)
         .build()
         .await
@@ -278,7 +269,7 @@ impl Plugin for Disposable {
 async fn a_disposed_plugins_dispose_runs_once_after_its_waits_ended_and_the_chain_drops_it() {
     let store = MemoryStore::new();
     let plugin = Arc::new(Disposable::default());
-    let runtime = builder(&store, Scripted::always(fail("SERVER", &[])))
+    let runtime = builder(&store, Scripted::always(fail_streamed("SERVER", &[])))
         .plugin(Arc::clone(&plugin) as Arc<dyn Plugin>)
         .build()
         .await

@@ -4,21 +4,9 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-#[path = "support/runtime.rs"]
-mod runtime;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use adapters::{Scripted, call, fail, reply, stall};
-use log::{assert_valid, kinds};
-use plugins::{TestPlugin, Trace};
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{CancelCause, Envelope, Event, PluginCrashed, TurnEndReason};
@@ -30,6 +18,11 @@ use rein_runtime::runtime::{DEFAULT_IDLE_GRACE, Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::{AnswerDelta, Prompt};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::{Tool, ToolOutcome};
+use rein_testkit::log::{assert_valid, kinds};
+use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::runtime::shut_down;
+use rein_testkit::scripted::{Scripted, call, fail_streamed, reply, stall};
+use rein_testkit::{log, runtime, scripted};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -38,9 +31,7 @@ fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
 }
 
 async fn finish(runtime: Runtime, store: &MemoryStore, session: &str) -> Vec<Envelope> {
-    runtime.shutdown().await;
-    assert_eq!(runtime.census().actors(), 0, "no actor outlives shutdown");
-    assert_eq!(runtime.census().tasks(), 0, "no task outlives shutdown");
+    shut_down(&runtime).await;
     let events = store.events(session);
     assert_valid(&events);
     events
@@ -185,7 +176,7 @@ async fn a_prompt_streams_one_step_and_completes() {
         Event::AssistantMessage(m) => assert_eq!(m.text, "done"),
         other => panic!("{other:?}"),
     }
-    let seen = adapter.seen();
+    let seen = adapter.requests();
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].messages, [Message::User { text: "hello".into() }]);
     assert_eq!((seen[0].model.as_str(), seen[0].provider.as_str()), ("mock-1", "mock"));
@@ -228,7 +219,7 @@ async fn tool_calls_run_and_the_next_step_sees_their_results() {
             "agent/idle",
         ]
     );
-    let second = &adapter.seen()[1];
+    let second = &adapter.requests()[1];
     assert_eq!(second.step, 2);
     assert_eq!(
         second.messages.to_vec()[2..],
@@ -242,7 +233,8 @@ async fn tool_calls_run_and_the_next_step_sees_their_results() {
 #[tokio::test(start_paused = true)]
 async fn a_retried_attempt_sends_the_same_request_and_only_its_own_chunks_become_the_message() {
     let store = MemoryStore::new();
-    let adapter = Scripted::new(vec![fail("SERVER", &["par", "tial"]), reply(&["do", "ne"])]);
+    let adapter =
+        Scripted::new(vec![fail_streamed("SERVER", &["par", "tial"]), reply(&["do", "ne"])]);
     let trace = Trace::default();
     let (runtime, session) =
         runtime::start(builder(&store, adapter.clone()).plugin(TestPlugin::answering(
@@ -254,7 +246,7 @@ async fn a_retried_attempt_sends_the_same_request_and_only_its_own_chunks_become
     let outcome = session.prompt("hello").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
 
-    let seen = adapter.seen();
+    let seen = adapter.requests();
     assert_eq!(seen.len(), 2);
     assert_eq!(seen[1].attempt, 2);
     let mut retried = seen[1].clone();
@@ -290,7 +282,7 @@ async fn a_retried_attempt_sends_the_same_request_and_only_its_own_chunks_become
 #[tokio::test(start_paused = true)]
 async fn a_failure_nobody_recovers_ends_the_turn_with_it() {
     let store = MemoryStore::new();
-    let adapter = Scripted::new(vec![fail("RATE_LIMIT", &[])]);
+    let adapter = Scripted::new(vec![fail_streamed("RATE_LIMIT", &[])]);
     let trace = Trace::default();
     let (runtime, session) = runtime::start(
         builder(&store, adapter).plugin(TestPlugin::answering("next", &trace, Verdict::Next)),
@@ -366,7 +358,7 @@ async fn a_tool_error_the_model_sees_lets_the_turn_go_on() {
     let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
     let outcome = session.prompt("go").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::Completed);
-    let second = &adapter.seen()[1];
+    let second = &adapter.requests()[1];
     assert_eq!(
         second.messages.last(),
         Some(&Message::Tool {
@@ -383,11 +375,11 @@ async fn a_tool_error_the_model_sees_lets_the_turn_go_on() {
 async fn the_answer_stream_resets_a_failed_attempts_text_and_settles_the_answer() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![
-        fail("SERVER", &["par", "tial"]),
+        fail_streamed("SERVER", &["par", "tial"]),
         reply(&["do", "ne"]),
         // Turn 2: a step that calls a tool, a failed attempt that streamed, the final answer.
         call(&["let me echo"], &[("c1", "echo", json!({"text": "hi"}))]),
-        fail("SERVER", &["cut"]),
+        fail_streamed("SERVER", &["cut"]),
         reply(&["the echo said hi"]),
     ]);
     let trace = Trace::default();
@@ -477,7 +469,7 @@ async fn a_call_to_an_unknown_tool_is_answered_with_an_error_and_the_model_answe
     assert!(trace.take().is_empty(), "nothing was offered to the waterfall");
     let unknown = r#"no tool named "grep"; available: "echo""#;
     assert_eq!(
-        adapter.seen()[1].messages.last(),
+        adapter.requests()[1].messages.last(),
         Some(&Message::Tool { id: "c1".into(), output: unknown.into(), is_error: true }),
         "the model saw which tools it has in its next step"
     );
@@ -507,8 +499,8 @@ async fn with_no_tools_a_model_that_keeps_calling_one_stops_at_the_step_limit() 
     let session = runtime.session("s").await.unwrap();
     let outcome = session.prompt("read it").unwrap().await.unwrap();
     assert_eq!(outcome.reason, TurnEndReason::MaxSteps, "bounded by the step limit");
-    assert_eq!(adapter.seen().len(), 2);
-    assert!(adapter.seen()[0].tools.is_empty(), "no tool offered");
+    assert_eq!(adapter.requests().len(), 2);
+    assert!(adapter.requests()[0].tools.is_empty(), "no tool offered");
     let events = finish(runtime, &store, "s").await;
     let none = r#"no tool named "read_file"; available: none"#.to_owned();
     assert_eq!(
@@ -553,7 +545,7 @@ async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adap
         RetryPolicy::from_declared(&json!({"mode": "normal", "maxRetries": 7}), "p").unwrap();
     let store = MemoryStore::new();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let failing: Arc<dyn Adapter> = Scripted::always(fail("SERVER", &[]));
+    let failing: Arc<dyn Adapter> = Scripted::always(fail_streamed("SERVER", &[]));
     let (runtime, session) = runtime::start(
         Runtime::builder()
             .validator(log::live_invariant)
@@ -587,7 +579,7 @@ async fn the_payload_carries_the_routes_effective_policy_or_none_without_an_adap
     // Without a configured default, the defaults apply.
     let seen = Arc::new(Mutex::new(Vec::new()));
     let store = MemoryStore::new();
-    let runtime = builder(&store, Scripted::always(fail("SERVER", &[])))
+    let runtime = builder(&store, Scripted::always(fail_streamed("SERVER", &[])))
         .plugin(policy_recorder(Arc::clone(&seen)))
         .build()
         .await
@@ -602,7 +594,7 @@ async fn a_crashing_plugin_leaves_a_plugin_crashed_event_and_the_chain_goes_on()
     let store = MemoryStore::new();
     let trace = Trace::default();
     let (runtime, session) = runtime::start(
-        builder(&store, Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]))
+        builder(&store, Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["ok"])]))
             .plugin(TestPlugin::crashing("crashy", &trace))
             .plugin(TestPlugin::answering("retry", &trace, Verdict::Retry)),
     )
@@ -626,8 +618,8 @@ async fn a_crashing_plugin_leaves_a_plugin_crashed_event_and_the_chain_goes_on()
 async fn a_turn_can_be_streamed_late_mid_turn_or_after_the_session_hibernated() {
     let store = MemoryStore::new();
     let adapter = Scripted::new(vec![
-        adapters::after(100, reply(&["a", "b"])),
-        adapters::after(100, reply(&["c"])),
+        scripted::after(100, reply(&["a", "b"])),
+        scripted::after(100, reply(&["c"])),
     ]);
     let (runtime, session) = runtime::start(builder(&store, adapter)).await;
 

@@ -6,19 +6,9 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use adapters::{Scripted, call, fail, reply, stall};
-use log::{assert_valid, kinds};
-use plugins::{TestPlugin, Trace};
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::ToolCall;
@@ -31,6 +21,10 @@ use rein_runtime::session::SessionError;
 use rein_runtime::session::TurnHandle;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::{Tool, ToolOutcome};
+use rein_testkit::log;
+use rein_testkit::log::{assert_valid, kinds};
+use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::scripted::{Scripted, call, fail_streamed, reply, stall};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -134,7 +128,7 @@ async fn the_turn_after_one_cancelled_during_a_tool_sends_the_call_answered() {
     assert_eq!(outcome.reason, TurnEndReason::Completed);
     runtime.shutdown().await;
 
-    let seen = adapter.seen();
+    let seen = adapter.requests();
     let messages: Vec<Message> = seen[1].messages.iter().cloned().collect();
     assert_eq!(
         messages[1..],
@@ -160,7 +154,7 @@ async fn the_turn_after_one_cancelled_during_a_tool_sends_the_call_answered() {
 #[tokio::test(start_paused = true)]
 async fn cancelling_during_a_plugin_wait_aborts_the_wait() {
     let t = Trace::default();
-    let adapter = Scripted::new(vec![fail("SERVER", &["x"]), reply(&["never"])]);
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &["x"]), reply(&["never"])]);
     let waiting = TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry);
     cancel_at("request/error", adapter, vec![waiting]).await;
 }
@@ -168,7 +162,7 @@ async fn cancelling_during_a_plugin_wait_aborts_the_wait() {
 #[tokio::test(start_paused = true)]
 async fn cancelling_during_a_downstream_consultation_aborts_it() {
     let t = Trace::default();
-    let adapter = Scripted::new(vec![fail("SERVER", &[]), reply(&["never"])]);
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["never"])]);
     let plugins: Vec<Arc<dyn Plugin>> = vec![
         TestPlugin::downstream_first("asking", &t, Verdict::Retry),
         TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry),

@@ -9,19 +9,9 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use adapters::{Scripted, call, fail, reply};
-use log::assert_valid;
-use plugins::{TestPlugin, Trace};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::*;
 use rein_runtime::plugin::Verdict;
@@ -30,6 +20,10 @@ use rein_runtime::session::{Session, SessionError, TurnOutcome};
 use rein_runtime::store::faulty::FaultyStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_testkit::log;
+use rein_testkit::log::assert_valid;
+use rein_testkit::plugins::{TestPlugin, Trace, first_retry};
+use rein_testkit::scripted::{Scripted, call, fail_streamed, reply};
 
 /// Writes `llm/retry` and `llm/retry-started` for the failure it is offered, then retries; a
 /// refused append makes it stop.
@@ -37,27 +31,7 @@ fn retrier(trace: &Trace) -> Arc<TestPlugin> {
     TestPlugin::new("retrier", trace, |recovery, _| {
         Box::pin(async move {
             let p = &recovery.payload;
-            let policy = p.retry_policy.clone().unwrap();
-            let id = format!("{}-{}-{}", p.turn, p.step, p.attempt);
-            let scheduled = Event::LlmRetry(LlmRetry {
-                retry_id: id.clone(),
-                turn: p.turn,
-                step: p.step,
-                provider: p.provider.clone(),
-                plugin: "retrier".into(),
-                mode: policy.mode().into(),
-                policy_key: policy.policy_key(),
-                retry: 1,
-                max_retries: policy.max_retries(),
-                delay_ms: 0.0,
-                failure: p.failure.clone(),
-            });
-            let started = Event::LlmRetryStarted(LlmRetryStarted {
-                retry_id: id,
-                turn: p.turn,
-                step: p.step,
-                retry: 1,
-            });
+            let [scheduled, started] = first_retry(p, "retrier");
             if p.log.append(vec![scheduled]).await.is_err()
                 || p.log.append(vec![started]).await.is_err()
             {
@@ -89,7 +63,7 @@ async fn run(failing: Option<u64>) -> Run {
         store.fail_append(n);
     }
     let mut script = vec![
-        fail("SERVER", &["par"]),
+        fail_streamed("SERVER", &["par"]),
         call(&["calling"], &[("c1", "echo", serde_json::json!({"text": "x"}))]),
         reply(&["done", "!"]),
     ];

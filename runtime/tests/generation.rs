@@ -5,18 +5,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-
 use std::sync::Arc;
 
-use adapters::{Scripted, call, fail, reply};
-use log::assert_valid;
-use plugins::{TestPlugin, Trace};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::{Envelope, TurnEndReason};
 use rein_runtime::plugin::{Plugin, Verdict};
@@ -25,6 +15,10 @@ use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::{Prompt, Session};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::tool::echo::EchoTool;
+use rein_testkit::log;
+use rein_testkit::log::assert_valid;
+use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::scripted::{Scripted, call, fail_streamed, reply};
 use serde_json::json;
 
 /// Each request's (provider, system prompt, temperature, max tokens).
@@ -118,7 +112,7 @@ async fn route_settings_reach_every_attempt_and_a_prompts_win_field_by_field() {
     assert_eq!(session.ask(prompt).await.unwrap().reason, TurnEndReason::Completed);
 
     assert_eq!(
-        settings(&adapter.seen()),
+        settings(&adapter.requests()),
         [
             seen("mock", Some("Be brief."), None, Some(256)),
             seen("mock", Some("Be brief."), None, Some(256)),
@@ -131,7 +125,7 @@ async fn route_settings_reach_every_attempt_and_a_prompts_win_field_by_field() {
 #[tokio::test(start_paused = true)]
 async fn a_switched_step_takes_the_new_routes_settings_under_the_prompts() {
     let store = MemoryStore::new();
-    let adapter = Scripted::new(vec![fail("QUOTA", &[]), reply(&["from backup"])]);
+    let adapter = Scripted::new(vec![fail_streamed("QUOTA", &[]), reply(&["from backup"])]);
     let trace = Trace::default();
     let switch = TestPlugin::new("switch", &trace, |recovery, _| {
         Box::pin(async move {
@@ -143,7 +137,7 @@ async fn a_switched_step_takes_the_new_routes_settings_under_the_prompts() {
     let prompt = Prompt::new("hi").generation(Generation::new().with_temperature(0.9).unwrap());
     assert_eq!(session.ask(prompt).await.unwrap().reason, TurnEndReason::Completed);
     assert_eq!(
-        settings(&adapter.seen()),
+        settings(&adapter.requests()),
         [
             seen("mock", Some("Be brief."), Some(0.9), Some(256)),
             seen("backup", Some("Bref."), Some(0.9), None)
@@ -155,7 +149,7 @@ async fn a_switched_step_takes_the_new_routes_settings_under_the_prompts() {
 #[tokio::test(start_paused = true)]
 async fn a_manual_retry_runs_on_the_routes_settings_alone() {
     let store = MemoryStore::new();
-    let adapter = Scripted::new(vec![fail("SERVER", &["half"]), reply(&["whole"])]);
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &["half"]), reply(&["whole"])]);
     let (runtime, session) = start(&store, &adapter, vec![]).await;
     let prompt = Prompt::new("hi").generation(Generation::new().with_temperature(0.9).unwrap());
     let outcome = session.ask(prompt).await.unwrap();
@@ -163,7 +157,7 @@ async fn a_manual_retry_runs_on_the_routes_settings_alone() {
     let retried = session.retry().await.unwrap().await.unwrap();
     assert_eq!(retried.reason, TurnEndReason::Completed);
     assert_eq!(
-        settings(&adapter.seen()),
+        settings(&adapter.requests()),
         [
             seen("mock", Some("Be brief."), Some(0.9), Some(256)),
             seen("mock", Some("Be brief."), None, Some(256))

@@ -16,9 +16,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/heap.rs"]
-mod heap;
-
+use rein_testkit::heap;
 use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
 
 #[global_allocator]

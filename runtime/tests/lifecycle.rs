@@ -4,21 +4,9 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-#[path = "support/runtime.rs"]
-mod runtime;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use adapters::{Scripted, after, call, fail, reply, stall};
-use log::{assert_valid, kinds, turn_ends};
-use plugins::{TestPlugin, Trace};
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::*;
 use rein_runtime::plugin::Verdict;
@@ -28,6 +16,10 @@ use rein_runtime::session::RetryRefused;
 use rein_runtime::session::SessionError;
 use rein_runtime::store::SessionStore;
 use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::log::{assert_valid, kinds, turn_ends};
+use rein_testkit::plugins::{TestPlugin, Trace};
+use rein_testkit::scripted::{Scripted, after, call, fail_streamed, reply, stall};
+use rein_testkit::{log, runtime};
 use serde_json::json;
 
 fn builder(store: &MemoryStore, adapter: Arc<dyn Adapter>) -> RuntimeBuilder {
@@ -45,7 +37,7 @@ async fn prompts_queue_behind_the_running_turn_and_idle_follows_the_last() {
     assert_eq!(second.await.unwrap().turn, 2);
 
     // The second request saw the whole first turn, and not before it ended.
-    let seen = adapter.seen();
+    let seen = adapter.requests();
     assert_eq!(
         seen[1].messages,
         [
@@ -117,7 +109,7 @@ async fn an_idle_session_holds_no_actors_and_the_next_prompt_wakes_it_from_its_l
 
     let outcome = session.prompt("second").unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
-    assert_eq!(adapter.seen()[1].messages.len(), 3, "the woken session folded its history");
+    assert_eq!(adapter.requests()[1].messages.len(), 3, "the woken session folded its history");
     runtime.shutdown().await;
     assert_valid(&store.events("s"));
 }
@@ -159,7 +151,7 @@ async fn reopening_after_a_crash_mid_turn_closes_it_interrupted_and_retry_resume
     let outcome = session.retry().await.unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
     assert_eq!(
-        adapter.seen()[0].messages,
+        adapter.requests()[0].messages,
         [Message::User { text: "hello".into() }],
         "the interrupted attempt's chunk never reaches the request"
     );
@@ -187,7 +179,7 @@ async fn reopening_after_a_crash_mid_turn_closes_it_interrupted_and_retry_resume
 #[tokio::test(start_paused = true)]
 async fn a_manual_retry_reruns_a_failed_turn_over_the_same_history() {
     let store = MemoryStore::new();
-    let adapter = Scripted::new(vec![fail("SERVER", &["x"]), reply(&["fine"])]);
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &["x"]), reply(&["fine"])]);
     let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
     match session.retry().await {
         Err(SessionError::Retry(RetryRefused::NoTurn)) => {}
@@ -198,7 +190,7 @@ async fn a_manual_retry_reruns_a_failed_turn_over_the_same_history() {
 
     let retried = session.retry().await.unwrap().await.unwrap();
     assert_eq!((retried.turn, retried.reason), (2, TurnEndReason::Completed));
-    let seen = adapter.seen();
+    let seen = adapter.requests();
     assert_eq!(seen[1].messages, seen[0].messages, "same durable history");
     assert_eq!((seen[1].turn, seen[1].attempt), (2, 1), "a new turn, fresh attempts");
     match session.retry().await {
@@ -216,7 +208,7 @@ async fn shutdown_aborts_every_turn_as_disposed_and_leaves_no_actor_and_no_task(
     let store = MemoryStore::new();
     let t = Trace::default();
     let provider = Scripted::always(stall(&["..."]));
-    let failing = Scripted::always(fail("SERVER", &[]));
+    let failing = Scripted::always(fail_streamed("SERVER", &[]));
     let runtime = Runtime::builder()
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
@@ -329,7 +321,7 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
     let (runtime, session) = runtime::start(build(open(), adapter.clone())).await;
     let outcome = session.prompt("second").unwrap().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (2, TurnEndReason::Completed));
-    assert_eq!(adapter.seen()[0].messages.len(), 3, "the first turn's history survived");
+    assert_eq!(adapter.requests()[0].messages.len(), 3, "the first turn's history survived");
     let events = session.events().await.unwrap();
     runtime.shutdown().await;
     assert_valid(&events);
@@ -351,7 +343,7 @@ async fn a_jsonl_session_reopens_after_a_torn_write_and_a_corrupt_line_is_named(
 #[tokio::test(start_paused = true)]
 async fn a_session_actor_that_fails_mid_turn_cancels_its_turn_and_its_log_is_repaired_at_once() {
     let store = MemoryStore::new();
-    let adapter = Scripted::new(vec![fail("SERVER", &[]), reply(&["two"])]);
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["two"])]);
     let woke = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = Arc::clone(&woke);
     // Its recovery stops the session's log — the session actor fails — then waits on the turn's

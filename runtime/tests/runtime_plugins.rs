@@ -5,25 +5,13 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/plugins.rs"]
-mod plugins;
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use adapters::{Scripted, fail, reply, stall};
-use log::{assert_valid, kinds, turn_ends};
-use plugins::{TestPlugin, Trace};
 use rein_runtime::BoxFuture;
 use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{
-    ConfigChanged, Event, LlmRetry, LlmRetryStarted, PluginCrashed, TurnEndReason,
-};
+use rein_runtime::event::{ConfigChanged, Event, PluginCrashed, TurnEndReason};
 use rein_runtime::plugin::{
     ConfigError, ConfigOutcome, Plugin, PluginSettings, Recovery, Settings, Staged, Verdict,
 };
@@ -31,6 +19,10 @@ use rein_runtime::runtime::RegisterError;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::SessionError;
 use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::log;
+use rein_testkit::log::{assert_valid, kinds, turn_ends};
+use rein_testkit::plugins::{TestPlugin, Trace, first_retry};
+use rein_testkit::scripted::{Scripted, fail_streamed, reply, stall};
 use serde_json::{Value, json};
 
 #[tokio::test(start_paused = true)]
@@ -41,7 +33,7 @@ async fn disposing_a_plugin_mid_wait_ends_the_turn_with_its_failure() {
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
-        .route(Route::new("mock", Scripted::always(fail("SERVER", &[]))).model("m"))
+        .route(Route::new("mock", Scripted::always(fail_streamed("SERVER", &[]))).model("m"))
         .plugin(TestPlugin::slow("waiting", &t, Duration::from_secs(3600), Verdict::Retry))
         .build()
         .await
@@ -174,7 +166,7 @@ async fn an_accepted_configuration_is_recorded_in_every_awake_session() {
 /// and answers the next 1,000.
 fn thousand_fail_once(store: &MemoryStore) -> rein_runtime::runtime::RuntimeBuilder {
     let adapter = Scripted::new(
-        std::iter::repeat_n(fail("SERVER", &[]), 1000)
+        std::iter::repeat_n(fail_streamed("SERVER", &[]), 1000)
             .chain(std::iter::repeat_n(reply(&["ok"]), 1000))
             .collect(),
     );
@@ -280,8 +272,11 @@ async fn a_plugin_that_crashes_before_its_first_wait_is_restarted_and_counts_as_
             .store(Arc::new(store.clone()))
             .clock(Arc::new(VirtualClock::start()))
             .route(
-                Route::new("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])]))
-                    .model("m"),
+                Route::new(
+                    "mock",
+                    Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["ok"])]),
+                )
+                .model("m"),
             )
             .plugin(crashing.clone())
             .plugin(fallback.clone())
@@ -341,10 +336,10 @@ async fn a_plugin_registered_at_run_time_joins_the_end_of_the_chain() {
             Route::new(
                 "mock",
                 Scripted::new(vec![
-                    fail("SERVER", &[]),
-                    fail("SERVER", &[]),
+                    fail_streamed("SERVER", &[]),
+                    fail_streamed("SERVER", &[]),
                     reply(&["ok"]),
-                    fail("SERVER", &[]),
+                    fail_streamed("SERVER", &[]),
                     reply(&["again"]),
                 ]),
             )
@@ -398,7 +393,8 @@ async fn a_plugin_registered_at_run_time_is_restarted_when_it_crashes() {
         .store(Arc::new(store.clone()))
         .clock(Arc::new(VirtualClock::start()))
         .route(
-            Route::new("mock", Scripted::new(vec![fail("SERVER", &[]), reply(&["ok"])])).model("m"),
+            Route::new("mock", Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["ok"])]))
+                .model("m"),
         )
         .build()
         .await
@@ -434,27 +430,7 @@ fn starter(trace: &Trace) -> Arc<TestPlugin> {
     TestPlugin::new("starter", trace, |recovery, _| {
         Box::pin(async move {
             let p = &recovery.payload;
-            let policy = p.retry_policy.clone().unwrap();
-            let id = format!("{}-{}-{}", p.turn, p.step, p.attempt);
-            let scheduled = Event::LlmRetry(LlmRetry {
-                retry_id: id.clone(),
-                turn: p.turn,
-                step: p.step,
-                provider: p.provider.clone(),
-                plugin: "starter".into(),
-                mode: policy.mode().into(),
-                policy_key: policy.policy_key(),
-                retry: 1,
-                max_retries: policy.max_retries(),
-                delay_ms: 0.0,
-                failure: p.failure.clone(),
-            });
-            let started = Event::LlmRetryStarted(LlmRetryStarted {
-                retry_id: id,
-                turn: p.turn,
-                step: p.step,
-                retry: 1,
-            });
+            let [scheduled, started] = first_retry(p, "starter");
             p.log.append(vec![scheduled]).await.unwrap();
             p.log.append(vec![started]).await.unwrap();
             let _ = recovery.wait(Duration::from_secs(3600)).await;
@@ -470,7 +446,7 @@ async fn a_retry_that_started_before_its_plugin_was_disposed_stands_and_nobody_r
     // retried (and a plugin that takes over stops would retry it a second time).
     let store = MemoryStore::new();
     let t = Trace::default();
-    let provider = Scripted::new(vec![fail("SERVER", &[]), reply(&["back"])]);
+    let provider = Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["back"])]);
     let runtime = Runtime::builder()
         .validator(log::live_invariant)
         .store(Arc::new(store.clone()))
@@ -486,7 +462,7 @@ async fn a_retry_that_started_before_its_plugin_was_disposed_stands_and_nobody_r
     tokio::time::sleep(Duration::from_secs(1)).await;
     runtime.dispose_plugin("starter").await.unwrap();
     assert_eq!(turn.outcome().await.unwrap().reason, TurnEndReason::Completed);
-    assert_eq!(provider.seen().len(), 2, "one retry");
+    assert_eq!(provider.requests().len(), 2, "one retry");
     runtime.shutdown().await;
     let events = store.events("s");
     assert_valid(&events);

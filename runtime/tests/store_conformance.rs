@@ -20,18 +20,7 @@ use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::sqlite::SqliteStore;
 use rein_runtime::store::{Durability, SessionStore, SettingsRecord, StoreError, StoredSettings};
-
-fn envelope(seq: u64, event: Event) -> Envelope {
-    Envelope { seq, time: 1_700_000_000_000 + seq, event }
-}
-
-fn message(seq: u64, text: &str) -> Envelope {
-    envelope(seq, Event::UserMessage(UserMessage { text: text.into() }))
-}
-
-fn idle(seq: u64) -> Envelope {
-    envelope(seq, Event::AgentIdle(AgentIdle {}))
-}
+use rein_testkit::stamped::{append_concurrently, envelope, idle, message};
 
 /// One kind of store, with what it needs to be opened again.
 enum Backend {
@@ -40,7 +29,10 @@ enum Backend {
     Sqlite(tempfile::TempDir),
     /// The cluster (kept running while the backend lives) and the database's URL.
     #[cfg(feature = "postgres")]
-    Postgres(#[allow(dead_code)] rein_testkit::PgCluster, String),
+    Postgres {
+        _cluster: rein_testkit::PgCluster,
+        url: String,
+    },
 }
 
 impl Backend {
@@ -50,7 +42,7 @@ impl Backend {
             Self::Jsonl(_) => "jsonl",
             Self::Sqlite(_) => "sqlite",
             #[cfg(feature = "postgres")]
-            Self::Postgres(..) => "postgres",
+            Self::Postgres { .. } => "postgres",
         }
     }
 
@@ -63,7 +55,7 @@ impl Backend {
                 Arc::new(SqliteStore::open(dir.path().join("events.db"), durability).unwrap())
             }
             #[cfg(feature = "postgres")]
-            Self::Postgres(_, url) => Arc::new(
+            Self::Postgres { url, .. } => Arc::new(
                 rein_runtime::store::postgres::PostgresStore::open(url, durability).await.unwrap(),
             ),
         }
@@ -95,7 +87,7 @@ impl Backend {
                 .unwrap();
             }
             #[cfg(feature = "postgres")]
-            Self::Postgres(_, url) => {
+            Self::Postgres { url, .. } => {
                 let client = raw_postgres(url).await;
                 let seq = i64::try_from(seq).unwrap();
                 let n = client
@@ -131,7 +123,7 @@ impl Backend {
                 assert_eq!(n, 1);
             }
             #[cfg(feature = "postgres")]
-            Self::Postgres(_, url) => {
+            Self::Postgres { url, .. } => {
                 let client = raw_postgres(url).await;
                 let n = client
                     .execute(
@@ -166,7 +158,7 @@ fn backends() -> Vec<Backend> {
     #[cfg(feature = "postgres")]
     if let Some(cluster) = rein_testkit::PgCluster::start() {
         let url = cluster.create_database("conformance");
-        all.push(Backend::Postgres(cluster, url));
+        all.push(Backend::Postgres { _cluster: cluster, url });
     }
     all
 }
@@ -318,26 +310,7 @@ async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() 
     for backend in backends() {
         let name = backend.name();
         let store = backend.open(Durability::Disk).await;
-        let mut tasks = tokio::task::JoinSet::new();
-        for s in 0..SESSIONS {
-            let store = store.clone();
-            tasks.spawn(async move {
-                let session = format!("session-{s}");
-                let mut seq = 0;
-                for append in 0..APPENDS {
-                    let n = 1 + (s as u64 + append) % 3;
-                    let batch: Vec<Envelope> =
-                        (seq..seq + n).map(|q| message(q, &format!("{session}/{q}"))).collect();
-                    store.append(&session, &batch).await.unwrap();
-                    seq += n;
-                }
-                (session, seq)
-            });
-        }
-        let mut expected = Vec::new();
-        while let Some(done) = tasks.join_next().await {
-            expected.push(done.unwrap());
-        }
+        let expected = append_concurrently(&store, SESSIONS, APPENDS).await;
         drop(store);
         let store = backend.open(Durability::Os).await;
         assert_eq!(store.sessions().await.unwrap().len(), SESSIONS, "{name}");

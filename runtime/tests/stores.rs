@@ -18,18 +18,7 @@ use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::sqlite::SqliteStore;
 use rein_runtime::store::sync::CountingSyncer;
 use rein_runtime::store::{Durability, SessionStore, StoreError, TornTail};
-
-fn envelope(seq: u64, event: Event) -> Envelope {
-    Envelope { seq, time: 1_700_000_000_000 + seq, event }
-}
-
-fn message(seq: u64, text: &str) -> Envelope {
-    envelope(seq, Event::UserMessage(UserMessage { text: text.into() }))
-}
-
-fn idle(seq: u64) -> Envelope {
-    envelope(seq, Event::AgentIdle(AgentIdle {}))
-}
+use rein_testkit::stamped::{append_concurrently, envelope, idle, message};
 
 /// A small session: start, a message whose text has multi-byte characters, a turn.
 fn session_events() -> Vec<Envelope> {
@@ -570,27 +559,7 @@ async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() 
         Arc::new(SqliteStore::open_with_syncer(&db, Durability::Disk, syncs.clone()).unwrap());
     let opened = syncs.count();
 
-    let mut tasks = tokio::task::JoinSet::new();
-    for s in 0..SESSIONS {
-        let store = store.clone();
-        tasks.spawn(async move {
-            let session = format!("session-{s}");
-            let mut seq = 0;
-            for append in 0..APPENDS {
-                // 1 to 3 events per append, varying by session and round.
-                let n = 1 + (s as u64 + append) % 3;
-                let batch: Vec<Envelope> =
-                    (seq..seq + n).map(|q| message(q, &format!("{session}/{q}"))).collect();
-                store.append(&session, &batch).await.unwrap();
-                seq += n;
-            }
-            (session, seq)
-        });
-    }
-    let mut expected = Vec::new();
-    while let Some(done) = tasks.join_next().await {
-        expected.push(done.unwrap());
-    }
+    let expected = append_concurrently(&store, SESSIONS, APPENDS).await;
     let appends = SESSIONS as u64 * APPENDS;
     let synced = syncs.count() - opened;
     assert!((1..=appends).contains(&synced), "{synced} syncs for {appends} appends");

@@ -22,12 +22,11 @@ use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::{Durability, SessionStore, StoreError};
 use rein_scenario::format::Scenario;
+use rein_testkit::stamped::envelope;
 use serde_json::Value;
 
-#[path = "../../plugins/tests/support/mutation.rs"]
-mod mutation;
-
-use mutation::{Mutation, mutate};
+use rein_testkit::mutation::{Mutation, mutate};
+use rein_testkit::{arbitrary_json, mutation};
 
 /// Cases per property: enough to find what a run of the full suite should, few enough for CI.
 const CASES: u32 = 96;
@@ -44,10 +43,6 @@ fn mutations() -> impl Strategy<Value = Vec<Mutation>> {
 // ---------------------------------------------------------------------------------------------
 // JSONL session logs
 // ---------------------------------------------------------------------------------------------
-
-fn envelope(seq: u64, event: Event) -> Envelope {
-    Envelope { seq, time: 1_700_000_000_000 + seq, event }
-}
 
 /// A real log, written by the store: a session start, text with escapes and multi-byte
 /// characters, a turn, a request error.
@@ -199,34 +194,19 @@ fn policy_checked(bytes: &[u8]) -> Result<(), TestCaseError> {
 
 /// Any JSON value, nested a little: what a reader of configuration may be handed.
 fn json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        any::<u64>().prop_map(Value::from),
-        any::<f64>().prop_map(Value::from),
-        prop::sample::select(vec!["normal", "always", "never", "", "RATE_LIMIT", "429", "-1"])
-            .prop_map(Value::from),
-        ".{0,8}".prop_map(Value::from),
-    ];
-    let keys = prop::sample::select(vec![
-        "mode",
-        "maxRetries",
-        "retryableCodes",
-        "backoff",
-        "initialDelayMs",
-        "maxDelayMs",
-        "jitterRatio",
-        "other",
-    ]);
-    leaf.prop_recursive(3, 24, 6, move |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-            prop::collection::btree_map(keys.clone(), inner, 0..5).prop_map(|m| Value::Object(
-                m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
-            )),
-        ]
-    })
+    arbitrary_json::json(
+        &["normal", "always", "never", "", "RATE_LIMIT", "429", "-1"],
+        &[
+            "mode",
+            "maxRetries",
+            "retryableCodes",
+            "backoff",
+            "initialDelayMs",
+            "maxDelayMs",
+            "jitterRatio",
+            "other",
+        ],
+    )
 }
 
 proptest! {

@@ -252,43 +252,21 @@ fn failed<'a>(payload: &'a RequestErrorPayload, chains: &'a RetryChains) -> Fail
 mod tests {
     use std::time::Duration;
 
-    use rein_runtime::clock::VirtualClock;
-    use rein_runtime::event::{Event, RequestError, RequestStart, StepRef, TurnStart};
+    use rein_runtime::event::Event;
     use rein_runtime::failure::Failure;
     use rein_runtime::plugin::{Downstream, DownstreamAnswer};
     use rein_runtime::random::Constant;
     use rein_runtime::session_log::SessionLog;
     use rein_runtime::store::memory::MemoryStore;
+    use rein_testkit::failed::failed_log;
     use serde_json::json;
 
     use super::*;
 
     /// A log with turn 1, step 1, attempt 1 failed with `code` on `mock`.
     async fn failed(code: &str) -> (MemoryStore, SessionLog, Failure) {
-        let store = MemoryStore::new();
-        let clock = Arc::new(VirtualClock::start());
-        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s").await.unwrap();
         let failure = Failure::new(code, "boom").unwrap();
-        log.append(vec![
-            Event::TurnStart(TurnStart { turn: 1 }),
-            Event::StepStart(StepRef { turn: 1, step: 1 }),
-            Event::RequestStart(RequestStart {
-                turn: 1,
-                step: 1,
-                attempt: 1,
-                provider: "mock".into(),
-                model: "m".into(),
-            }),
-            Event::RequestError(RequestError {
-                turn: 1,
-                step: 1,
-                attempt: 1,
-                provider: "mock".into(),
-                failure: failure.clone(),
-            }),
-        ])
-        .await
-        .unwrap();
+        let (store, log) = failed_log("mock", &failure).await;
         (store, log, failure)
     }
 

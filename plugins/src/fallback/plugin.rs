@@ -220,13 +220,13 @@ async fn perform(recovery: &Recovery, switch: Switch) -> Verdict {
 mod tests {
     use std::time::Duration;
 
-    use rein_runtime::clock::VirtualClock;
-    use rein_runtime::event::{Event, RequestError, RequestStart, StepRef, TurnStart};
+    use rein_runtime::event::Event;
     use rein_runtime::failure::Failure;
     use rein_runtime::plugin::{Downstream, DownstreamAnswer, RequestErrorPayload};
     use rein_runtime::random::Constant;
     use rein_runtime::session_log::SessionLog;
     use rein_runtime::store::memory::MemoryStore;
+    use rein_testkit::failed::failed_log;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 
@@ -234,30 +234,7 @@ mod tests {
 
     /// A log with turn 1, step 1, attempt 1 on `main` failed with `failure`.
     async fn failed(failure: &Failure) -> (MemoryStore, SessionLog) {
-        let store = MemoryStore::new();
-        let clock = Arc::new(VirtualClock::start());
-        let (log, _) = SessionLog::open(Arc::new(store.clone()), clock, "s").await.unwrap();
-        log.append(vec![
-            Event::TurnStart(TurnStart { turn: 1 }),
-            Event::StepStart(StepRef { turn: 1, step: 1 }),
-            Event::RequestStart(RequestStart {
-                turn: 1,
-                step: 1,
-                attempt: 1,
-                provider: "main".into(),
-                model: "m".into(),
-            }),
-            Event::RequestError(RequestError {
-                turn: 1,
-                step: 1,
-                attempt: 1,
-                provider: "main".into(),
-                failure: failure.clone(),
-            }),
-        ])
-        .await
-        .unwrap();
-        (store, log)
+        failed_log("main", failure).await
     }
 
     fn recovery(log: &SessionLog, failure: Failure, downstream: Downstream) -> Recovery {

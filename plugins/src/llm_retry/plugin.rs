@@ -285,8 +285,7 @@ fn retry_event(
 mod tests {
     use rein_runtime::clock::VirtualClock;
     use rein_runtime::event::{
-        AgentIdle, Envelope, Event, RequestError, RequestStart, StepRef, TurnEnd, TurnEndReason,
-        TurnStart,
+        AgentIdle, Envelope, Event, StepRef, TurnEnd, TurnEndReason, TurnStart,
     };
     use rein_runtime::failure::Failure;
     use rein_runtime::plugin::Downstream as DownstreamHandle;
@@ -294,6 +293,7 @@ mod tests {
     use rein_runtime::retry_policy::{Backoff, RetryableCodes};
     use rein_runtime::session_log::SessionLog;
     use rein_runtime::store::memory::MemoryStore;
+    use rein_testkit::failed::failed_request;
     use tokio_util::sync::CancellationToken;
 
     use super::*;
@@ -366,22 +366,7 @@ mod tests {
             let failure = Failure::new("SERVER", format!("attempt {}", self.attempt)).unwrap();
             let (turn, step, attempt) = (1, 1, self.attempt);
             self.log
-                .append(vec![
-                    Event::RequestStart(RequestStart {
-                        turn,
-                        step,
-                        attempt,
-                        provider: provider.into(),
-                        model: "m".into(),
-                    }),
-                    Event::RequestError(RequestError {
-                        turn,
-                        step,
-                        attempt,
-                        provider: provider.into(),
-                        failure: failure.clone(),
-                    }),
-                ])
+                .append(failed_request((turn, step), attempt, provider, &failure))
                 .await
                 .unwrap();
             offer(&self.log, self.jitter.clone(), provider, attempt, failure, policy).await

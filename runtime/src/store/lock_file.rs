@@ -1,12 +1,21 @@
 //! [`LockFile`]: an exclusive advisory lock on a file, which the operating system releases when
 //! its holder's process ends — however it ends, so a crash never leaves a stale lock.
 //!
-//! The lock is an exclusive `flock` on Unix (`LockFileEx` on Windows), through the `fs4` crate
-//! (std's `File::try_lock` needs Rust 1.89, above the workspace's `rust-version`), on a small file that
-//! also records who holds it: one line of JSON, `{"pid":4242,"since":1718000000000}` (milliseconds
+//! The lock is an exclusive `flock` on Unix (`LockFileEx` on Windows), through std's
+//! [`File::try_lock`], on a small file that also records who holds it: one line of JSON, `{"pid":4242,"since":1718000000000}` (milliseconds
 //! since the Unix epoch), written by the holder once it has the lock. A process that finds the
 //! file locked reads that line to name the holder in its error ([`StoreError::Locked`]); a line
 //! left by a holder that died means nothing, because only a process that has the lock writes it.
+//!
+//! # Why a lock this process holds is tried again for a moment
+//!
+//! A process that spawns children (a test harness, a supervisor) forks: between the fork and the
+//! child's `exec`, the child shares every open file of the parent, the lock's included (`O_CLOEXEC`
+//! closes it only at `exec`). A lock the parent releases in that window stays held until the
+//! child execs — a few milliseconds — and the parent's next `acquire` of it would be refused,
+//! naming itself as the holder. So a lock whose recorded holder is this process is tried again for
+//! up to [`OWN_RELEASE_GRACE`] before it is refused; a lock another process holds is refused at
+//! once.
 //!
 //! # Why lock files are never deleted
 //!
@@ -15,14 +24,15 @@
 //! believe they hold the lock. An idle lock file is a few bytes; it stays.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fs4::fs_std::FileExt;
-
 use super::StoreError;
 use crate::file;
+
+/// How long a lock this process's own record names is tried again before it is refused.
+pub(crate) const OWN_RELEASE_GRACE: Duration = Duration::from_secs(1);
 
 /// Who holds a lock, as its lock file records it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -72,21 +82,30 @@ impl LockFile {
     pub(crate) fn acquire(path: &Path, what: &str) -> Result<Self, StoreError> {
         let io = |e| StoreError::Io { path: path.display().to_string(), source: e };
         let options = OpenOptions::new().read(true).write(true).create(true).clone();
-        let file = file::open(path, &options).map_err(io)?;
-        if !FileExt::try_lock_exclusive(&file).map_err(io)? {
-            return Err(StoreError::Locked {
-                what: what.to_owned(),
-                lock: path.display().to_string(),
-                holder: read_holder(&file),
-            });
+        let mut file = file::open(path, &options).map_err(io)?;
+        let started = std::time::Instant::now();
+        while !try_lock(&file).map_err(io)? {
+            let holder = read_holder(&file);
+            let ours = holder.is_some_and(|h| h.pid == std::process::id());
+            if !ours || started.elapsed() >= OWN_RELEASE_GRACE {
+                return Err(StoreError::Locked {
+                    what: what.to_owned(),
+                    lock: path.display().to_string(),
+                    holder,
+                });
+            }
+            // Held by this process: a lock just released may still be held for a moment by a
+            // child being spawned (see the module docs).
+            std::thread::sleep(Duration::from_millis(5));
         }
+        file.seek(SeekFrom::Start(0)).map_err(io)?;
         // Who holds it, for whoever finds it locked. Best effort: the lock is what matters, and
         // a full disk must not keep a session from being repaired.
         let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_millis();
         let holder = Holder { pid: std::process::id(), since: u64::try_from(since).unwrap_or(0) };
         if let Ok(mut line) = serde_json::to_vec(&holder) {
             line.push(b'\n');
-            // Just opened, not for appending: the cursor is at the start.
+            // Not for appending, and sought back to the start above.
             let _ = file.set_len(0).and_then(|()| (&file).write_all(&line));
         }
         Ok(Self { _file: file })
@@ -100,7 +119,7 @@ impl LockFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Probe::Free(None)),
             Err(source) => return Err(StoreError::Io { path: path.display().to_string(), source }),
         };
-        match FileExt::try_lock_exclusive(&file) {
+        match try_lock(&file) {
             Ok(true) => Ok(Probe::Free(Some(Self { _file: file }))),
             Ok(false) => Ok(Probe::Held),
             Err(source) => Err(StoreError::Io { path: path.display().to_string(), source }),
@@ -109,10 +128,20 @@ impl LockFile {
 }
 
 /// The holder a locked file records, if its line can be read.
-fn read_holder(file: &File) -> Option<Holder> {
+fn read_holder(mut file: &File) -> Option<Holder> {
     let mut line = Vec::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
     file.take(1024).read_to_end(&mut line).ok()?;
     serde_json::from_slice(line.trim_ascii()).ok()
+}
+
+/// Takes the exclusive lock on `file` if nobody holds it: `Ok(false)` when another does.
+fn try_lock(file: &File) -> io::Result<bool> {
+    match file.try_lock() {
+        Ok(()) => Ok(true),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+        Err(std::fs::TryLockError::Error(e)) => Err(e),
+    }
 }
 
 /// Where the lock of `path` lives: `path` with `.lock` appended (the SQLite store's).
@@ -156,6 +185,31 @@ mod tests {
         assert!(matches!(LockFile::probe(&missing).unwrap(), Probe::Free(None)));
         assert!(!missing.exists(), "a probe creates nothing");
         drop(LockFile::acquire(&path, "session s").unwrap());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_lock_this_process_releases_a_moment_later_is_taken_and_its_record_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl.lock");
+        let first = LockFile::acquire(&path, "session s").unwrap();
+        // As a forked child holds a released lock until it execs: let go from another thread.
+        let (held, release) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let _ = release.recv();
+            // Let the waiter meet the lock held (it must try again, not give up).
+            std::thread::sleep(Duration::from_millis(30));
+            drop(first);
+        });
+        let waiter = std::thread::spawn(move || {
+            held.send(()).unwrap();
+            LockFile::acquire(&path, "session s").map(|_| std::fs::read_to_string(&path).unwrap())
+        });
+        let record = waiter.join().unwrap().unwrap();
+        holder.join().unwrap();
+        let recorded: Holder = serde_json::from_str(record.trim()).unwrap();
+        assert_eq!(recorded.pid, std::process::id(), "one whole line, written from the start");
+        assert_eq!(record.lines().count(), 1, "{record:?}");
     }
 
     #[test]

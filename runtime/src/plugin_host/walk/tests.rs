@@ -1,7 +1,6 @@
 //! The walk end to end: a real plugin host, real plugin actors, a real session log; test
 //! plugins that retry, delegate, stop, ask downstream first, crash or wait.
 
-#[path = "../../../tests/support/plugins.rs"]
 mod plugins;
 
 use std::sync::Arc;

@@ -1,13 +1,19 @@
-//! Test support: a builder for session logs, and a generator of valid ones.
+//! [`History`]: a builder of session logs, one event a call, each with the next `seq` and the
+//! builder's clock, numbered by the builder's current turn, step and attempt.
 //!
-//! Included by the integration tests with `#[path]`; not every test uses every helper.
-#![allow(dead_code, unreachable_pub, missing_docs)]
+//! The events carry fixed, plain contents (provider `mock` unless named, model `m`, text `par`
+//! and `done`, tool `echo`); a test that needs other contents pushes its own event ([`push`])
+//! or edits the last one ([`edit`]). [`Retry`] describes an `llm/retry` of one of the shipped
+//! policies, with their policy keys ([`OFFICIAL_KEY`], [`AUTO_KEY`], [`ALWAYS_KEY`]).
+//!
+//! [`push`]: History::push
+//! [`edit`]: History::edit
 
 use rein_event::event::{
-    AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
-    Envelope, Event, LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart,
-    RouteSwitched, SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd,
-    TurnEndReason, TurnStart, UserMessage,
+    AgentIdle, AssistantChunk, AssistantMessage, ConfigChanged, ContextCompacted, Envelope, Event,
+    LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched,
+    SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnStart,
+    UserMessage,
 };
 use rein_event::failure::Failure;
 
@@ -24,12 +30,19 @@ pub const ALWAYS_KEY: &str = r#"["always",500,10000,0.1]"#;
 /// A retry to schedule.
 #[derive(Debug, Clone)]
 pub struct Retry {
+    /// The plugin that schedules it.
     pub plugin: &'static str,
+    /// Its mode (`normal` or `always`).
     pub mode: &'static str,
+    /// The key of the policy it follows.
     pub policy_key: &'static str,
+    /// The chain's id.
     pub retry_id: String,
+    /// Its number in the chain (from 1).
     pub retry: u64,
+    /// The chain's budget (`None` in always mode).
     pub max_retries: Option<u64>,
+    /// The wait before the retry starts.
     pub delay_ms: f64,
 }
 
@@ -73,6 +86,7 @@ impl Retry {
         }
     }
 
+    /// The same retry with another delay.
     pub fn delay(mut self, delay_ms: f64) -> Self {
         self.delay_ms = delay_ms;
         self
@@ -83,16 +97,23 @@ impl Retry {
 /// the current turn, step and attempt numbers.
 #[derive(Debug, Clone, Default)]
 pub struct History {
+    /// The events so far.
     pub events: Vec<Envelope>,
+    /// The time of the next event.
     pub time: u64,
+    /// The current turn.
     pub turn: u32,
+    /// The current step.
     pub step: u32,
+    /// The current attempt.
     pub attempt: u32,
+    /// The provider of the current attempt.
     pub provider: String,
     /// The failure of the latest `request/error`.
     pub failure: Option<Failure>,
 }
 
+/// A failure with `code` and the message `it failed`.
 pub fn failure(code: &str) -> Failure {
     Failure::new(code, "it failed").expect("a valid failure")
 }
@@ -105,11 +126,21 @@ impl History {
         h
     }
 
+    /// The failed-attempt prefix most retry tests start from: `session/start`, then turn 1,
+    /// step 1, attempt 1 on `mock` streamed a chunk and, a millisecond later, failed with
+    /// `code`.
+    pub fn failed(code: &str) -> Self {
+        let mut h = Self::new();
+        h.user().turn().step().request("mock").chunk().wait(1).error(code);
+        h
+    }
+
     /// A log with no events at all.
     pub fn empty() -> Self {
         Self { provider: "mock".into(), ..Self::default() }
     }
 
+    /// The events built so far.
     pub fn build(&self) -> Vec<Envelope> {
         self.events.clone()
     }
@@ -127,27 +158,32 @@ impl History {
         self
     }
 
+    /// Moves the clock `ms` on.
     pub fn wait(&mut self, ms: u64) -> &mut Self {
         self.time += ms;
         self
     }
 
+    /// `user/message` (`hello`).
     pub fn user(&mut self) -> &mut Self {
         self.push(Event::UserMessage(UserMessage { text: "hello".into() }))
     }
 
+    /// `turn/start` of the next turn.
     pub fn turn(&mut self) -> &mut Self {
         self.turn += 1;
         self.step = 0;
         self.push(Event::TurnStart(TurnStart { turn: self.turn }))
     }
 
+    /// `step/start` of the next step of the turn.
     pub fn step(&mut self) -> &mut Self {
         self.step += 1;
         self.attempt = 0;
         self.push(Event::StepStart(StepRef { turn: self.turn, step: self.step }))
     }
 
+    /// `request/start` of the next attempt, on `provider`.
     pub fn request(&mut self, provider: &str) -> &mut Self {
         self.attempt += 1;
         self.provider = provider.to_owned();
@@ -160,6 +196,7 @@ impl History {
         }))
     }
 
+    /// `assistant/chunk` of the current attempt.
     pub fn chunk(&mut self) -> &mut Self {
         self.push(Event::AssistantChunk(AssistantChunk {
             turn: self.turn,
@@ -169,14 +206,20 @@ impl History {
         }))
     }
 
+    /// `request/error` of the current attempt, failed with `code`.
     pub fn error(&mut self, code: &str) -> &mut Self {
-        self.failure = Some(failure(code));
+        self.fail(failure(code))
+    }
+
+    /// `request/error` of the current attempt, failed with `failure`.
+    pub fn fail(&mut self, failure: Failure) -> &mut Self {
+        self.failure = Some(failure.clone());
         self.push(Event::RequestError(RequestError {
             turn: self.turn,
             step: self.step,
             attempt: self.attempt,
             provider: self.provider.clone(),
-            failure: failure(code),
+            failure,
         }))
     }
 
@@ -215,6 +258,7 @@ impl History {
         self.retry(r).wait(wait).started(&id, n)
     }
 
+    /// `assistant/message` of the step, calling the tools `tools` (ids) of `echo`.
     pub fn message(&mut self, tools: &[&str]) -> &mut Self {
         let calls: Vec<ToolCall> = tools
             .iter()
@@ -233,6 +277,7 @@ impl History {
         }))
     }
 
+    /// `tool/call` of `echo` with id `id`.
     pub fn tool_call(&mut self, id: &str) -> &mut Self {
         self.push(Event::ToolCall(ToolCallEvent {
             turn: self.turn,
@@ -243,6 +288,7 @@ impl History {
         }))
     }
 
+    /// `tool/result` of the call `id`.
     pub fn tool_result(&mut self, id: &str) -> &mut Self {
         self.push(Event::ToolResult(ToolResult {
             turn: self.turn,
@@ -266,6 +312,7 @@ impl History {
         }))
     }
 
+    /// `context/compacted` in the current step.
     pub fn compacted(&mut self) -> &mut Self {
         self.push(Event::ContextCompacted(ContextCompacted {
             turn: self.turn,
@@ -275,22 +322,27 @@ impl History {
         }))
     }
 
+    /// `step/end` of the current step.
     pub fn step_end(&mut self) -> &mut Self {
         self.push(Event::StepEnd(StepRef { turn: self.turn, step: self.step }))
     }
 
+    /// `turn/end` of the current turn, for `reason`.
     pub fn turn_end(&mut self, reason: TurnEndReason) -> &mut Self {
         self.push(Event::TurnEnd(TurnEnd { turn: self.turn, reason }))
     }
 
+    /// `turn/end` of the current turn, completed.
     pub fn completed(&mut self) -> &mut Self {
         self.turn_end(TurnEndReason::Completed)
     }
 
+    /// `agent/idle`.
     pub fn idle(&mut self) -> &mut Self {
         self.push(Event::AgentIdle(AgentIdle {}))
     }
 
+    /// `plugin/crashed` (auto-retry).
     pub fn crashed(&mut self) -> &mut Self {
         self.push(Event::PluginCrashed(PluginCrashed {
             plugin: "auto-retry".into(),
@@ -299,6 +351,7 @@ impl History {
         }))
     }
 
+    /// `config/changed` (auto-retry's `enabled`).
     pub fn config_changed(&mut self) -> &mut Self {
         self.push(Event::ConfigChanged(ConfigChanged {
             plugin: "auto-retry".into(),
@@ -318,169 +371,4 @@ pub fn renumber(events: &mut [Envelope]) {
     for (seq, event) in events.iter_mut().enumerate() {
         event.seq = seq as u64;
     }
-}
-
-const PROVIDERS: &[&str] = &["mock", "deepseek"];
-const CODES: &[&str] = &[
-    "RATE_LIMIT",
-    "SERVER",
-    "TIMEOUT",
-    "EMPTY_RESPONSE",
-    "QUOTA",
-    "AUTH",
-    "NO_ADAPTER",
-    "CONTEXT_WINDOW_EXCEEDED",
-];
-const DELAYS: &[f64] = &[500.0, 0.0, 0.5, 1000.7, 2000.0, 10000.0];
-
-/// Draws choices from a byte string (cycling; all zeros when empty).
-struct Draw<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Draw<'_> {
-    fn pick(&mut self, n: usize) -> usize {
-        let byte = if self.bytes.is_empty() { 0 } else { self.bytes[self.at % self.bytes.len()] };
-        self.at += 1;
-        usize::from(byte) % n
-    }
-}
-
-/// A step's retry chains, as the plugins count them.
-#[derive(Default)]
-struct Chains {
-    chains: Vec<(String, &'static str, String, u64)>,
-}
-
-impl Chains {
-    fn count(&self, provider: &str, key: &str) -> u64 {
-        self.chains.iter().find(|c| c.0 == provider && c.1 == key).map_or(0, |c| c.3)
-    }
-
-    /// The next retry of the chain: (id, retry number).
-    fn next(&mut self, provider: &str, key: &'static str, fresh: &mut u64) -> (String, u64) {
-        if let Some(chain) = self.chains.iter_mut().find(|c| c.0 == provider && c.1 == key) {
-            chain.3 += 1;
-            return (chain.2.clone(), chain.3);
-        }
-        *fresh += 1;
-        let id = format!("00000000-0000-4000-8000-{:012}", *fresh);
-        self.chains.push((provider.to_owned(), key, id.clone(), 1));
-        (id, 1)
-    }
-}
-
-/// A valid log built from `choices`: turns of steps of attempts; failures recovered by the
-/// official chain, auto-retry, always mode, compaction, an always-mode takeover after an aborted
-/// auto-retry wait, or not at all (a stop, or a cancel during the wait); tool calls; diagnostics.
-pub fn generate(choices: &[u8]) -> Vec<Envelope> {
-    let mut d = Draw { bytes: choices, at: 0 };
-    let mut h = History::new();
-    let mut fresh = 0u64;
-    let turns = 1 + d.pick(3);
-    for _ in 0..turns {
-        if d.pick(4) != 0 {
-            h.wait(d.pick(5) as u64).user();
-        }
-        h.turn();
-        let steps = 1 + d.pick(3);
-        let mut ended = false;
-        'steps: for step in 1..=steps {
-            h.wait(d.pick(3) as u64).step();
-            let mut chains = Chains::default();
-            loop {
-                let provider = PROVIDERS[d.pick(PROVIDERS.len())];
-                h.wait(d.pick(3) as u64).request(provider);
-                for _ in 0..d.pick(3) {
-                    h.wait(d.pick(3) as u64).chunk();
-                }
-                match d.pick(10) {
-                    0 => {
-                        h.crashed();
-                    }
-                    1 => {
-                        h.config_changed();
-                    }
-                    _ => {}
-                }
-                let fails = h.attempt < 8 && d.pick(5) < 2;
-                if !fails {
-                    let tools: Vec<String> = if step < steps {
-                        (0..=d.pick(2)).map(|i| format!("call-{}-{step}-{i}", h.turn)).collect()
-                    } else {
-                        Vec::new()
-                    };
-                    let ids: Vec<&str> = tools.iter().map(String::as_str).collect();
-                    h.wait(1).message(&ids);
-                    for id in &ids {
-                        h.tool_call(id);
-                    }
-                    for id in &ids {
-                        h.wait(d.pick(4) as u64).tool_result(id);
-                    }
-                    h.step_end();
-                    break;
-                }
-                let code = CODES[d.pick(CODES.len())];
-                h.wait(1).error(code);
-                let hard_floor = rein_event::failure::HARD_FLOOR.contains(&code);
-                let official_ok =
-                    OFFICIAL_CODES.contains(&code) && chains.count(provider, OFFICIAL_KEY) < 2;
-                let auto_ok = !hard_floor && chains.count(provider, AUTO_KEY) < 3;
-                let delay = DELAYS[d.pick(DELAYS.len())];
-                let mut schedule = |h: &mut History, key: &'static str, start: bool| {
-                    let (id, n) = chains.next(provider, key, &mut fresh);
-                    let retry = match key {
-                        OFFICIAL_KEY => Retry::official(&id, n),
-                        AUTO_KEY => Retry::auto(&id, n),
-                        _ => Retry::always(&id, n),
-                    }
-                    .delay(delay);
-                    if start {
-                        h.retried(retry);
-                    } else {
-                        h.retry(retry);
-                    }
-                };
-                match d.pick(8) {
-                    0 | 1 if official_ok => schedule(&mut h, OFFICIAL_KEY, true),
-                    2 if auto_ok => schedule(&mut h, AUTO_KEY, true),
-                    3 => schedule(&mut h, ALWAYS_KEY, true),
-                    4 if code == "CONTEXT_WINDOW_EXCEEDED" => {
-                        h.compacted();
-                    }
-                    5 if auto_ok => {
-                        // auto-retry's wait is aborted (enabled = false); always mode takes over.
-                        schedule(&mut h, AUTO_KEY, false);
-                        h.wait(d.pick(5) as u64).config_changed();
-                        schedule(&mut h, ALWAYS_KEY, true);
-                    }
-                    6 => {
-                        // Cancelled during the wait: no llm/retry-started.
-                        schedule(&mut h, ALWAYS_KEY, false);
-                        h.wait(d.pick(50) as u64).step_end();
-                        h.turn_end(TurnEndReason::Aborted { cause: CancelCause::User });
-                        ended = true;
-                        break 'steps;
-                    }
-                    _ => {
-                        let failure = h.failure.clone().expect("a failure");
-                        h.step_end().turn_end(TurnEndReason::Error { failure });
-                        ended = true;
-                        break 'steps;
-                    }
-                }
-            }
-        }
-        if !ended {
-            let reason =
-                if d.pick(6) == 0 { TurnEndReason::MaxSteps } else { TurnEndReason::Completed };
-            h.turn_end(reason);
-        }
-        if d.pick(2) == 0 {
-            h.idle();
-        }
-    }
-    h.build()
 }

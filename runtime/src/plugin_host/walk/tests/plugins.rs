@@ -1,23 +1,27 @@
-//! Test plugins: each answers by a closure, and records who was asked in a shared trace.
-
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+//! [`TestPlugin`]: a test plugin whose recovery is a closure of the recovery and the call number,
+//! recording who was asked in a [`Trace`] shared by the plugins of one test.
+//!
+//! The walk's unit tests' own copy of `rein_testkit::plugins` (a unit test of this crate cannot
+//! use the test kit, which depends on this crate: it would see two copies of its types).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rein_runtime::BoxFuture;
-use rein_runtime::plugin::{DownstreamAnswer, Plugin, Recovery, Verdict};
+use crate::BoxFuture;
+use crate::plugin::{DownstreamAnswer, Plugin, Recovery, Verdict};
 
 /// Who was asked, in order (shared by the plugins of one test).
 #[derive(Debug, Clone, Default)]
-pub struct Trace(Arc<Mutex<Vec<String>>>);
+pub(super) struct Trace(Arc<Mutex<Vec<String>>>);
 
 impl Trace {
-    pub fn push(&self, entry: impl Into<String>) {
+    /// Adds `entry`.
+    pub(super) fn push(&self, entry: impl Into<String>) {
         self.0.lock().unwrap().push(entry.into());
     }
-    pub fn take(&self) -> Vec<String> {
+    /// Everything so far, in order; empties the trace.
+    pub(super) fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.0.lock().unwrap())
     }
 }
@@ -25,7 +29,7 @@ impl Trace {
 type Behaviour = dyn Fn(Recovery, usize) -> BoxFuture<'static, Verdict> + Send + Sync;
 
 /// A plugin whose recovery is a closure of the recovery and the call number (from 1).
-pub struct TestPlugin {
+pub(super) struct TestPlugin {
     name: String,
     trace: Trace,
     calls: AtomicUsize,
@@ -34,7 +38,8 @@ pub struct TestPlugin {
 }
 
 impl TestPlugin {
-    pub fn new(
+    /// A plugin named `name`, tracing into `trace`, recovering by `behaviour`.
+    pub(super) fn new(
         name: &str,
         trace: &Trace,
         behaviour: impl Fn(Recovery, usize) -> BoxFuture<'static, Verdict> + Send + Sync + 'static,
@@ -49,22 +54,22 @@ impl TestPlugin {
     }
 
     /// Always answers `verdict`.
-    pub fn answering(name: &str, trace: &Trace, verdict: Verdict) -> Arc<Self> {
+    pub(super) fn answering(name: &str, trace: &Trace, verdict: Verdict) -> Arc<Self> {
         Self::new(name, trace, move |_, _| Box::pin(async move { verdict }))
     }
 
     /// Panics on every recovery.
-    pub fn crashing(name: &str, trace: &Trace) -> Arc<Self> {
+    pub(super) fn crashing(name: &str, trace: &Trace) -> Arc<Self> {
         Self::new(name, trace, |_, n| Box::pin(async move { panic!("crash #{n}") }))
     }
 
     /// Waits `delay` (aborted by cancellation or disposal → `Stop`), then answers `verdict`.
-    pub fn slow(name: &str, trace: &Trace, delay: Duration, verdict: Verdict) -> Arc<Self> {
+    pub(super) fn slow(name: &str, trace: &Trace, delay: Duration, verdict: Verdict) -> Arc<Self> {
         Self::new(name, trace, move |r, _| Box::pin(wait(r, delay, verdict)))
     }
 
     /// Asks downstream first; answers `Retry` if downstream did, else `if_not`.
-    pub fn downstream_first(name: &str, trace: &Trace, if_not: Verdict) -> Arc<Self> {
+    pub(super) fn downstream_first(name: &str, trace: &Trace, if_not: Verdict) -> Arc<Self> {
         Self::new(name, trace, move |mut r, _| {
             Box::pin(async move {
                 match r.downstream.ask().await {
@@ -76,17 +81,22 @@ impl TestPlugin {
     }
 
     /// How many recoveries it was offered.
-    pub fn calls(&self) -> usize {
+    pub(super) fn calls(&self) -> usize {
         self.calls.load(Ordering::SeqCst)
     }
 
     /// How many recoveries are parked in [`wait`] right now (for `slow` plugins).
-    pub fn parked(&self) -> usize {
+    pub(super) fn parked(&self) -> usize {
         self.parked.load(Ordering::SeqCst)
     }
 
     /// A plugin parked in a long wait that counts itself.
-    pub fn parking(name: &str, trace: &Trace, delay: Duration, verdict: Verdict) -> Arc<Self> {
+    pub(super) fn parking(
+        name: &str,
+        trace: &Trace,
+        delay: Duration,
+        verdict: Verdict,
+    ) -> Arc<Self> {
         let parked = Arc::new(AtomicUsize::new(0));
         let counter = Arc::clone(&parked);
         Arc::new(Self {
@@ -108,7 +118,7 @@ impl TestPlugin {
 }
 
 /// Waits `delay` racing the turn's cancellation and the plugin's disposal (→ `Stop`).
-pub async fn wait(recovery: Recovery, delay: Duration, verdict: Verdict) -> Verdict {
+pub(super) async fn wait(recovery: Recovery, delay: Duration, verdict: Verdict) -> Verdict {
     tokio::select! {
         () = recovery.payload.cancel.cancelled() => Verdict::Stop,
         () = recovery.disposed.cancelled() => Verdict::Stop,

@@ -11,8 +11,6 @@
 //! a condition holds, checked at once and on every DOM mutation (a `MutationObserver`), within
 //! the WebDriver script timeout — never a sleep.
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
-
 use std::io::{BufRead, BufReader};
 use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
@@ -52,9 +50,12 @@ pub fn chromedriver() -> PathBuf {
     tool("REIN_CHROMEDRIVER", "/usr/bin/chromedriver", "chromium-driver")
 }
 
-/// `target/screenshots/`, created: where the screenshots for people go.
+/// `target/screenshots/`, created: where the screenshots for people go (the target directory is
+/// the one that holds the running test, `target/<profile>/deps/<test>`).
 pub fn screenshots() -> PathBuf {
-    let shots = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap().join("screenshots");
+    let exe = std::env::current_exe().unwrap();
+    let target = exe.ancestors().nth(3).expect("a test executable under target/<profile>/deps");
+    let shots = target.join("screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     shots
 }

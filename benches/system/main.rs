@@ -38,6 +38,9 @@
 //!   done by a hand-rolled tokio + backon loop (`hand_rolled_stress`): turns per second,
 //!   cancellation latency p50 and p99, peak RSS per agent; no budget (`"budget": "none"`), each
 //!   side in a process of its own (`child`).
+//! - `stress_1k_agents_postgres_vs_sqlite_turns_per_s` (`stress_postgres`): the same engine at
+//!   1,000 agents × 3 turns on PostgreSQL at `Disk` against SQLite at `Disk`, in this process;
+//!   no budget (skipped without PostgreSQL).
 //! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
 //!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
 //!   same lines to the same files (`hand_rolled_agents`); and, with no budget,
@@ -49,7 +52,7 @@
 //! trees' log actor), `plain_loop` (a turn with no actor at all), `round_trip` (ractor calls),
 //! `doubles` (adapters and plugins), `parked` (turns parked in a retry wait), `stamped` (a store that notes
 //! when each batch arrives), `sample` (medians), `cpu` (CPU time from `/proc`), `heap` (the
-//! counting allocator), `heap_support` (the runtime's own heap test construction).
+//! counting allocator), and the test kit's `heap` (the runtime's own heap test construction).
 //!
 //! # Why floors
 //!
@@ -69,59 +72,32 @@
 
 use std::process::ExitCode;
 
-#[path = "system/agents.rs"]
 mod agents;
-#[path = "system/agents_workload.rs"]
 mod agents_workload;
-#[path = "system/append.rs"]
 mod append;
-#[path = "system/bare_agents.rs"]
 mod bare_agents;
-#[path = "system/bare_log.rs"]
 mod bare_log;
-#[path = "system/bare_tree.rs"]
 mod bare_tree;
-#[path = "system/child.rs"]
 mod child;
-#[path = "system/cpu.rs"]
 mod cpu;
-#[path = "system/doubles.rs"]
 mod doubles;
-#[path = "system/hand_rolled_agents.rs"]
 mod hand_rolled_agents;
-#[path = "system/hand_rolled_stress.rs"]
 mod hand_rolled_stress;
-#[path = "system/heap.rs"]
 mod heap;
-#[path = "system/heap_budgets.rs"]
 mod heap_budgets;
-#[path = "../runtime/tests/support/heap.rs"]
-mod heap_support;
-#[path = "system/long_api.rs"]
 mod long_api;
-#[path = "system/long_session.rs"]
 mod long_session;
-#[path = "system/mass_cancel.rs"]
 mod mass_cancel;
-#[path = "system/parked.rs"]
 mod parked;
-#[path = "system/plain_loop.rs"]
 mod plain_loop;
-#[path = "system/postgres_append.rs"]
 mod postgres_append;
-#[path = "system/report.rs"]
 mod report;
-#[path = "system/round_trip.rs"]
 mod round_trip;
-#[path = "system/sample.rs"]
 mod sample;
-#[path = "system/stamped.rs"]
 mod stamped;
-#[path = "system/stress.rs"]
 mod stress;
-#[path = "system/turn_overhead.rs"]
+mod stress_postgres;
 mod turn_overhead;
-#[path = "system/waterfall_hop.rs"]
 mod waterfall_hop;
 
 use report::Metric;
@@ -167,6 +143,7 @@ const METRICS: &[(&str, Measure)] = &[
     (long_session::NAME, long_session::run),
     (long_api::NAME, long_api::run),
     (stress::NAME, stress::run),
+    (stress_postgres::NAME, stress_postgres::run),
     (agents::NAME, agents::run),
 ];
 

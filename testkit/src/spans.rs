@@ -1,7 +1,4 @@
-//! Captures the fields of tracing spans (to check what `llm-retry` and the providers report;
-//! shared with `providers/tests`).
-
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+//! Captures the fields of tracing spans (to check what `llm-retry` and the providers report).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;

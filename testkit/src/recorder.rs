@@ -1,6 +1,5 @@
-//! Test plugins placed downstream of `llm-retry`: they record what reached them.
-
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+//! [`Recorder`]: a test plugin, placed downstream of `llm-retry` or another plugin, that records
+//! every offer that reached it, then answers, crashes or waits as told.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -13,9 +12,13 @@ use rein_runtime::retry_policy::RetryPolicy;
 /// What a recording plugin was offered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Offer {
+    /// The failure's code.
     pub code: String,
+    /// The attempt that failed.
     pub attempt: u32,
+    /// The provider of the attempt.
     pub provider: String,
+    /// The route's retry policy, if it has one.
     pub retry_policy: Option<RetryPolicy>,
 }
 
@@ -39,6 +42,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// A recorder named `name` that behaves as `behaviour`.
     pub fn new(name: &str, behaviour: Behaviour) -> Arc<Self> {
         Arc::new(Self {
             name: name.to_owned(),
@@ -53,6 +57,7 @@ impl Recorder {
         Self::new(name, Behaviour::Answer(Verdict::Next))
     }
 
+    /// Every offer so far, in order.
     pub fn offers(&self) -> Vec<Offer> {
         self.offers.lock().unwrap().clone()
     }

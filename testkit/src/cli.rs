@@ -1,8 +1,9 @@
 //! Running `rein` as a process in a directory of its own, with a clean environment, and reading
 //! what it wrote: its output, the session id its banner printed, the session's log after the
 //! invariant check.
-
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+//!
+//! The binary is the one cargo built for the integration test that calls ([`bin`]): these
+//! helpers serve the tests of the `rein-cli` package.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -28,10 +29,42 @@ pub const ENVIRONMENT: [&str; 13] = [
     "CLICOLOR",
 ];
 
+/// The `rein` binary cargo built beside the running test: `CARGO_BIN_EXE_rein` when the runner
+/// sets it, else `rein` in the target directory that holds the test executable (`deps/`'s
+/// parent).
+pub fn bin() -> PathBuf {
+    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_rein") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap();
+    if dir.ends_with("deps") {
+        dir = dir.parent().unwrap();
+    }
+    let path = dir.join(format!("rein{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.is_file(), "no rein binary at {}: run this test through cargo", path.display());
+    path
+}
+
+/// `rein` in `dir` with `args` and `env`, nothing else of the test's environment (the
+/// variables of [`ENVIRONMENT`] removed).
+pub fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let mut command = Command::new(bin());
+    command.args(args).current_dir(dir);
+    for name in ENVIRONMENT {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    command
+}
+
 /// What a run printed, and how it ended.
 pub struct Run {
+    /// The exit code (`None` when a signal ended it).
     pub code: Option<i32>,
+    /// What it printed on stdout.
     pub stdout: String,
+    /// What it printed on stderr.
     pub stderr: String,
 }
 
@@ -44,13 +77,7 @@ impl std::fmt::Debug for Run {
 /// `rein ARGS` in `dir` (where the default store `.rein/sessions` goes) with only `env` of the
 /// variables above, `stdin` piped in.
 pub fn rein(dir: &Path, args: &[&str], env: &[(&str, &str)], stdin: &str) -> Run {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
-    command.args(args).current_dir(dir);
-    for name in ENVIRONMENT {
-        command.env_remove(name);
-    }
-    command.envs(env.iter().copied());
-    let mut child = command
+    let mut child = command(dir, args, env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -4,8 +4,6 @@
 //! wrote checked against the invariants. Also a small JSON client and a reader of its
 //! server-sent events.
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
-
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,36 +12,9 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use rein_runtime::event::Envelope;
-use rein_runtime::store::jsonl::read_log;
 use serde_json::Value;
 
-/// Every variable that would change what `rein` does, removed from the child's environment.
-const ENVIRONMENT: [&str; 13] = [
-    "DEEPSEEK_API_KEY",
-    "DEEPSEEK_BASE_URL",
-    "DEEPSEEK_MODEL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_BASE_URL",
-    "ANTHROPIC_MODEL",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "OPENAI_MODEL",
-    "RUST_LOG",
-    "NO_COLOR",
-    "CLICOLOR_FORCE",
-    "CLICOLOR",
-];
-
-/// `rein` in `dir` with `args` and `env`, nothing else of the test's environment.
-pub fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
-    command.args(args).current_dir(dir);
-    for name in ENVIRONMENT {
-        command.env_remove(name);
-    }
-    command.envs(env.iter().copied());
-    command
-}
+use crate::cli::{checked_log, command};
 
 /// What the child wrote on stderr so far, and whether the pipe closed (the process ended).
 #[derive(Default)]
@@ -193,14 +164,7 @@ pub fn checked_logs(store: &Path) -> Vec<(String, Vec<Envelope>)> {
         .collect();
     paths.sort();
     for path in paths {
-        let events = read_log(&path).unwrap().events;
-        let violations = rein_invariant::check_finished_log(&events);
-        assert!(
-            violations.is_empty(),
-            "{}: {}",
-            path.display(),
-            violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
-        );
+        let events = checked_log(&path);
         let id = path.file_stem().unwrap().to_str().unwrap().to_owned();
         logs.push((id, events));
     }
@@ -210,7 +174,9 @@ pub fn checked_logs(store: &Path) -> Vec<(String, Vec<Envelope>)> {
 /// An HTTP answer: status and JSON body (`Value::Null` when the body is not JSON).
 #[derive(Debug)]
 pub struct Answer {
+    /// The HTTP status.
     pub status: u16,
+    /// The body as JSON.
     pub body: Value,
 }
 

@@ -1,7 +1,5 @@
 //! Mutations of valid inputs for bad-input property tests: bytes flipped, cut, inserted or
-//! removed (shared with `scenario/tests`).
-
-#![allow(dead_code, unreachable_pub)]
+//! removed.
 
 use proptest::prelude::*;
 

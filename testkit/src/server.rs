@@ -9,8 +9,6 @@
 //! streamed body reports when the server dropped it (the connection ended), so a test can see
 //! that cancelling a call closed its connection.
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
-
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -52,7 +50,14 @@ pub enum Reply {
     /// A 200 event stream of these parts; the stream ends cleanly after the last one.
     Sse(Vec<Part>),
     /// A status with headers and a body.
-    Status { status: u16, headers: Vec<(String, String)>, body: String },
+    Status {
+        /// The status code.
+        status: u16,
+        /// The headers, in order.
+        headers: Vec<(String, String)>,
+        /// The body.
+        body: String,
+    },
     /// Wait this long before answering the headers of `then`.
     Delay(Duration, Box<Reply>),
     /// Answer a 401 whose message echoes the request's Authorization header.
@@ -116,11 +121,22 @@ pub fn status_reply(status: u16, headers: &[(&str, &str)], body: &str) -> Reply 
     }
 }
 
+/// A server playing `script` on a tokio runtime of its own, for a test that is not async (the
+/// process under test talks to the server); the server lives as long as the runtime.
+pub fn serve(script: Vec<Reply>) -> (tokio::runtime::Runtime, Server) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(Server::start(script));
+    (runtime, server)
+}
+
 /// A request as the server received it.
 #[derive(Debug, Clone)]
 pub struct Seen {
+    /// The path (`/chat/completions` or `/v1/messages`).
     pub path: String,
+    /// The headers.
     pub headers: HeaderMap,
+    /// The body's exact bytes.
     pub body: Bytes,
 }
 

@@ -1,11 +1,9 @@
 //! The Anthropic Messages stream as the documented API sends it, for the scripted server: each
 //! event an `event: <type>` line and its JSON `data`, answers made of them, and error bodies.
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
-
 use serde_json::{Value, json};
 
-use super::server::{Part, Reply, status_reply};
+use crate::server::{Part, Reply, status_reply};
 
 /// One event: `event: <type>` and its data.
 pub fn event(data: Value) -> Part {

@@ -8,8 +8,6 @@
 //! would keep in the heap: the budgets (`docs/architecture.md`, "Benchmark") are about the runtime,
 //! and a durable store keeps its logs out of the heap.
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
-
 use std::alloc::System;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -101,12 +99,14 @@ impl Plugin for Parking {
 
 /// A runtime over a JSONL store in a temporary directory, with the parking plugin.
 pub struct Rig {
+    /// The runtime.
     pub runtime: Runtime,
     plugin: Arc<Parking>,
     _dir: tempfile::TempDir,
 }
 
 impl Rig {
+    /// A fresh runtime over a fresh directory.
     pub async fn new() -> Self {
         // In memory where the machine has a tmpfs (faster), else wherever temporary files go.
         let shm = std::path::Path::new("/dev/shm");

@@ -1,7 +1,7 @@
-//! Running the scenario files of `tests/scenarios/` through `rein scenario run FILE --json` as a
-//! process, and reading what it printed: shared by the scenario test binaries.
-
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
+//! Running the scenario files of the workspace's `tests/scenarios/` through
+//! `rein scenario run FILE --json` as a process ([`crate::cli::bin`]), and reading what it
+//! printed: the lists of the files each scenario test binary runs, the reports with their retry
+//! ids masked, the logs read back as JSON.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,8 +73,9 @@ pub const FALLBACK: &[&str] = &[
     "fallback-two-routes-in-order.json",
 ];
 
+/// The folder of the scenario files (the workspace's `tests/scenarios`).
 pub fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/scenarios")
 }
 
 /// Runs `tests/scenarios/<name>` with `--json`: exit 0, one JSON line, nothing on stderr, a
@@ -106,7 +107,7 @@ pub fn run_with_log_and_stderr(name: &str) -> (Value, Vec<Value>, String) {
 /// verdict; returns the report (retry ids masked) and stderr.
 pub fn run_with(name: &str, extra: &[&str]) -> (Value, String) {
     let file = dir().join(name);
-    let out = Command::new(env!("CARGO_BIN_EXE_rein"))
+    let out = Command::new(crate::cli::bin())
         .args(["scenario", "run", file.to_str().unwrap(), "--json"])
         .args(extra)
         .output()

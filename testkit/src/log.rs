@@ -1,9 +1,10 @@
-//! Reading logs in tests: their shape, and the rules every end-to-end log must keep (the
-//! invariant crate's checker, plus the structural shape this runtime writes).
+//! Reading logs in tests — the kinds of their events, their turn ends, retries and requests —
+//! and the rules every end-to-end log must keep: the invariant crate's checker
+//! ([`assert_invariants`]), plus the structural shape the runtime writes ([`assert_valid`]).
 
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used)]
-
-use rein_runtime::event::{Envelope, Event, TurnEndReason};
+use rein_runtime::event::{
+    Envelope, Event, LlmRetry, LlmRetryStarted, RequestStart, TurnEndReason,
+};
 
 /// The `type` of each event.
 pub fn kinds(events: &[Envelope]) -> Vec<&'static str> {
@@ -16,6 +17,77 @@ pub fn turn_ends(events: &[Envelope]) -> Vec<TurnEndReason> {
         .iter()
         .filter_map(|e| match &e.event {
             Event::TurnEnd(end) => Some(end.reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `(code, request id, message)` of every `request/error`'s failure, in order: what a provider
+/// said, as the log keeps it (scrubbed).
+pub fn failures(events: &[Envelope]) -> Vec<(String, Option<String>, String)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestError(r) => Some((
+                r.failure.code().to_owned(),
+                r.failure.request_id().map(str::to_owned),
+                r.failure.message().to_owned(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The text of every `assistant/message`, in order.
+pub fn answers(events: &[Envelope]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::AssistantMessage(m) => Some(m.text.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The reasons of every `turn/end`, with their times.
+pub fn turn_ends_at(events: &[Envelope]) -> Vec<(u64, TurnEndReason)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::TurnEnd(end) => Some((e.time, end.reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every `llm/retry` with its time.
+pub fn retries(events: &[Envelope]) -> Vec<(u64, LlmRetry)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::LlmRetry(r) => Some((e.time, r.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every `llm/retry-started` with its time.
+pub fn started(events: &[Envelope]) -> Vec<(u64, LlmRetryStarted)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::LlmRetryStarted(r) => Some((e.time, r.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Every `request/start` with its time.
+pub fn requests(events: &[Envelope]) -> Vec<(u64, RequestStart)> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestStart(r) => Some((e.time, r.clone())),
             _ => None,
         })
         .collect()
@@ -131,4 +203,16 @@ pub fn assert_valid(events: &[Envelope]) {
 /// A live invariant validator, to install on every session log of a test runtime.
 pub fn live_invariant() -> Box<dyn rein_runtime::validator::Validator> {
     Box::new(rein_invariant::LiveValidator::new())
+}
+
+/// Checks every rule of the session-log contract over a finished log; on a violation, prints
+/// the violations and the whole log.
+pub fn assert_invariants(events: &[Envelope]) {
+    let violations = rein_invariant::check_finished_log(events);
+    assert!(
+        violations.is_empty(),
+        "the log breaks the invariants:\n{}\nlog:\n{}",
+        violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"),
+        events.iter().map(|e| serde_json::to_string(e).unwrap()).collect::<Vec<_>>().join("\n"),
+    );
 }
