@@ -6,12 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/cli.rs"]
-mod cli;
-#[path = "support/console.rs"]
-mod console;
-
 use std::path::Path;
+
+use rein_testkit::{cli, console};
 use std::time::Duration;
 
 use rein_runtime::event::*;
