@@ -188,6 +188,18 @@ pub async fn run(
         builder = builder.plugin((spec.make)()?);
     }
     let runtime = builder.build().await.map_err(|e| e.to_string())?;
+    // What an earlier run (killed) left open in this run's sessions is resumed before the
+    // agents start; other logs in the store are not this run's (see the tally below).
+    let agents = config.agents;
+    let pending = runtime
+        .resume_pending_of(|id| agent::is_agent_session(id, agents))
+        .await
+        .map_err(|e| format!("cannot resume: {e}"))?;
+    // A session that could not be resumed is one whose log does not open: an agent's session
+    // then fails its own open (an agent error); another is not this run's to judge.
+    for failed in &pending.failed {
+        tracing::warn!(session = %failed.session, error = %failed.error, "cannot resume");
+    }
 
     let latency = Duration::from_millis(config.latency_ms);
     let backoff = Duration::from_millis(config.backoff_ms);
@@ -336,6 +348,7 @@ pub async fn run(
         hang_deadline_ms: config.hang_deadline_ms,
         tally,
         other_logs,
+        resumed: pending.resumed.len() as u64,
         agent_errors,
         agent_error_examples,
         hung: hung.len() as u64,

@@ -413,6 +413,10 @@ impl<S: SessionStore> SessionStore for Counted<S> {
         self.inner.sessions()
     }
 
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<rein::runtime::store::SessionHead>, StoreError>> {
+        self.inner.heads()
+    }
+
     fn save_settings<'a>(
         &'a self,
         record: &'a rein_runtime::store::SettingsRecord,

@@ -140,6 +140,7 @@ mod future;
 pub use rein_event::history;
 pub use rein_event::json_number;
 pub use rein_event::panel;
+pub mod pending;
 pub mod plugin;
 pub(crate) mod plugin_host;
 pub use rein_event::plural;

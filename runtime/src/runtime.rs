@@ -43,6 +43,7 @@ pub use crate::context::ValidatorFactory;
 use crate::context::{ServedRoute, Shared};
 use crate::event::ConfigChanged;
 use crate::fault::Faults;
+use crate::pending::{NotResumed, Resumed};
 use crate::plugin::{
     BuiltPlugin, ConfigError, ConfigOutcome, IntoPlugin, Plugin, PluginSettings, PluginWarning,
     Settings,
@@ -571,6 +572,37 @@ impl Runtime {
         let session = Session::new(Arc::clone(&self.inner.sessions), Arc::from(id));
         session.open().await?;
         Ok(session)
+    }
+
+    /// Finds every session of the store with an open turn — from the store's per-session heads
+    /// ([`SessionStore::heads`]), without reading whole logs — and opens each one, which resumes
+    /// its turn (a pending retry wait waits only what is left). Returns what it found: each
+    /// session with its open turn and the wake-up time of its pending wait, and the sessions it
+    /// could not open (a head that cannot be read, a log that fails to open), which are reported,
+    /// not fatal. Fails only when the store cannot list its heads at all.
+    pub async fn resume_pending(&self) -> Result<Resumed, StoreError> {
+        self.resume_pending_of(|_| true).await
+    }
+
+    /// [`Runtime::resume_pending`] for the sessions whose id `wanted` accepts only: the others
+    /// are neither opened nor reported (a program that serves some of a store's sessions leaves
+    /// the rest alone).
+    pub async fn resume_pending_of(
+        &self,
+        wanted: impl Fn(&str) -> bool,
+    ) -> Result<Resumed, StoreError> {
+        let mut heads = self.inner.sessions.shared.store.heads().await?;
+        heads.retain(|head| wanted(&head.session));
+        let (open, mut failed) = crate::pending::pending(&heads);
+        let mut resumed = Vec::with_capacity(open.len());
+        for turn in open {
+            match self.session(&turn.session).await {
+                Ok(_) => resumed.push(turn),
+                Err(e) => failed.push(NotResumed { session: turn.session, error: e.to_string() }),
+            }
+        }
+        failed.sort_by(|a, b| a.session.cmp(&b.session));
+        Ok(Resumed { resumed, failed })
     }
 
     /// The fallbacks the configuration readers of the plugins given to the builder took, in

@@ -14,6 +14,8 @@
 //! - [`sync`]: the [`sync::Syncer`] that makes [`Durability::Disk`] real (and countable in tests).
 //! - [`claim`]: one writer per session — the [`Claim`] a session log holds while it is open,
 //!   and `lock_file`, the advisory lock the operating system releases with its holder's process.
+//! - [`head`]: a session's [`Head`] (next `seq`, open turn, pending wake-up), the fold every
+//!   store keeps up to date as it appends, for [`SessionStore::heads`].
 //! - [`faulty`]: a store that fails on purpose, for tests of what a failed write does.
 //! - [`settings_record`]: plugin settings as a store keeps them (the compare-and-set every
 //!   store applies, the lenient read).
@@ -37,6 +39,7 @@ use crate::future::BoxFuture;
 
 pub mod claim;
 pub mod faulty;
+pub mod head;
 pub mod jsonl;
 pub mod line;
 mod lock_file;
@@ -49,6 +52,7 @@ pub mod sqlite;
 pub mod sync;
 
 pub use claim::Claim;
+pub use head::{Head, Mark, SessionHead};
 pub use lock_file::Holder;
 pub use settings_record::{SettingsRecord, StoredSettings};
 
@@ -232,6 +236,29 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// The ids of every stored session.
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>>;
+
+    /// Every stored session's [`Head`] (next `seq`, open turn, pending wake-up), in session-id
+    /// order: how `Runtime::resume_pending` finds the sessions with an open turn.
+    ///
+    /// The stores of this crate answer without reading whole logs (see each store). This
+    /// default, for stores of other crates, is the slow path: it loads every log in full and
+    /// folds it ([`Head::of`]). A session whose head cannot be read (its log fails to load) is
+    /// listed with the error's message, not dropped.
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let mut heads = Vec::new();
+            for session in self.sessions().await? {
+                match self.load(&session).await {
+                    Ok(Some(loaded)) => {
+                        heads.push(SessionHead { head: Ok(Head::of(&loaded.events)), session });
+                    }
+                    Ok(None) => {}
+                    Err(e) => heads.push(SessionHead { head: Err(e.to_string()), session }),
+                }
+            }
+            Ok(heads)
+        })
+    }
 
     /// Saves a plugin's accepted settings, durably, based on revision `base`: a
     /// compare-and-set ([`settings_record::check_base`]) refused with

@@ -242,6 +242,16 @@ async fn an_append_that_does_not_continue_the_log_or_names_no_valid_session_writ
         assert!(matches!(b, Err(StoreError::OutOfOrder { expected: 2, .. })), "{name}: {b:?}");
         assert_eq!(store.load("s").await.unwrap().unwrap().events, [idle(0), idle(1)], "{name}");
         assert_eq!(store.sessions().await.unwrap(), ["a", "c", "s"], "{name}");
+        // What was refused moved no head.
+        let next: Vec<(String, u64)> = store
+            .heads()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.session, h.head.unwrap().next_seq))
+            .collect();
+        let want = [("a".to_owned(), 2), ("c".to_owned(), 1), ("s".to_owned(), 2)];
+        assert_eq!(next, want, "{name}");
     }
 }
 
@@ -304,6 +314,12 @@ async fn many_sessions_appending_at_once_lose_nothing_and_keep_seq_contiguous() 
         drop(store);
         let store = backend.open(Durability::Os).await;
         assert_eq!(store.sessions().await.unwrap().len(), SESSIONS, "{name}");
+        let heads = store.heads().await.unwrap();
+        let mut want: Vec<(String, u64)> = expected.clone();
+        want.sort();
+        let got: Vec<(String, u64)> =
+            heads.into_iter().map(|h| (h.session, h.head.unwrap().next_seq)).collect();
+        assert_eq!(got, want, "{name}: every head");
         for (session, count) in expected {
             let events = store.load(&session).await.unwrap().unwrap().events;
             let want: Vec<Envelope> =
@@ -535,6 +551,34 @@ mod postgres {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_version_2_database_gains_heads_filled_from_its_rows() {
+        use rein_runtime::event::{Event, TurnStart};
+        use rein_runtime::store::{Head, SessionHead};
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        let url = cluster.create_database("heads");
+        let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
+        let turn = super::envelope(1, Event::TurnStart(TurnStart { turn: 1 }));
+        let waiting = [idle(0), turn.clone(), super::retry_at(2, 1_000, 250.0)];
+        store.append("waiting", &waiting).await.unwrap();
+        store.append("idle", &[idle(0), idle(1)]).await.unwrap();
+        drop(store);
+        // As a rein of schema version 2 left it: no heads.
+        let client = raw_postgres(&url).await;
+        client
+            .batch_execute("DROP TABLE session_heads; UPDATE schema_version SET version = 2")
+            .await
+            .unwrap();
+        let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
+        assert_eq!(store.schema_found(), Some(2));
+        let head = |session: &str, next_seq, open_turn, wake_at| SessionHead {
+            session: session.into(),
+            head: Ok(Head { next_seq, open_turn, wake_at }),
+        };
+        let want = [head("idle", 2, None, None), head("waiting", 3, Some(1), Some(1_250))];
+        assert_eq!(store.heads().await.unwrap(), want);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_password_may_come_from_pgpassword() {
         let Some(cluster) = rein_testkit::PgCluster::start() else { return };
         cluster.create_database("env");
@@ -624,5 +668,94 @@ async fn a_damaged_settings_record_is_read_as_damaged_and_the_next_save_replaces
             [StoredSettings::Record(settings("auto-retry", kept + 1))],
             "{name}"
         );
+    }
+}
+
+/// `llm/retry` of turn 1, step 1, at `time` with a wait of `delay_ms`.
+fn retry_at(seq: u64, time: u64, delay_ms: f64) -> Envelope {
+    let retry = LlmRetry {
+        retry_id: "0f8fad5b-d9cb-469f-a165-70867728950e".into(),
+        turn: 1,
+        step: 1,
+        provider: "p".into(),
+        plugin: "llm-retry".into(),
+        mode: "normal".into(),
+        policy_key: "k".into(),
+        retry: 1,
+        max_retries: Some(3),
+        delay_ms,
+        failure: rein_runtime::failure::Failure::new("TRANSPORT", "reset").unwrap(),
+    };
+    Envelope { seq, time, event: Event::LlmRetry(retry) }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heads_follow_every_append_and_survive_reopening_and_a_crash_cut_log() {
+    use rein_runtime::store::{Head, SessionHead};
+    let start = |seq, session: &str| {
+        let start = SessionStart { session: session.into(), format: LOG_FORMAT };
+        envelope(seq, Event::SessionStart(start))
+    };
+    let turn_start = |seq, turn| envelope(seq, Event::TurnStart(TurnStart { turn }));
+    let turn_end = |seq, turn| {
+        envelope(seq, Event::TurnEnd(TurnEnd { turn, reason: TurnEndReason::Completed }))
+    };
+    let step = |seq| envelope(seq, Event::StepStart(StepRef { turn: 1, step: 1 }));
+    let started = |seq| {
+        let started = LlmRetryStarted {
+            retry_id: "0f8fad5b-d9cb-469f-a165-70867728950e".into(),
+            turn: 1,
+            step: 1,
+            retry: 1,
+        };
+        envelope(seq, Event::LlmRetryStarted(started))
+    };
+    let head = |session: &str, next_seq, open_turn, wake_at| SessionHead {
+        session: session.into(),
+        head: Ok(Head { next_seq, open_turn, wake_at }),
+    };
+    for backend in backends() {
+        let name = backend.name();
+        let store = backend.open(Durability::Os).await;
+        assert_eq!(store.heads().await.unwrap(), [], "{name}: no session, no head");
+        // closed: a turn that ended; open: a turn with nothing pending; waiting: a turn whose
+        // retry wait is pending (its wake-up at time + delayMs, rounded up).
+        store.append("closed", &[start(0, "closed"), message(1, "hi")]).await.unwrap();
+        store.append("closed", &[turn_start(2, 1)]).await.unwrap();
+        store.append("open", &[start(0, "open"), turn_start(1, 1), step(2)]).await.unwrap();
+        store.append("waiting", &[start(0, "waiting"), turn_start(1, 1)]).await.unwrap();
+        store.append("waiting", &[step(2), retry_at(3, 1_000, 2_499.5)]).await.unwrap();
+        let mut want = vec![
+            head("closed", 3, Some(1), None),
+            head("open", 3, Some(1), None),
+            head("waiting", 4, Some(1), Some(3_500)),
+        ];
+        assert_eq!(store.heads().await.unwrap(), want, "{name}: after appends");
+        // The closed turn ends; the open one's retry is scheduled and starts.
+        store.append("closed", &[turn_end(3, 1), idle(4)]).await.unwrap();
+        store.append("open", &[retry_at(3, 50, 10.0)]).await.unwrap();
+        store.append("open", &[started(4), message(5, "on")]).await.unwrap();
+        want[0] = head("closed", 5, None, None);
+        want[1] = head("open", 6, Some(1), None);
+        assert_eq!(store.heads().await.unwrap(), want, "{name}: after more appends");
+        drop(store);
+
+        let store = backend.open(Durability::Os).await;
+        assert_eq!(store.heads().await.unwrap(), want, "{name}: after reopening");
+        drop(store);
+
+        // A crash cut the last append of "waiting" (only a file can hold part of one).
+        if let Backend::Jsonl(dir) = &backend {
+            let path = dir.path().join("waiting.jsonl");
+            let mut bytes = std::fs::read(&path).unwrap();
+            bytes.extend_from_slice(br#"{"seq":4,"time":3500,"type":"llm/retry-st"#);
+            std::fs::write(&path, bytes).unwrap();
+        }
+        let store = backend.open(Durability::Os).await;
+        assert_eq!(store.heads().await.unwrap(), want, "{name}: a torn tail is not in the head");
+        // Reopening the session cuts it and continues from the head's next seq.
+        store.append("waiting", &[started(4)]).await.unwrap();
+        want[2] = head("waiting", 5, Some(1), None);
+        assert_eq!(store.heads().await.unwrap(), want, "{name}: after the cut");
     }
 }

@@ -9,7 +9,9 @@
 //! terminal; piped, only what succeeded); a status line per scheduled retry, and the turn-tail
 //! panel of a turn that retried or failed, go to stderr. The session is kept in a JSONL store (`--store`, default `.rein/sessions`) under
 //! `--session` (a new id by default, printed), and a later `--session ID` resumes it: the
-//! requests then carry the earlier history. Ctrl-C cancels the running turn rather than killing
+//! requests then carry the earlier history, and a turn a crash left open in its log is resumed
+//! when the session opens, before the next prompt (a status line says so: `resumed turn 3 of
+//! session ID (it was waiting for a retry)`). Ctrl-C cancels the running turn rather than killing
 //! the process mid-write. Output and exit status: [`CHAT_HELP`]; the decisions behind them are
 //! in `docs/runtime-semantics.md` ("rein chat").
 //!
@@ -219,6 +221,10 @@ async fn chat(args: &ChatArgs) -> u8 {
     };
 
     banner(&mut console, &routes, &place, args.prompt.is_none());
+    // Opening the session resumed the turn a crash left open (before any prompt of this run).
+    if let Some(pending) = place.resumed.as_ref().and_then(|r| r.pending(&place.id)) {
+        console.note(&pending.describe());
+    }
     let mut spans = Spans::new(&place.id, &routes.primary.name, &routes.primary.model);
     let shown = turn::Shown { expand: args.expand, watchdogs: routes.watchdogs() };
     let last = match &args.prompt {

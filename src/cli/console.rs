@@ -95,7 +95,7 @@ Exit status:
      the --provider asked, a store that is not a readable directory (--read-only: that does not
      exist)
   130  stopped at once by a second Ctrl-C or SIGTERM: a turn still running is left open in
-       its log (the next open of the session closes it as interrupted)";
+       its log (the next start of the console, or open of the session, resumes it)";
 
 /// Arguments of `rein console`.
 #[derive(Debug, clap::Args)]
@@ -168,6 +168,21 @@ async fn console(args: &ConsoleArgs) -> u8 {
     };
     let label = live.as_ref().map(|(_, label)| label.clone());
     let live = live.map(|(live, _)| live);
+    // What a crash left open in the store resumes now, before the console serves.
+    if let Some(live) = &live {
+        match live.runtime.resume_pending().await {
+            Ok(found) => {
+                eprintln!("rein console: {}", found.describe());
+                for failed in &found.failed {
+                    eprintln!(
+                        "warning: cannot resume session {}: {}",
+                        failed.session, failed.error
+                    );
+                }
+            }
+            Err(e) => eprintln!("warning: cannot look for sessions to resume: {e}"),
+        }
+    }
 
     let listener = match TcpListener::bind(("127.0.0.1", port)).await {
         Ok(listener) => listener,
@@ -241,7 +256,7 @@ async fn stopper(
     if signals.recv().await.is_some() {
         eprintln!(
             "rein console: stopped at once; a turn still running is left open in its log (the \
-             next open closes it as interrupted)"
+             next start resumes it)"
         );
         std::process::exit(i32::from(FORCED));
     }

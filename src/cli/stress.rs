@@ -63,8 +63,8 @@ Stores:
   a new directory rein-stress-XXXXXX in the temporary directory, kept and named in the
   summary; sqlite writes DIR/stress.db), or postgres in the database --url URL (its password,
   from the URL or PGPASSWORD, is never printed). Sessions are agent-00000, agent-00001, ...; a
-  store that already holds them is reopened (a turn a crash left open is closed interrupted)
-  and continued.
+  store that already holds them is reopened and continued: every one of them a crash left with
+  an open turn is resumed at start (the summary's `resumed`), before the agents begin.
 
 Exit status:
   0  every guarantee held

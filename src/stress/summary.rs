@@ -256,6 +256,9 @@ pub struct Summary {
     /// Logs in the store that this run did not open (an earlier run's with more agents, or
     /// anything else): left alone, neither read nor judged.
     pub other_logs: u64,
+    /// Sessions a crash left with an open turn in the store (an earlier run's, killed), resumed
+    /// when the run started (`Runtime::resume_pending`).
+    pub resumed: u64,
     /// Prompts and retries the runtime refused (a session that would not open, a prompt that
     /// could not start).
     pub agent_errors: u64,
@@ -391,6 +394,10 @@ impl Summary {
                 ),
             }
         );
+        if self.resumed > 0 {
+            let sessions = count(self.resumed, "session", "sessions");
+            let _ = writeln!(out, "resumed     {sessions} a crash had left with an open turn");
+        }
         for example in &t.violation_examples {
             let _ = writeln!(out, "  {example}");
         }
@@ -682,6 +689,7 @@ mod tests {
             hang_deadline_ms: 30_000,
             tally,
             other_logs: 2,
+            resumed: 3,
             cancellations: Cancellations {
                 requested: 3,
                 landed: 1,
@@ -702,6 +710,7 @@ mod tests {
             "hung        0 turns (deadline 30.0 s)",
             "shutdown    0 actors, 0 tasks alive",
             "memory      peak RSS 2.0 MiB",
+            "resumed     3 sessions a crash had left with an open turn",
         ] {
             assert!(text.lines().any(|l| l == want), "missing {want:?} in\n{text}");
         }
@@ -714,8 +723,11 @@ mod tests {
             (json["otherLogs"].as_u64(), json["hangDeadlineMs"].as_u64()),
             (Some(2), Some(30_000))
         );
+        assert_eq!(json["resumed"], 3);
         assert!(json.get("acksError").is_none());
         assert!(json.get("logs").is_none());
+        let none = Summary { resumed: 0, ..summary }.text();
+        assert!(!none.contains("resumed"), "no line when nothing was pending:\n{none}");
     }
 
     #[test]

@@ -162,6 +162,10 @@ impl<S: SessionStore> SessionStore for FaultyStore<S> {
         self.inner.sessions()
     }
 
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<super::SessionHead>, StoreError>> {
+        self.inner.heads()
+    }
+
     fn save_settings<'a>(
         &'a self,
         record: &'a SettingsRecord,

@@ -13,6 +13,8 @@
 //! - `parse`: the pure decision (events, torn, or corrupt) over a file's bytes.
 //! - `log_file`: the blocking I/O on one session's file.
 //! - `writer`: the thread that makes the appends at `Os`.
+//! - `head`: a log's [`Head`](super::Head), read back from the end of its file (why it is not
+//!   kept in a file of its own is there).
 //! - [`read_log`]: the same reading for tools that only look at a log file (`rein show`,
 //!   `rein report`): it never writes, so a torn last line is reported but not cut.
 //!
@@ -78,12 +80,13 @@ use super::claim::{Claims, Held};
 use super::lock_file::{LockFile, Probe};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    Claim, Durability, Loaded, MAX_LOG_BYTES, SessionStore, SettingsRecord, StoreError,
-    StoredSettings, TornTail, check_continues, check_session_id, line,
+    Claim, Durability, Loaded, MAX_LOG_BYTES, SessionHead, SessionStore, SettingsRecord,
+    StoreError, StoredSettings, TornTail, check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
 use crate::future::BoxFuture;
 
+mod head;
 mod log_file;
 mod parse;
 mod settings;
@@ -377,6 +380,20 @@ impl Inner {
         read
     }
 
+    /// Every session's head, each read from the end of its file (see `head`).
+    fn heads_blocking(&self) -> Result<Vec<SessionHead>, StoreError> {
+        let mut heads = Vec::new();
+        for session in self.sessions_blocking()? {
+            let path = self.dir.join(format!("{session}.jsonl"));
+            match head::read_head(&path) {
+                Ok(Some(head)) => heads.push(SessionHead { session, head: Ok(head) }),
+                Ok(None) => {}
+                Err(message) => heads.push(SessionHead { session, head: Err(message) }),
+            }
+        }
+        Ok(heads)
+    }
+
     fn sessions_blocking(&self) -> Result<Vec<String>, StoreError> {
         let entries = std::fs::read_dir(&self.dir).map_err(|e| StoreError::io(&self.dir, e))?;
         let mut ids = Vec::new();
@@ -517,6 +534,13 @@ impl SessionStore for JsonlStore {
         Box::pin(async move {
             let inner = self.inner.clone();
             blocking(&self.inner.dir, move || inner.sessions_blocking()).await
+        })
+    }
+
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let inner = self.inner.clone();
+            blocking(&self.inner.dir, move || inner.heads_blocking()).await
         })
     }
 

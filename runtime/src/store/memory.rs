@@ -1,5 +1,7 @@
 //! [`MemoryStore`]: session logs in memory, for tests and benchmarks.
 //!
+//! Each log keeps its [`Head`] beside its events, updated by every append.
+//!
 //! It follows the same rules as the durable stores (session ids are checked, an append must
 //! continue the log's `seq`), so a test against it means the same thing as one against them.
 //!
@@ -19,8 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::claim::Claims;
 use super::settings_record::{check_base, check_plugin_name};
 use super::{
-    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
-    check_continues, check_session_id,
+    Claim, Durability, Head, Loaded, SessionHead, SessionStore, SettingsRecord, StoreError,
+    StoredSettings, check_continues, check_session_id,
 };
 use crate::event::Envelope;
 use crate::future::BoxFuture;
@@ -52,11 +54,13 @@ pub struct MemoryStore {
     settings: Arc<Mutex<BTreeMap<String, SettingsRecord>>>,
 }
 
-/// One session's log: its batches in order, and how many events they hold.
+/// One session's log: its batches in order, how many events they hold, and its head (kept as
+/// it is appended to).
 #[derive(Debug, Default)]
 struct Log {
     batches: Vec<Box<[Envelope]>>,
     len: u64,
+    head: Head,
 }
 
 impl Log {
@@ -118,6 +122,7 @@ impl SessionStore for MemoryStore {
             let log = logs.entry(session.to_owned()).or_default();
             log.batches.push(events.into());
             log.len += events.len() as u64;
+            events.iter().for_each(|event| log.head.apply(event));
             Ok(())
         })
     }
@@ -155,6 +160,18 @@ impl SessionStore for MemoryStore {
             let mut ids: Vec<String> = logs.keys().cloned().collect();
             ids.sort();
             Ok(ids)
+        })
+    }
+
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut heads: Vec<SessionHead> = logs
+                .iter()
+                .map(|(id, log)| SessionHead { session: id.clone(), head: Ok(log.head) })
+                .collect();
+            heads.sort_by(|a, b| a.session.cmp(&b.session));
+            Ok(heads)
         })
     }
 

@@ -7,8 +7,8 @@
 //! [`JsonlStore`](super::jsonl::JsonlStore) would have written.
 //!
 //! - `target`: the `postgres://` URL, and the password kept out of every message.
-//! - `schema`: the tables, their versioned migrations (run at open), the seam for settings and
-//!   session heads.
+//! - `schema`: the tables, their versioned migrations (run at open).
+//! - `heads`: the per-session heads (`session_heads`), written with each batch.
 //! - `writer`: the single group-commit writer task, its durability, its reconnection.
 //! - `batch`: the writer's pure decisions (which requests continue their log; backoff).
 //! - `locks`: one writer per session across processes (advisory locks on a dedicated
@@ -46,13 +46,14 @@ use self::writer::{Request, Writer};
 use super::claim::Claims;
 use super::settings_record::{check_base, check_plugin_name, read_row};
 use super::{
-    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
-    check_continues, check_session_id, line,
+    Claim, Durability, Loaded, SessionHead, SessionStore, SettingsRecord, StoreError,
+    StoredSettings, check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
 use crate::future::BoxFuture;
 
 mod batch;
+mod heads;
 mod locks;
 mod rows;
 mod schema;
@@ -120,7 +121,7 @@ impl PostgresStore {
             target: target.clone(),
             durability,
             client: Some(client),
-            next_seq: Default::default(),
+            heads: Default::default(),
             counters: counters.clone(),
             locks: locks.clone(),
         };
@@ -289,9 +290,10 @@ impl SessionStore for PostgresStore {
                     source,
                 })?);
             }
+            let marks = events.iter().filter_map(crate::store::Mark::of).collect();
             let (reply, done) = oneshot::channel();
             self.queue
-                .send(Request { session: session.to_owned(), first, lines, reply })
+                .send(Request { session: session.to_owned(), first, lines, marks, reply })
                 .map_err(|_| StoreError::Closed)?;
             done.await.unwrap_or(Err(StoreError::Closed))
         })
@@ -349,6 +351,13 @@ impl SessionStore for PostgresStore {
             // In Rust's order, whatever the database's collation.
             ids.sort();
             Ok(ids)
+        })
+    }
+
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let client = self.reader().await?;
+            heads::read_all(&*client).await.map_err(|e| self.error(e))
         })
     }
 

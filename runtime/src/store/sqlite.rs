@@ -11,6 +11,8 @@
 //!   there for durability and for why the index lags behind the table).
 //! - `tail`: the newest events, not yet indexed, kept in memory for the readers.
 //! - `flusher`: for `Disk`, the thread that syncs committed batches and answers their callers.
+//! - `heads`: the per-session heads (`session_heads`), written with the batches that change
+//!   them, one statement per batch.
 //! - `settings`: plugin settings, one row per plugin, saved through a connection of their own.
 //!
 //! Appends go to the writer over a channel and wait for its reply on a `oneshot`, so no tokio
@@ -60,13 +62,14 @@ use super::claim::Claims;
 use super::lock_file::{self, LockFile};
 use super::sync::{Fdatasync, Syncer};
 use super::{
-    Claim, Durability, Loaded, SessionStore, SettingsRecord, StoreError, StoredSettings,
-    check_continues, check_session_id, line,
+    Claim, Durability, Loaded, Mark, SessionHead, SessionStore, SettingsRecord, StoreError,
+    StoredSettings, check_continues, check_session_id, line,
 };
 use crate::event::Envelope;
 use crate::future::BoxFuture;
 
 mod flusher;
+mod heads;
 mod layout;
 mod settings;
 mod tail;
@@ -404,8 +407,10 @@ impl SessionStore for SqliteStore {
                 })?;
                 lines.push((seq, json));
             }
+            let marks = events.iter().filter_map(Mark::of).collect();
             let (reply, done) = oneshot::channel();
-            self.writer.send(Request { session: session.to_owned(), first, lines, reply })?;
+            let session = session.to_owned();
+            self.writer.send(Request { session, first, lines, marks, reply })?;
             done.await.unwrap_or(Err(StoreError::Closed))
         })
     }
@@ -447,6 +452,19 @@ impl SessionStore for SqliteStore {
         Box::pin(async move {
             let (db, tail) = (self.path.clone(), self.tail.clone());
             read(&self.reader, &self.path, move |conn| list_sessions(conn, &tail, &db)).await
+        })
+    }
+
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let (db, tail) = (self.path.clone(), self.tail.clone());
+            read(&self.reader, &self.path, move |conn| {
+                let sqlite =
+                    |e: rusqlite::Error| StoreError::Sqlite(format!("{}: {e}", db.display()));
+                let (_read, ends) = snapshot(conn, &tail, heads::tail_ends).map_err(sqlite)?;
+                heads::read_all(conn, &ends).map_err(sqlite)
+            })
+            .await
         })
     }
 
@@ -521,11 +539,12 @@ mod tests {
                 "CREATE TABLE events (session TEXT NOT NULL, seq INTEGER NOT NULL, line TEXT NOT NULL)",
                 "CREATE TABLE events_by_session (session TEXT NOT NULL, seq INTEGER NOT NULL, row INTEGER NOT NULL, PRIMARY KEY (session, seq)) WITHOUT ROWID",
                 "CREATE TABLE events_indexed (upto INTEGER NOT NULL)",
+                "CREATE TABLE session_heads (session TEXT PRIMARY KEY, open_turn INTEGER, wake_at INTEGER) WITHOUT ROWID",
                 "CREATE TABLE settings (plugin TEXT PRIMARY KEY, revision INTEGER NOT NULL, settings TEXT NOT NULL)",
             ]
         );
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
-        assert_eq!(version, 3);
+        assert_eq!(version, 4);
         let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
         assert_eq!(mode, "wal");
         // Before any fold, `events` already holds every event.

@@ -22,9 +22,10 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rein_runtime::event::Event;
+use rein_runtime::pending::PendingTurn;
 use rein_runtime::store::jsonl::{JsonlStore, read_log};
 use rein_runtime::store::postgres::PostgresStore;
-use rein_runtime::store::{Durability, SessionStore, TornTail, check_session_id};
+use rein_runtime::store::{Durability, Head, SessionStore, TornTail, check_session_id};
 
 /// The store directory when `--store` is not given (relative to the working directory).
 pub(crate) const DEFAULT_STORE: &str = ".rein/sessions";
@@ -48,6 +49,17 @@ pub(crate) struct Resumed {
     pub(crate) turns: usize,
     /// A torn last line (a crash during an append): reopening the session cuts it.
     pub(crate) torn: Option<TornTail>,
+    /// Its head: the turn a crash left open (opening the session resumes it), and the wake-up
+    /// of the retry wait it was in.
+    pub(crate) head: Head,
+}
+
+impl Resumed {
+    /// The turn a crash left open, as the line `rein chat` says when opening resumes it.
+    pub(crate) fn pending(&self, id: &str) -> Option<PendingTurn> {
+        let turn = self.head.open_turn?;
+        Some(PendingTurn { session: id.to_owned(), turn, wake_at: self.head.wake_at })
+    }
 }
 
 /// Opens the store at `dir` and places the session `id` (a new one when `None`) in it; the
@@ -163,7 +175,7 @@ fn resumed_of(
         ));
     }
     let turns = events.iter().filter(|e| matches!(e.event, Event::TurnStart(_))).count();
-    Ok(Resumed { turns, torn })
+    Ok(Resumed { turns, torn, head: Head::of(events) })
 }
 
 /// A new session id (12 hex digits from a v4 UUID) that names no log in `store`.

@@ -109,6 +109,10 @@ impl SessionStore for NotifyingStore {
     fn sessions(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         self.inner.sessions()
     }
+
+    fn heads(&self) -> BoxFuture<'_, Result<Vec<rein_runtime::store::SessionHead>, StoreError>> {
+        self.inner.heads()
+    }
     fn save_settings<'a>(
         &'a self,
         record: &'a rein_runtime::store::SettingsRecord,

@@ -5,15 +5,15 @@
 //! | `schema_version (version)` | one row: the version of the tables below |
 //! | `events (session, seq, line)` | every event; primary key `(session, seq)`; `line` is the event's JSONL line |
 //! | `settings (plugin, revision, settings)` | each plugin's latest accepted run-time settings (`settings`: the JSON it shows); a save is a compare-and-set on `revision` |
+//! | `session_heads (session, open_turn, wake_at)` | what each session's marks decided last (its open turn, its pending wake-up), written with the batch that changed it (see `heads`) |
 //!
 //! [`MIGRATIONS`]`[i]` takes the tables from version `i` to `i + 1`. Opening a database runs,
 //! in one transaction under a transaction-scoped advisory lock (two rein processes opening one
 //! new database at once do not both create it), the migrations from the version found up to
 //! [`CURRENT`] — all of them for an empty database. A database at a newer version (written by a
 //! newer rein) is refused, naming the version found and the newest this rein knows: nothing is
-//! changed. The decision is the pure [`plan`].
-//!
-//! Seam: the per-session heads of the resume work are the next migration.
+//! changed. The decision is the pure [`plan`]. The migration to version 3 also fills the heads
+//! from the rows already there (`heads::fill`, in the same transaction).
 
 use std::ops::Range;
 
@@ -32,6 +32,8 @@ pub(super) const MIGRATIONS: &[&str] = &[
          revision bigint NOT NULL,
          settings text NOT NULL
      )",
+    // 2 → 3: per-session heads (filled from the rows by `heads::fill`).
+    super::heads::TABLE,
 ];
 
 /// The version this rein writes.
@@ -77,9 +79,11 @@ pub(super) async fn migrate(client: &mut tokio_postgres::Client) -> Result<Optio
     }
     for (i, migration) in MIGRATIONS[steps.clone()].iter().enumerate() {
         let to = steps.start + i + 1;
-        tx.batch_execute(migration)
-            .await
-            .map_err(|err| format!("migrating to schema version {to}: {}", super::message(&err)))?;
+        let failed = |err| format!("migrating to schema version {to}: {}", super::message(&err));
+        tx.batch_execute(migration).await.map_err(failed)?;
+        if to == super::heads::VERSION {
+            super::heads::fill(&tx).await.map_err(failed)?;
+        }
     }
     let current = i32::try_from(CURRENT).unwrap_or(i32::MAX);
     tx.execute("DELETE FROM schema_version", &[]).await.map_err(e)?;

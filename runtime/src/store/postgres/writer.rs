@@ -37,9 +37,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Client;
 
 use super::batch;
+use super::heads;
 use super::locks::Locks;
 use super::target::Target;
-use crate::store::{Durability, StoreError};
+use crate::store::{Durability, Head, Mark, StoreError};
 
 /// At most this many requests share one transaction.
 const MAX_BATCH: usize = 4096;
@@ -47,11 +48,13 @@ const MAX_BATCH: usize = 4096;
 /// The writer remembers the next `seq` of at most this many sessions (then starts afresh).
 const MAX_CACHED_SESSIONS: usize = 100_000;
 
-/// One append: `lines` are the JSON lines of `seq` `first`, `first + 1`, … of `session`.
+/// One append: `lines` are the JSON lines of `seq` `first`, `first + 1`, … of `session`;
+/// `marks` the [`Mark`]s of its events, in order (usually none), for the session's head.
 pub(super) struct Request {
     pub(super) session: String,
     pub(super) first: u64,
     pub(super) lines: Vec<String>,
+    pub(super) marks: Vec<Mark>,
     pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -69,7 +72,8 @@ pub(super) struct Writer {
     pub(super) target: Target,
     pub(super) durability: Durability,
     pub(super) client: Option<Client>,
-    pub(super) next_seq: HashMap<String, u64>,
+    /// The heads of the sessions this writer wrote (committed only).
+    pub(super) heads: HashMap<String, Head>,
     pub(super) counters: Arc<Counters>,
     pub(super) locks: Locks,
 }
@@ -129,10 +133,10 @@ impl Writer {
         match written {
             Ok(next) => {
                 let acknowledged = outcomes.iter().filter(|o| o.is_ok()).count() as u64;
-                if self.next_seq.len() > MAX_CACHED_SESSIONS {
-                    self.next_seq.clear();
+                if self.heads.len() > MAX_CACHED_SESSIONS {
+                    self.heads.clear();
                 }
-                self.next_seq.extend(next);
+                self.heads.extend(next);
                 // A batch whose every request was refused committed nothing.
                 if acknowledged > 0 {
                     use std::sync::atomic::Ordering::Relaxed;
@@ -145,12 +149,12 @@ impl Writer {
                 for outcome in outcomes.iter_mut().filter(|o| o.is_ok()) {
                     *outcome = Err(StoreError::Postgres(message.clone()));
                 }
-                self.next_seq.clear();
+                self.heads.clear();
             }
         }
         if broken {
             self.client = None;
-            self.next_seq.clear();
+            self.heads.clear();
         }
         for (request, outcome) in batch.into_iter().zip(outcomes) {
             // A caller that stopped waiting does not mind.
@@ -159,44 +163,51 @@ impl Writer {
     }
 
     /// Writes the requests whose outcome is still `Ok` in one transaction, turning the outcome
-    /// of those refused into errors; returns the sessions' next `seq`s once committed.
+    /// of those refused into errors; returns the sessions' heads once committed.
     async fn write(
         &mut self,
         batch: &[Request],
         outcomes: &mut [Result<(), StoreError>],
-    ) -> Result<HashMap<String, u64>, String> {
+    ) -> Result<HashMap<String, Head>, String> {
         let shown = self.target.shown().to_owned();
         let Some(client) = self.client.as_mut() else { return Err("not connected".into()) };
         let pg = |e: tokio_postgres::Error| format!("{shown}: {}", super::message(&e));
-        // The next seq of every session of the batch.
-        let mut next: HashMap<String, u64> = HashMap::new();
+        // The head (and next seq) of every session of the batch.
+        let mut before: HashMap<String, Head> = HashMap::new();
         let mut unknown: Vec<&str> = Vec::new();
         for request in batch {
-            match self.next_seq.get(&request.session) {
-                Some(&seq) => {
-                    next.insert(request.session.clone(), seq);
+            match self.heads.get(&request.session) {
+                Some(&head) => {
+                    before.insert(request.session.clone(), head);
                 }
-                None if !next.contains_key(&request.session) => {
-                    next.insert(request.session.clone(), 0);
+                None if !before.contains_key(&request.session) => {
+                    before.insert(request.session.clone(), Head::default());
                     unknown.push(&request.session);
                 }
                 None => {}
             }
         }
         if !unknown.is_empty() {
-            let rows = client
-                .query(
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&unknown];
+            let (rows, stored) = tokio::try_join!(
+                client.query(
                     "SELECT session, max(seq) + 1 FROM events WHERE session = ANY($1) GROUP BY session",
-                    &[&unknown],
-                )
-                .await
-                .map_err(pg)?;
+                    &params,
+                ),
+                heads::stored(&*client, &unknown),
+            )
+            .map_err(pg)?;
+            for (session, head) in stored {
+                before.insert(session, head);
+            }
             for row in rows {
                 let session: String = row.try_get(0).map_err(pg)?;
                 let seq: i64 = row.try_get(1).map_err(pg)?;
-                next.insert(session, u64::try_from(seq).unwrap_or(0));
+                before.entry(session).or_default().next_seq = u64::try_from(seq).unwrap_or(0);
             }
         }
+        let mut next: HashMap<String, u64> =
+            before.iter().map(|(session, head)| (session.clone(), head.next_seq)).collect();
         let shape: Vec<(&str, u64, usize)> =
             batch.iter().map(|r| (r.session.as_str(), r.first, r.lines.len())).collect();
         for (outcome, accepted) in outcomes.iter_mut().zip(batch::accept(&shape, &mut next)) {
@@ -217,8 +228,12 @@ impl Writer {
         if sessions.is_empty() {
             return Ok(HashMap::new());
         }
+        let after = heads_after(&before, batch, outcomes);
+        let rows = marked(&after, batch, outcomes);
         let tx = client.transaction().await.map_err(pg)?;
-        let insert = tx.execute(INSERT, &[&sessions, &seqs, &lines]).await;
+        // Pipelined: the batch's rows, then the heads its marks changed (see `heads`).
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&sessions, &seqs, &lines];
+        let insert = tokio::try_join!(tx.execute(INSERT, &params), heads::write(&tx, &rows));
         match insert {
             Ok(_) => {
                 tx.commit().await.map_err(pg)?;
@@ -247,16 +262,52 @@ impl Writer {
                         }
                     }
                 }
+                let after = heads_after(&before, batch, outcomes);
+                heads::write(&tx, &marked(&after, batch, outcomes)).await.map_err(pg)?;
                 tx.commit().await.map_err(pg)?;
                 // The cache is not trusted after a surprise: every session is asked again.
-                self.next_seq.clear();
+                self.heads.clear();
                 return Ok(HashMap::new());
             }
         }
-        Ok(next)
+        Ok(after)
     }
+}
+
+/// The heads of the sessions of `batch` after its requests whose outcome is `Ok`, from their
+/// heads `before` it.
+fn heads_after(
+    before: &HashMap<String, Head>,
+    batch: &[Request],
+    outcomes: &[Result<(), StoreError>],
+) -> HashMap<String, Head> {
+    let mut heads = HashMap::new();
+    for (request, _) in batch.iter().zip(outcomes).filter(|(_, o)| o.is_ok()) {
+        let head = heads
+            .entry(request.session.clone())
+            .or_insert_with(|| before.get(&request.session).copied().unwrap_or_default());
+        head.append(request.first, request.lines.len() as u64, &request.marks);
+    }
+    heads
 }
 
 /// The one statement of a batch: every row, from three arrays.
 const INSERT: &str = "INSERT INTO events (session, seq, line) \
                       SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[])";
+
+/// The heads of `after` whose marks a request of `batch` with an `Ok` outcome changed: the rows
+/// the batch writes.
+fn marked(
+    after: &HashMap<String, Head>,
+    batch: &[Request],
+    outcomes: &[Result<(), StoreError>],
+) -> HashMap<String, Head> {
+    let mut rows = HashMap::new();
+    for (request, _) in batch.iter().zip(outcomes).filter(|(r, o)| o.is_ok() && !r.marks.is_empty())
+    {
+        if let Some(head) = after.get(&request.session) {
+            rows.insert(request.session.clone(), *head);
+        }
+    }
+    rows
+}

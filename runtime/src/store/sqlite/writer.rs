@@ -68,9 +68,10 @@ use rusqlite::{Connection, params};
 use tokio::sync::oneshot;
 
 use super::flusher::{Flusher, Waiting};
+use super::heads;
 use super::tail::{self, SharedTail};
 use crate::store::sync::Syncer;
-use crate::store::{Durability, StoreError};
+use crate::store::{Durability, Head, Mark, StoreError};
 
 /// At most this many requests share one transaction (a bound on latency under a flood).
 const MAX_BATCH: usize = 4096;
@@ -81,11 +82,13 @@ const MAX_CACHED_SESSIONS: usize = 100_000;
 /// The writer indexes the tail once it holds this many events.
 pub(super) const FOLD_ROWS: usize = 8192;
 
-/// One append: `lines` are `(seq, json)` in order, all for `session`.
+/// One append: `lines` are `(seq, json)` in order, all for `session`; `marks` are the
+/// [`Mark`]s of its events, in order (usually none), for the session's head.
 pub(super) struct Request {
     pub(super) session: String,
     pub(super) first: u64,
     pub(super) lines: Vec<(i64, String)>,
+    pub(super) marks: Vec<Mark>,
     pub(super) reply: oneshot::Sender<Result<(), StoreError>>,
 }
 
@@ -124,7 +127,7 @@ impl Writer {
             conn,
             db: db.clone(),
             flusher,
-            next_seq: HashMap::new(),
+            heads: HashMap::new(),
             tail,
             fold_at: FOLD_ROWS,
         };
@@ -186,8 +189,9 @@ struct State {
     db: PathBuf,
     /// For `Disk`: where committed batches wait for their sync.
     flusher: Option<Sender<Waiting>>,
-    /// The next `seq` of sessions written by this writer (committed only).
-    next_seq: HashMap<String, u64>,
+    /// The heads (next `seq`, open turn, wake-up) of sessions written by this writer
+    /// (committed only).
+    heads: HashMap<String, Head>,
     /// The unindexed events, shared with the readers.
     tail: SharedTail,
     /// Fold when the tail holds this many events.
@@ -238,17 +242,37 @@ impl State {
         let mut pending = HashMap::new();
         let written: Vec<Result<(), StoreError>> =
             batch.iter().map(|request| self.write_one(request, &mut pending)).collect();
-        let committed = self.conn.execute_batch("COMMIT").map_err(|e| {
+        // The heads the batch's marks changed: one statement, in the same transaction (see
+        // `heads`). Not when an error rolled the batch back: they would commit on their own (the
+        // COMMIT then fails, as it must).
+        let heads = match self.conn.is_autocommit() {
+            true => Ok(()),
+            false => {
+                let marked: std::collections::HashSet<&str> = batch
+                    .iter()
+                    .zip(&written)
+                    .filter(|(request, outcome)| outcome.is_ok() && !request.marks.is_empty())
+                    .map(|(request, _)| request.session.as_str())
+                    .collect();
+                let rows: Vec<(&String, &Head)> = pending
+                    .iter()
+                    .filter(|(session, _)| marked.contains(session.as_str()))
+                    .collect();
+                heads::write(&self.conn, rows.into_iter())
+            }
+        };
+        let committed = heads.and_then(|()| self.conn.execute_batch("COMMIT"));
+        let committed = committed.map_err(|e| {
             if !self.conn.is_autocommit() {
                 let _ = self.conn.execute_batch("ROLLBACK");
             }
             e.to_string()
         });
         if committed.is_ok() {
-            if self.next_seq.len() + pending.len() > MAX_CACHED_SESSIONS {
-                self.next_seq.clear();
+            if self.heads.len() + pending.len() > MAX_CACHED_SESSIONS {
+                self.heads.clear();
             }
-            self.next_seq.extend(pending);
+            self.heads.extend(pending);
             let mut tail = tail::lock(&self.tail);
             for (request, _) in batch.iter_mut().zip(&written).filter(|(_, w)| w.is_ok()) {
                 let lines = std::mem::take(&mut request.lines);
@@ -262,12 +286,12 @@ impl State {
     }
 
     /// One request: checks that it continues its session's log, then inserts its lines; on
-    /// error nothing of it is left. `pending` holds the next `seq` of the sessions this
+    /// error nothing of it is left. `pending` holds the heads of the sessions this
     /// (uncommitted) batch wrote.
     fn write_one(
         &mut self,
         request: &Request,
-        pending: &mut HashMap<String, u64>,
+        pending: &mut HashMap<String, Head>,
     ) -> Result<(), StoreError> {
         if self.conn.is_autocommit() {
             // An earlier error made SQLite roll the whole transaction back: writing now would
@@ -304,13 +328,17 @@ impl State {
     fn insert(
         &self,
         request: &Request,
-        pending: &mut HashMap<String, u64>,
+        pending: &mut HashMap<String, Head>,
     ) -> Result<Result<(), StoreError>, rusqlite::Error> {
-        let cached = pending.get(&request.session).or_else(|| self.next_seq.get(&request.session));
-        let next = match cached {
-            Some(&next) => next,
-            None => self.stored_next_seq(&request.session)?,
+        let cached = pending.get(&request.session).or_else(|| self.heads.get(&request.session));
+        let mut head = match cached {
+            Some(&head) => head,
+            None => Head {
+                next_seq: self.stored_next_seq(&request.session)?,
+                ..heads::stored(&self.conn, &request.session)?
+            },
         };
+        let next = head.next_seq;
         if next != request.first {
             return Ok(Err(StoreError::OutOfOrder {
                 session: request.session.clone(),
@@ -324,7 +352,8 @@ impl State {
         for (seq, line) in &request.lines {
             insert.execute(params![request.session, seq, line])?;
         }
-        pending.insert(request.session.clone(), request.first + request.lines.len() as u64);
+        head.append(request.first, request.lines.len() as u64, &request.marks);
+        pending.insert(request.session.clone(), head);
         Ok(Ok(()))
     }
 
@@ -453,7 +482,7 @@ mod tests {
             conn,
             db: db.to_path_buf(),
             flusher: None,
-            next_seq: HashMap::new(),
+            heads: HashMap::new(),
             tail: SharedTail::default(),
             fold_at: FOLD_ROWS,
         }
@@ -462,7 +491,13 @@ mod tests {
     fn request(session: &str, seqs: &[i64]) -> Request {
         let lines = seqs.iter().map(|&seq| (seq, format!("line {session}/{seq}"))).collect();
         let first = seqs.first().map_or(0, |&s| u64::try_from(s).unwrap());
-        Request { session: session.into(), first, lines, reply: oneshot::channel().0 }
+        Request {
+            session: session.into(),
+            first,
+            lines,
+            marks: Vec::new(),
+            reply: oneshot::channel().0,
+        }
     }
 
     /// `(session, seq)` of every row of `events`, sorted.
@@ -545,7 +580,7 @@ mod tests {
         assert_eq!(upto, 4);
 
         // The next seq of a session the writer forgot comes from the index.
-        state.next_seq.clear();
+        state.heads.clear();
         assert!(state.commit(&mut [request("a", &[2])])[0].is_ok());
         assert!(matches!(
             &state.commit(&mut [request("b", &[1])])[0],
