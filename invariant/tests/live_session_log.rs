@@ -205,3 +205,37 @@ async fn a_log_cut_anywhere_and_reopened_is_repaired_into_a_valid_finished_log()
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_resumed_turn_is_judged_against_what_the_crashed_process_wrote() {
+    use rein_runtime::event::TurnResumed;
+    use rein_runtime::session_log::OpenOptions;
+
+    // The first process scheduled retry 1 (500 ms) and died during the wait.
+    let store = Arc::new(MemoryStore::new());
+    let log = open(&store, failed_attempt()).await;
+    log.append(vec![retry("id-a", 1)]).await.unwrap();
+    log.close().await;
+
+    // The next one keeps the turn open and replays the log into its validator.
+    let options = OpenOptions::new().keep_open_turn().validator(Box::new(LiveValidator::new()));
+    let (log, report) =
+        SessionLog::open_with(store.clone(), Arc::new(VirtualClock::start()), "s1", options)
+            .await
+            .unwrap();
+    assert_eq!(report.open_turn, Some(1));
+    let resumed = |turn, pending: &str| {
+        Event::TurnResumed(TurnResumed { turn, step: 1, pending: pending.into() })
+    };
+    let (seq, rule) = rejection(log.append(vec![resumed(2, "retry-wait")]).await);
+    assert_eq!((seq, rule.as_str()), (7, "turn-resumed-in-open-turn"));
+    let (_, rule) = rejection(log.append(vec![resumed(1, "napping")]).await);
+    assert_eq!(rule, "turn-resumed-pending-known");
+    log.append(vec![resumed(1, "retry-wait")]).await.unwrap();
+    // The wait's timing rule holds across the restart: not before the deadline.
+    let (_, rule) = rejection(log.append(vec![started("id-a", 1)]).await);
+    assert_eq!(rule, "retry-started-after-delay");
+    tokio::time::advance(Duration::from_millis(500)).await;
+    log.append(vec![started("id-a", 1), request(2)]).await.unwrap();
+    log.close().await;
+}

@@ -252,6 +252,28 @@ mod tests {
     }
 
     #[test]
+    fn the_attempt_after_a_restart_says_it_resumed() {
+        let attempt = |resumed| Attempt {
+            turn: 1,
+            step: 1,
+            attempt: 2,
+            provider: "mock".into(),
+            model: "m".into(),
+            time: 0,
+            origin: Origin::Harness,
+            outcome: AttemptEnd::Answered,
+            streamed: String::new(),
+            resumed,
+        };
+        let mut out = String::new();
+        self::attempt(&mut out, &attempt(true));
+        assert!(out.contains("resumed after a restart"), "{out}");
+        let mut out = String::new();
+        self::attempt(&mut out, &attempt(false));
+        assert!(!out.contains("resumed"), "{out}");
+    }
+
+    #[test]
     fn a_message_keeps_its_lines_each_indented() {
         let mut out = String::new();
         verbatim(&mut out, 6, "one\n  two\n");

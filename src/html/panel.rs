@@ -271,6 +271,21 @@ mod tests {
     }
 
     #[test]
+    fn the_attempt_after_a_restart_says_it_resumed() {
+        let mut resumed = sample();
+        if let Some(Line::Attempt(attempt)) = resumed.lines.last_mut() {
+            attempt.resumed = true;
+        }
+        let html = panel(&resumed).into_string();
+        assert!(
+            html.contains(r#"<span class="rein-resumed">resumed after a restart</span>"#),
+            "{html}"
+        );
+        assert_eq!(html.matches("rein-resumed").count(), 1, "only that attempt: {html}");
+        assert!(!panel(&sample()).into_string().contains("rein-resumed"));
+    }
+
+    #[test]
     fn provider_text_is_escaped_and_kept_whole() {
         let html = panel(&sample()).into_string();
         assert!(
