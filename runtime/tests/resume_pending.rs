@@ -5,24 +5,17 @@
 // Helpers outside `#[test]` functions unwrap too: a failing set-up is a failing test.
 #![allow(clippy::unwrap_used)]
 
-#[path = "support/adapters.rs"]
-mod adapters;
-#[path = "support/log.rs"]
-mod log;
-#[path = "support/runtime.rs"]
-#[allow(dead_code)]
-mod runtime;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use adapters::{Scripted, reply};
-use log::assert_valid;
 use rein_runtime::event::*;
 use rein_runtime::failure::Failure;
 use rein_runtime::pending::{NotResumed, PendingTurn};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::{SessionStore, jsonl::JsonlStore};
+use rein_testkit::log::assert_valid;
+use rein_testkit::runtime;
+use rein_testkit::scripted::{Scripted, reply};
 
 /// A log of `events`, `time` = 1000 + seq.
 fn log(events: Vec<Event>) -> Vec<Envelope> {
