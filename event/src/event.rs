@@ -107,11 +107,14 @@ pub enum Event {
     /// A plugin's settings changed at run time.
     #[serde(rename = "config/changed")]
     ConfigChanged(ConfigChanged),
+    /// A reopened session continues a turn a crash left open (never model-visible).
+    #[serde(rename = "turn/resumed")]
+    TurnResumed(TurnResumed),
 }
 
 impl Event {
     /// Every `family/name` tag, in the order of `docs/runtime-semantics.md` ("Events").
-    pub const KINDS: [&'static str; 19] = [
+    pub const KINDS: [&'static str; 20] = [
         "session/start",
         "user/message",
         "turn/start",
@@ -131,6 +134,7 @@ impl Event {
         "agent/idle",
         "plugin/crashed",
         "config/changed",
+        "turn/resumed",
     ];
 
     /// The event's `family/name` tag.
@@ -155,6 +159,7 @@ impl Event {
             Event::AgentIdle(_) => "agent/idle",
             Event::PluginCrashed(_) => "plugin/crashed",
             Event::ConfigChanged(_) => "config/changed",
+            Event::TurnResumed(_) => "turn/resumed",
         }
     }
 
@@ -411,6 +416,20 @@ pub struct TurnEnd {
     pub turn: u32,
     /// Why it ended.
     pub reason: TurnEndReason,
+}
+
+/// `turn/resumed`: written first when a reopened session continues a turn a crash left open,
+/// so the log says a restart happened; never model-visible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnResumed {
+    /// The turn.
+    pub turn: u32,
+    /// The step it continues in (its open step, else the last step started; 0 before any).
+    pub step: u32,
+    /// What the tail was: `retry-wait`, `attempt`, `waterfall`, `tool` or `loop` (a string, so
+    /// a log with another word still parses and its checker can name it).
+    pub pending: String,
 }
 
 /// `agent/idle` (no data).
@@ -717,6 +736,10 @@ mod tests {
                     changed: vec!["enabled".into()],
                 }),
                 r#"{"seq":0,"time":5,"type":"config/changed","data":{"plugin":"auto-retry","revision":4,"changed":["enabled"]}}"#,
+            ),
+            (
+                Event::TurnResumed(TurnResumed { turn: 2, step: 1, pending: "retry-wait".into() }),
+                r#"{"seq":0,"time":5,"type":"turn/resumed","data":{"turn":2,"step":1,"pending":"retry-wait"}}"#,
             ),
         ]
     }

@@ -9,12 +9,14 @@
 //!
 //! - A turn gets a panel when one of its attempts failed (`request/error`), when it retried in
 //!   any way (an attempt after the first of its step), when a recovery left a trace
-//!   (`llm/retry`, `route/switched`, `context/compacted`, `plugin/crashed`), or when it ended with
-//!   an error. Other turns get none.
+//!   (`llm/retry`, `route/switched`, `context/compacted`, `plugin/crashed`), when a restart
+//!   resumed it (`turn/resumed`), or when it ended with an error. Other turns get none.
 //! - Every attempt of the turn is a line, with its [`Origin`]: `harness` for the first attempt
 //!   of a step (nothing retried it); the plugin of the `llm/retry` whose `llm/retry-started`
 //!   came before it; `fallback` after a `route/switched`; `compaction` after a
-//!   `context/compacted`; `unrecorded` when a plugin retried without writing anything.
+//!   `context/compacted`; `unrecorded` when a plugin retried without writing anything. The
+//!   first attempt after a `turn/resumed` is marked [`Attempt::resumed`] ("resumed after a
+//!   restart"), and a turn that was resumed always gets a panel.
 //! - "Retried N times" counts the retries the turn's plugins made or scheduled: the attempts
 //!   that are not the first of their step, and the retries scheduled after the turn's last
 //!   attempt that never started (a wait cut short, or still waiting) — a turn cancelled during a
@@ -227,9 +229,15 @@ pub struct Attempt {
     pub outcome: AttemptEnd,
     /// The raw text it streamed (`assistant/chunk`), in full.
     pub streamed: String,
+    /// It is the first attempt after a `turn/resumed`: the process stopped and a reopened
+    /// session continued the turn ("resumed after a restart").
+    pub resumed: bool,
 }
 
 impl Attempt {
+    /// The note of an attempt that followed a restart.
+    pub const RESUMED: &'static str = "resumed after a restart";
+
     /// The failure, when it failed.
     pub fn failure(&self) -> Option<&Failure> {
         match &self.outcome {
@@ -404,6 +412,10 @@ struct TurnSoFar {
     lead: Option<Origin>,
     /// The index in `lines` of the step's latest attempt.
     current: Option<usize>,
+    /// A `turn/resumed` came after the latest attempt: the next one follows a restart.
+    resumed: bool,
+    /// A `turn/resumed` came in this turn.
+    restarted: bool,
 }
 
 impl Fold {
@@ -471,6 +483,10 @@ impl Fold {
             }
             Event::PluginCrashed(p) => open.lines.push(Line::PluginCrashed(p.clone())),
             Event::ConfigChanged(c) => open.lines.push(Line::ConfigChanged(c.clone())),
+            Event::TurnResumed(r) if r.turn == open.turn => {
+                open.resumed = true;
+                open.restarted = true;
+            }
             _ => {}
         }
     }
@@ -522,7 +538,7 @@ impl Fold {
             )
         });
         let failed = matches!(ending, Ending::Failed(_));
-        if open.failed || open.retries > 0 || traced || failed {
+        if open.failed || open.retries > 0 || traced || failed || open.restarted {
             self.done.push(TurnPanel {
                 turn: open.turn,
                 retries: open.retries,
@@ -544,6 +560,8 @@ impl TurnSoFar {
             scheduled: None,
             lead: None,
             current: None,
+            resumed: false,
+            restarted: false,
         }
     }
 
@@ -581,6 +599,7 @@ impl TurnSoFar {
             origin,
             outcome: AttemptEnd::Running,
             streamed: String::new(),
+            resumed: std::mem::take(&mut self.resumed),
         }));
         self.current = Some(self.lines.len() - 1);
     }
@@ -603,6 +622,7 @@ impl TurnSoFar {
             origin: Origin::Unrecorded,
             outcome: failure,
             streamed: String::new(),
+            resumed: false,
         }));
     }
 
@@ -650,6 +670,7 @@ mod tests {
             origin: if attempt == 1 { Origin::Harness } else { Origin::Retry(scheduled(1)) },
             outcome,
             streamed: String::new(),
+            resumed: false,
         })
     }
 

@@ -38,8 +38,9 @@ fn show(line: &Line) -> String {
             };
             let streamed =
                 if a.streamed.is_empty() { String::new() } else { format!(" [{}]", a.streamed) };
+            let resumed = if a.resumed { " (resumed)" } else { "" };
             format!(
-                "{}{} {}·{}#{} {} {outcome}{streamed}",
+                "{}{} {}·{}#{} {} {outcome}{streamed}{resumed}",
                 a.origin.label(),
                 budget.unwrap_or_default(),
                 a.turn,
@@ -96,6 +97,38 @@ fn a_recovered_turn_shows_each_attempt_with_who_started_it() {
             "llm-retry attempt 1/2 wait 500 ms 1·1#2 mock answered [par]",
         ]
     );
+}
+
+#[test]
+fn the_attempt_after_a_restart_is_marked_resumed() {
+    // A crash during the retry wait: the reopened session resumed the turn, started the retry.
+    let mut h = History::new();
+    h.user().turn().step().request("mock");
+    h.fail(full("SERVER", "down", 503, "r-1"))
+        .retry(Retry::official("a", 1))
+        .resumed("retry-wait")
+        .started("a", 1)
+        .request("mock")
+        .chunk()
+        .message(&[])
+        .step_end()
+        .completed();
+    let panel = only(&h.build());
+    assert_eq!(panel.summary(), "Retried 1 time this turn · recovered");
+    let resumed: Vec<bool> = panel.attempts().map(|a| a.resumed).collect();
+    assert_eq!(resumed, [false, true], "only the attempt that followed the restart");
+    assert_eq!(
+        lines(&panel)[1],
+        "llm-retry attempt 1/2 wait 500 ms 1·1#2 mock answered [par] (resumed)"
+    );
+
+    // A turn resumed without any failure (a tool's outcome was lost) still gets its panel.
+    let mut h = History::new();
+    h.user().turn().step().request("mock").chunk().message(&["echo"]).tool_call("c1");
+    h.resumed("tool").tool_result("c1").step_end().step().answer("mock").completed();
+    let panel = only(&h.build());
+    assert_eq!(panel.summary(), "Not retried · recovered");
+    assert!(panel.attempts().last().unwrap().resumed);
 }
 
 #[test]

@@ -25,6 +25,8 @@ pub enum Family {
     Retries,
     /// `route/switched` and the attempt after it.
     Routes,
+    /// `turn/resumed`: a turn a crash left open, continued.
+    Resumes,
 }
 
 impl Family {
@@ -36,6 +38,7 @@ impl Family {
             Family::Requests => "requests",
             Family::Retries => "retries",
             Family::Routes => "routes",
+            Family::Resumes => "resumes",
         }
     }
 }
@@ -224,6 +227,16 @@ rules! {
     /// The next `request/start` of the step names the switch's `to`.
     RequestFollowsRouteSwitch = "request-follows-route-switch", Routes,
         "the request/start after a route/switched in its step names the switch's to";
+
+    /// `turn/resumed` is inside the open turn.
+    TurnResumedInOpenTurn = "turn-resumed-in-open-turn", Resumes,
+        "a turn/resumed names the open turn (a reopen continues the turn a crash left open)";
+    /// `turn/resumed.step` is where the turn stands.
+    TurnResumedNamesStep = "turn-resumed-names-step", Resumes,
+        "a turn/resumed names the open step, or the last step its turn started when none is open";
+    /// `turn/resumed.pending` is a known tag.
+    TurnResumedPendingKnown = "turn-resumed-pending-known", Resumes,
+        "turn/resumed.pending is retry-wait, attempt, waterfall, tool or loop";
 }
 
 impl fmt::Display for Rule {

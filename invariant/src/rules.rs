@@ -1,5 +1,5 @@
 //! The rules of the session-log contract (`docs/runtime-semantics.md`, "Invariants and `rein
-//! check`"): one catalogue, four families.
+//! check`"): one catalogue, five families.
 //!
 //! [`Rule`] (defined in the crate's `catalogue`, a leaf every other module may name) is the
 //! single documented list of rule names. Every name is stable kebab-case and is
@@ -11,6 +11,7 @@
 //! - `rules/requests.rs`: `request/error` and `assistant/chunk` against the current attempt.
 //! - `rules/retries.rs`: `llm/retry` and `llm/retry-started`.
 //! - `rules/routes.rs`: `route/switched` and the attempt it sends to another route.
+//! - `rules/resumes.rs`: `turn/resumed`, where a reopened session continued a turn.
 //!
 //! Two rules are about the raw text of a log and are decided while parsing it
 //! ([`crate::schema`]): [`Rule::CorruptLine`] and [`Rule::EventSchema`]. Two more are decided
@@ -31,9 +32,12 @@ use crate::state::State;
 use crate::violation::Violation;
 
 mod requests;
+mod resumes;
 mod retries;
 mod routes;
 mod sessions;
+
+pub use resumes::PENDING;
 
 /// Every violation `event` commits, given the state folded from everything before it.
 pub(crate) fn check(state: &State, event: &Envelope) -> Vec<Violation> {
@@ -42,5 +46,6 @@ pub(crate) fn check(state: &State, event: &Envelope) -> Vec<Violation> {
     requests::check(state, event, &mut out);
     retries::check(state, event, &mut out);
     routes::check(state, event, &mut out);
+    resumes::check(state, event, &mut out);
     out
 }

@@ -309,6 +309,56 @@ fn valid_cases() -> Vec<Case> {
                 .completed(),
             &[],
         ),
+        finished(
+            "a retry wait a crash cut, resumed: the retry starts at its deadline",
+            failed("SERVER")
+                .retry(Retry::official("id-a", 1))
+                .wait(200)
+                .resumed("retry-wait")
+                .wait(300)
+                .started("id-a", 1)
+                .answer("mock")
+                .completed(),
+            &[],
+        ),
+        finished(
+            "an attempt a crash cut, resumed: recorded failed and retried",
+            History::new()
+                .user()
+                .turn()
+                .step()
+                .request("mock")
+                .chunk()
+                .resumed("attempt")
+                .error("TRANSPORT")
+                .retried(Retry::official("id-a", 1))
+                .answer("mock")
+                .completed(),
+            &[],
+        ),
+        finished(
+            "a turn resumed between steps, twice",
+            History::new()
+                .user()
+                .turn()
+                .step()
+                .request("mock")
+                .message(&["c1"])
+                .tool_call("c1")
+                .tool_result("c1")
+                .step_end()
+                .resumed("loop")
+                .resumed("loop")
+                .step()
+                .answer("mock")
+                .completed(),
+            &[],
+        ),
+        finished(
+            "a turn resumed before its first step",
+            History::new().user().turn().resumed("loop").step().answer("mock").completed(),
+            &[],
+        ),
     ]
 }
 
@@ -792,6 +842,53 @@ fn invalid_cases() -> Vec<Case> {
             "the next attempt on another route than the switch named",
             failed("QUOTA").switched("backup", "eager").request("mock"),
             &[RequestFollowsRouteSwitch],
+        ),
+        case(
+            "a resume with no turn open",
+            History::new().user().turn().step().answer("mock").completed().resumed("loop"),
+            &[TurnResumedInOpenTurn],
+        ),
+        case(
+            "a resume naming another turn",
+            &mut {
+                let mut h = History::new();
+                h.user().turn().step().request("mock").resumed("attempt");
+                h.edit(|e| {
+                    if let Event::TurnResumed(r) = &mut e.event {
+                        r.turn = 2;
+                    }
+                });
+                h
+            },
+            &[TurnResumedInOpenTurn],
+        ),
+        case(
+            "a resume naming another step than the open one",
+            &mut {
+                let mut h = History::new();
+                h.user().turn().step().request("mock").resumed("attempt");
+                h.edit(|e| {
+                    if let Event::TurnResumed(r) = &mut e.event {
+                        r.step = 2;
+                    }
+                });
+                h
+            },
+            &[TurnResumedNamesStep],
+        ),
+        case(
+            "a resume with an unknown pending tag",
+            History::new().user().turn().step().request("mock").resumed("sleeping"),
+            &[TurnResumedPendingKnown],
+        ),
+        case(
+            "a resumed retry started before its deadline",
+            failed("SERVER")
+                .retry(Retry::official("id-a", 1))
+                .wait(200)
+                .resumed("retry-wait")
+                .started("id-a", 1),
+            &[RetryStartedAfterDelay],
         ),
     ]
 }

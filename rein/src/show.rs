@@ -176,6 +176,9 @@ fn attempt(out: &mut String, attempt: &Attempt) {
         " · {DIM}turn {}·step {}{DIM:#} · {}",
         attempt.turn, attempt.step, attempt.provider
     );
+    if attempt.resumed {
+        let _ = write!(out, " · {YELLOW}{}{YELLOW:#}", Attempt::RESUMED);
+    }
     match &attempt.outcome {
         AttemptEnd::Failed(failure) => failure_fields(out, failure),
         AttemptEnd::Answered => {

@@ -19,6 +19,7 @@ use crate::fault::Faults;
 use crate::plugin_host::PluginChain;
 use crate::provider::Generation;
 use crate::provider::message::ProviderMsg;
+use crate::resume::Resume;
 use crate::retry_policy::RetryPolicy;
 use crate::store::SessionStore;
 use crate::tool::Toolbox;
@@ -77,6 +78,8 @@ pub(crate) struct Shared {
     pub(crate) idle_grace: Duration,
     /// Crashes to inject into the runtime's own actors (tests).
     pub(crate) faults: Faults,
+    /// Whether a reopened session continues the turn a crash left open.
+    pub(crate) resume: Resume,
 }
 
 impl Shared {

@@ -18,6 +18,7 @@
 //! - [`event`], [`failure`]: the typed events of a session log and the failures that end
 //!   attempts; [`retry_policy`]: a route's retry policy and its declaration format.
 //! - [`clock`], [`random`]: the injected clock (wall or virtual) and jitter samples.
+//! - [`resume`]: `Resume`, whether a reopened session continues the turn a crash left open.
 //!
 //! What tools over logs use: [`history`] (what the model sees), [`transcript`] (what a person
 //! reads), [`panel`] (turn-tail panels: every attempt of a turn that retried or failed),
@@ -32,7 +33,8 @@
 //!
 //! Inside (not public): the waterfall's pure rules (`waterfall`) and its walk over the plugin
 //! actors (`plugin_host::walk`), the plugin host and its restart rule (`plugin_host`), the
-//! turn's pure decisions (`agent_loop`), the turn, step and provider actors (`turn`, `step`,
+//! turn's pure decisions (`agent_loop`), what a reopen does with a crash's open turn
+//! (`resume::plan`), the turn, step and provider actors (`turn`, `step`,
 //! `provider::actor`), the session actor and its phase with its pure decisions (`session::actor`,
 //! `session::phase`). `docs/architecture.md` in the repository maps them.
 //!
@@ -147,6 +149,7 @@ pub use rein_event::projection;
 pub mod provider;
 pub use rein_event::quote;
 pub mod random;
+pub mod resume;
 pub use rein_event::retry_policy;
 pub mod runtime;
 mod saved_settings;
@@ -169,6 +172,7 @@ pub mod prelude {
     pub use crate::event::{CancelCause, Envelope, Event, TurnEndReason};
     pub use crate::failure::Failure;
     pub use crate::provider::Generation;
+    pub use crate::resume::Resume;
     pub use crate::retry_policy::RetryPolicy;
     pub use crate::runtime::{Route, Runtime};
     pub use crate::session::{AnswerDelta, Prompt, Session, SessionError, TurnHandle, TurnOutcome};

@@ -57,6 +57,7 @@ use crate::provider::actor::ProviderActor;
 use crate::provider::message::ProviderMsg;
 use crate::provider::{Adapter, Generation};
 use crate::random::{Jitter, SeededJitter};
+use crate::resume::Resume;
 use crate::retry_policy::RetryPolicy;
 use crate::saved_settings;
 use crate::session::Sessions;
@@ -198,6 +199,7 @@ pub struct RuntimeBuilder {
     validators: Vec<ValidatorFactory>,
     idle_grace: Duration,
     faults: Faults,
+    resume: Resume,
 }
 
 /// How long an idle session stays awake by default before it hibernates.
@@ -233,6 +235,7 @@ impl Default for RuntimeBuilder {
             validators: Vec::new(),
             idle_grace: DEFAULT_IDLE_GRACE,
             faults: Faults::none(),
+            resume: Resume::default(),
         }
     }
 }
@@ -340,6 +343,14 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Whether a session reopened with a turn a crash left open continues that turn (the
+    /// default, at most [`Resume::DEFAULT_MAX_RESUMES`] times per turn) or closes it
+    /// `interrupted` ([`Resume::Never`]). See [`crate::resume`].
+    pub fn resume(mut self, resume: Resume) -> Self {
+        self.resume = resume;
+        self
+    }
+
     /// Crashes to inject into the runtime's own step and turn actors, to test their supervision
     /// (see [`Faults`]). Never set outside tests.
     pub fn faults(mut self, faults: Faults) -> Self {
@@ -441,6 +452,7 @@ impl RuntimeBuilder {
             census,
             idle_grace: self.idle_grace,
             faults: self.faults,
+            resume: self.resume,
         };
         let sessions = Arc::new(Sessions::new(Arc::new(shared)));
         for PluginWarning { plugin, warning } in &warnings {

@@ -83,7 +83,9 @@
 //! invariant checker, a manual `retry()`, the retry-chain projection — needs closed turns.
 //! Opening closes it with `step/end` (for an open step), `turn/end {kind:"interrupted"}` and
 //! `agent/idle`, written before anyone holds a handle, so the projections read by the first
-//! caller equal a fresh fold of the repaired log.
+//! caller equal a fresh fold of the repaired log. An opener that resumes such a turn (the
+//! session actor, see `resume`) asks to keep it open instead ([`OpenOptions::keep_open_turn`])
+//! and continues it from its tail.
 
 use std::sync::{Arc, OnceLock};
 
@@ -150,6 +152,9 @@ pub struct OpenReport {
     pub torn: Option<TornTail>,
     /// The turn a crash had left open, now closed `interrupted`.
     pub interrupted_turn: Option<u32>,
+    /// The turn a crash had left open, left open for the opener
+    /// ([`OpenOptions::keep_open_turn`]).
+    pub open_turn: Option<u32>,
     /// How many events the log holds after opening (the `seq` the next event takes).
     pub events: u64,
 }

@@ -42,6 +42,7 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::FutureExt;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
@@ -64,6 +65,7 @@ use crate::plugin::RequestErrorPayload;
 use crate::plugin_host::walk;
 use crate::provider::message::{ProviderCall, ProviderMsg};
 use crate::provider::{ChunkSink, Completion, Generation, Request, SinkClosed};
+use crate::resume::plan::{self as resume, StepPoint, ToolRun};
 use crate::retry_policy::RetryPolicy;
 use crate::session_log::{SessionLog, StepRouteProjection};
 use crate::tool::{TOOL_ERROR, ToolOutcome};
@@ -98,6 +100,8 @@ pub(crate) struct StepArgs {
     /// turn was switched to).
     pub(crate) route: RouteUse,
     pub(crate) scope: CancelScope,
+    /// Where a step a crash left open continues (see `resume`); `None`: a new step.
+    pub(crate) resume: Option<StepPoint>,
 }
 
 /// A step actor's state.
@@ -126,6 +130,8 @@ pub(crate) struct StepState {
     span: tracing::Span,
     /// Set once the step ended: what its turn decides on.
     pub(crate) report: Option<StepOutcome>,
+    /// Where it resumes, until it started.
+    resume: Option<StepPoint>,
     _cancel_on_drop: DropGuard,
     _alive: Alive,
 }
@@ -186,6 +192,17 @@ impl StepState {
             }),
             cancel: self.scope.token().clone(),
             log: self.ctx.log.clone(),
+        }
+    }
+
+    /// The `tool/result` of call `index` (which exists).
+    fn tool_result(&self, index: usize, output: String, is_error: bool) -> ToolResult {
+        ToolResult {
+            turn: self.ctx.turn,
+            step: self.step,
+            id: self.calls.get(index).map(|call| call.id.clone()).unwrap_or_default(),
+            output,
+            is_error,
         }
     }
 
@@ -335,9 +352,16 @@ impl StepActor {
             failure: failure.clone(),
         };
         state.append(vec![Event::RequestError(error)]).await?;
+        self.offer(myself, state, failure);
+        Ok(())
+    }
+
+    /// Offers the failure of the current attempt (its `request/error` is written) to the
+    /// waterfall, as a task of the step; a failure the waterfall does not take ends the step.
+    fn offer(&self, myself: &ActorRef<StepMsg>, state: &mut StepState, failure: Failure) {
         if !waterfall::offered(&failure, state.cancelled()) {
             self.finish(myself, state, StepOutcome::Failed(failure));
-            return Ok(());
+            return;
         }
         let walk = walk::run(&state.ctx.shared.chain, state.payload(failure.clone()));
         state.failure = Some(Box::new(failure));
@@ -347,7 +371,78 @@ impl StepActor {
             let resolution = walk.await;
             let _ = step.send_message(StepMsg::Resolved { attempt, resolution });
         }));
-        Ok(())
+    }
+
+    /// Continues a step a crash left open from `point` (its `step/start` is written; the turn's
+    /// `turn/resumed` too): the rest of a retry wait then the next attempt, the cut attempt
+    /// recorded failed and offered, the failure offered again, the tool calls from where they
+    /// stood (a tool that was running gets an error result and is not run again), or the next
+    /// attempt.
+    async fn resume(
+        &self,
+        myself: &ActorRef<StepMsg>,
+        state: &mut StepState,
+        point: StepPoint,
+    ) -> Result<(), Fault> {
+        state.started = true;
+        match point {
+            StepPoint::Begin { attempt } => {
+                self.follow_switch(state).await?;
+                self.begin(myself, state, attempt).await
+            }
+            StepPoint::RetryWait { attempt, due_ms, started } => {
+                let retried = attempt.saturating_sub(1);
+                state.attempt = retried;
+                let left =
+                    Duration::from_millis(due_ms.saturating_sub(state.ctx.shared.clock.now_ms()));
+                let token = state.scope.token().clone();
+                let step = myself.clone();
+                state.work = Some(state.ctx.shared.census.spawn(async move {
+                    tokio::select! {
+                        biased;
+                        () = token.cancelled() => {}
+                        () = tokio::time::sleep(left) => {
+                            let _ = step.send_message(StepMsg::Waited { attempt: retried, started });
+                        }
+                    }
+                }));
+                Ok(())
+            }
+            StepPoint::Cut { attempt, failure } => {
+                state.attempt = attempt;
+                self.failed(myself, state, failure).await
+            }
+            StepPoint::Offer { attempt, failure } => {
+                state.attempt = attempt;
+                self.offer(myself, state, failure);
+                Ok(())
+            }
+            StepPoint::Tools { calls, runs } => {
+                state.calls = calls;
+                // Unknown results for the calls that may have run, then the first call that
+                // never ran (the rest follow it as in a live step), or the step's end.
+                let mut batch = Vec::new();
+                for (index, run) in runs.iter().enumerate() {
+                    match run {
+                        ToolRun::Answered => {}
+                        ToolRun::Lost => {
+                            let unknown = resume::OUTCOME_UNKNOWN.to_owned();
+                            batch.push(Event::ToolResult(state.tool_result(index, unknown, true)));
+                        }
+                        ToolRun::NotRun => {
+                            batch.extend(state.tool_call(index));
+                            state.append(batch).await?;
+                            self.run_tool(myself, state, index);
+                            return Ok(());
+                        }
+                    }
+                }
+                batch.push(Event::StepEnd(state.at()));
+                state.append(batch).await?;
+                self.finish(myself, state, StepOutcome::ToolsRan);
+                Ok(())
+            }
+        }
     }
 
     /// The attempt succeeded: `assistant/message`, then the first tool call, if any.
@@ -404,14 +499,7 @@ impl StepActor {
             ToolOutcome::Error(error) | ToolOutcome::Failure(error) => (error.clone(), true),
         };
         let name = call.name.clone();
-        let tool_result = ToolResult {
-            turn: state.ctx.turn,
-            step: state.step,
-            id: call.id.clone(),
-            output,
-            is_error,
-        };
-        let mut batch = vec![Event::ToolResult(tool_result)];
+        let mut batch = vec![Event::ToolResult(state.tool_result(index, output, is_error))];
         if let ToolOutcome::Failure(error) = result {
             state.append(batch).await?;
             let failure = Failure::internal(TOOL_ERROR, format!("tool {name}: {error}"));
@@ -473,6 +561,13 @@ impl StepActor {
                     _ => Ok(()),
                 }
             }
+            StepMsg::Waited { attempt, started } if attempt == state.attempt => {
+                // A resumed retry's wait is over: its start, then the next attempt.
+                state.work = None;
+                state.append(vec![Event::LlmRetryStarted(started)]).await?;
+                self.follow_switch(state).await?;
+                self.begin(myself, state, attempt + 1).await
+            }
             StepMsg::ToolDone { index, result } => {
                 state.work = None;
                 self.tool_done(myself, state, index, result).await
@@ -523,7 +618,7 @@ impl Actor for StepActor {
         _myself: ActorRef<StepMsg>,
         args: StepArgs,
     ) -> Result<StepState, ActorProcessingErr> {
-        let StepArgs { ctx, step, route, scope } = args;
+        let StepArgs { ctx, step, route, scope, resume } = args;
         Ok(StepState {
             _alive: ctx.shared.census.enter(ActorKind::Step),
             _cancel_on_drop: scope.guard(),
@@ -540,6 +635,7 @@ impl Actor for StepActor {
             work: None,
             span: tracing::Span::none(),
             report: None,
+            resume,
         })
     }
 
@@ -548,7 +644,11 @@ impl Actor for StepActor {
         myself: ActorRef<StepMsg>,
         state: &mut StepState,
     ) -> Result<(), ActorProcessingErr> {
-        if let Err(Fault(failure)) = Box::pin(self.begin(&myself, state, 1)).await {
+        let started = match state.resume.take() {
+            None => Box::pin(self.begin(&myself, state, 1)).await,
+            Some(point) => Box::pin(self.resume(&myself, state, point)).await,
+        };
+        if let Err(Fault(failure)) = started {
             self.finish(&myself, state, StepOutcome::Failed(failure));
         }
         Ok(())

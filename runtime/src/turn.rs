@@ -1,7 +1,8 @@
 //! [`TurnActor`]: one per running turn, linked under its session; it runs the turn's steps, one
 //! [`StepActor`](crate::step::StepActor) at a time, each linked under it.
 //!
-//! The turn spawns step 1. A step reports its end by stopping with its outcome in its state;
+//! The turn spawns step 1 — or, resuming a turn a crash left open, the open step at the point
+//! the log decided (`resume::plan`), or the decision that follows the step that had ended. A step reports its end by stopping with its outcome in its state;
 //! ractor hands that state to the turn with the step's termination (the supervision event), and
 //! [`agent_loop::after_step`] decides: the next step, or the turn's end. The turn reports its own
 //! end the same way to its session — it stops with its [`TurnReport`] in its state — and the
@@ -45,6 +46,7 @@ use crate::cancel::CancelScope;
 use crate::census::{ActorKind, Alive};
 use crate::context::RouteUse;
 use crate::event::{CancelCause, TurnEndReason};
+use crate::resume::plan::{Point, StepPoint};
 use crate::step::{StepActor, StepArgs, StepMsg, StepState, TurnCtx};
 
 /// How a turn ended, carried in its final state to its session.
@@ -63,6 +65,9 @@ pub(crate) struct TurnActor;
 pub(crate) struct TurnArgs {
     pub(crate) ctx: Arc<TurnCtx>,
     pub(crate) scope: CancelScope,
+    /// Where a turn a crash left open continues: its step and the point in it (see `resume`);
+    /// `None`: a new turn, from step 1.
+    pub(crate) resume: Option<(u32, Point)>,
 }
 
 /// A turn actor's state.
@@ -75,19 +80,28 @@ pub(crate) struct TurnState {
     current: Option<ActorRef<StepMsg>>,
     /// Set once the turn ended: what its session writes.
     pub(crate) report: Option<TurnReport>,
+    /// Where it resumes, until it started.
+    resume: Option<(u32, Point)>,
     _cancel_on_drop: DropGuard,
     _alive: Alive,
 }
 
 impl TurnActor {
     /// Spawns step `step` linked under this turn, or ends the turn if it cannot.
-    async fn run_step(&self, myself: &ActorRef<()>, state: &mut TurnState, step: u32) {
+    async fn run_step(
+        &self,
+        myself: &ActorRef<()>,
+        state: &mut TurnState,
+        step: u32,
+        resume: Option<StepPoint>,
+    ) {
         state.step = step;
         let args = StepArgs {
             ctx: Arc::clone(&state.ctx),
             step,
             route: state.route.clone(),
             scope: state.scope.child(),
+            resume,
         };
         match Actor::spawn_linked(None, StepActor, args, myself.get_cell()).await {
             Ok((actor, _)) => state.current = Some(actor),
@@ -126,7 +140,7 @@ impl TurnActor {
         });
         let max = state.ctx.shared.max_steps;
         match agent_loop::after_step(&outcome, state.step, max, cause.as_ref()) {
-            TurnDecision::NextStep(next) => self.run_step(myself, state, next).await,
+            TurnDecision::NextStep(next) => self.run_step(myself, state, next, None).await,
             TurnDecision::End(reason) => self.end(myself, state, reason),
         }
     }
@@ -142,7 +156,7 @@ impl Actor for TurnActor {
         _myself: ActorRef<()>,
         args: TurnArgs,
     ) -> Result<TurnState, ActorProcessingErr> {
-        let TurnArgs { ctx, scope } = args;
+        let TurnArgs { ctx, scope, resume } = args;
         Ok(TurnState {
             _alive: ctx.shared.census.enter(ActorKind::Turn),
             _cancel_on_drop: scope.guard(),
@@ -152,6 +166,7 @@ impl Actor for TurnActor {
             step: 0,
             current: None,
             report: None,
+            resume,
         })
     }
 
@@ -160,7 +175,23 @@ impl Actor for TurnActor {
         myself: ActorRef<()>,
         state: &mut TurnState,
     ) -> Result<(), ActorProcessingErr> {
-        Box::pin(self.run_step(&myself, state, 1)).await;
+        match state.resume.take() {
+            None | Some((_, Point::AfterStep { after: 0 })) => {
+                Box::pin(self.run_step(&myself, state, 1, None)).await;
+            }
+            Some((step, Point::InStep(point))) => {
+                Box::pin(self.run_step(&myself, state, step, Some(point))).await;
+            }
+            // Resumed where a step had ended: the turn decides what follows, as if it just had.
+            Some((step, Point::Answered)) => {
+                state.step = step;
+                Box::pin(self.step_ended(&myself, state, Ok(StepOutcome::Completed))).await;
+            }
+            Some((_, Point::AfterStep { after })) => {
+                state.step = after;
+                Box::pin(self.step_ended(&myself, state, Ok(StepOutcome::ToolsRan))).await;
+            }
+        }
         Ok(())
     }
 

@@ -15,6 +15,7 @@ use rein_runtime::census::ActorKind::{self, *};
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
 use rein_runtime::fault::Faults;
 use rein_runtime::plugin::{Plugin, Recovery, Verdict};
+use rein_runtime::resume::Resume;
 use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::{Loaded, SessionStore, StoreError};
@@ -151,9 +152,12 @@ async fn every_way_a_turn_ends_writes_its_closing_events_in_order() {
             TurnPanic => Faults::none().panic_turn(1),
             _ => Faults::none(),
         };
+        // A killed session's turn is closed by its reopened log, as after a crash, with
+        // resumption off (a resumed one: tests/resume.rs).
         let runtime = builder(&store, Scripted::new(script))
             .plugin(TestPlugin::slow("backoff", &t, HOUR, Verdict::Retry))
             .faults(faults)
+            .resume(Resume::Never)
             .build()
             .await
             .unwrap();
@@ -212,8 +216,11 @@ async fn a_killed_session_ends_a_turn_parked_in_a_plugins_backoff_within_one_tic
     let store = MemoryStore::new();
     let t = Trace::default();
     let plugin = TestPlugin::parking("backoff", &t, HOUR, Verdict::Retry);
+    // Resumption off: the woken session closes the turn instead of offering its failure to the
+    // plugin again (which would park it again).
     let runtime = builder(&store, Scripted::new(vec![fail_streamed("SERVER", &[])]))
         .plugin(Arc::clone(&plugin) as Arc<dyn Plugin>)
+        .resume(Resume::Never)
         .build()
         .await
         .unwrap();

@@ -15,6 +15,7 @@ use std::time::Duration;
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::*;
 use rein_runtime::plugin::Verdict;
+use rein_runtime::resume::Resume;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::session::{Session, SessionError, TurnOutcome};
 use rein_runtime::store::faulty::FaultyStore;
@@ -75,6 +76,9 @@ async fn run(failing: Option<u64>) -> Run {
         .route(Route::new("mock", Scripted::new(script)).model("m"))
         .tool(Arc::new(EchoTool))
         .plugin(retrier(&Trace::default()))
+        // The repair of a turn the failure left open, as after a crash (resumed instead: the
+        // crash tests of tests/resume.rs).
+        .resume(Resume::Never)
         .build()
         .await
         .unwrap();

@@ -11,6 +11,7 @@ use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::*;
 use rein_runtime::plugin::Verdict;
 use rein_runtime::provider::{Adapter, Message};
+use rein_runtime::resume::Resume;
 use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::RetryRefused;
 use rein_runtime::session::SessionError;
@@ -140,10 +141,12 @@ async fn crashed_log(store: &MemoryStore) {
 
 #[tokio::test(start_paused = true)]
 async fn reopening_after_a_crash_mid_turn_closes_it_interrupted_and_retry_resumes() {
+    // With resumption off, the reopen repairs the open turn (resumption: tests/resume.rs).
     let store = MemoryStore::new();
     crashed_log(&store).await;
     let adapter = Scripted::new(vec![reply(&["whole"])]);
-    let (runtime, session) = runtime::start(builder(&store, adapter.clone())).await;
+    let (runtime, session) =
+        runtime::start(builder(&store, adapter.clone()).resume(Resume::Never)).await;
     let repaired = store.events("s");
     assert_eq!(kinds(&repaired[6..]), ["step/end", "turn/end", "agent/idle"]);
     assert_eq!(turn_ends(&repaired), [TurnEndReason::Interrupted]);

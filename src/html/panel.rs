@@ -152,6 +152,9 @@ fn attempt(a: &Attempt) -> Markup {
                 (sep()) span.rein-where { "turn " (a.turn) "·step " (a.step) }
                 (sep())
                 span.rein-provider title=(format!("model {}", a.model)) { (a.provider) }
+                @if a.resumed {
+                    (sep()) span.rein-resumed { (Attempt::RESUMED) }
+                }
                 @match &a.outcome {
                     AttemptEnd::Failed(failure) => (failure_fields(failure)),
                     other => {
@@ -228,6 +231,7 @@ mod tests {
             origin,
             outcome,
             streamed: String::new(),
+            resumed: false,
         };
         let message = "\n<script>document.title='x'</script> & </pre>\r\nend";
         TurnPanel {

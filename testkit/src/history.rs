@@ -12,8 +12,8 @@
 use rein_event::event::{
     AgentIdle, AssistantChunk, AssistantMessage, ConfigChanged, ContextCompacted, Envelope, Event,
     LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched,
-    SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnStart,
-    UserMessage,
+    SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason,
+    TurnResumed, TurnStart, UserMessage,
 };
 use rein_event::failure::Failure;
 
@@ -357,6 +357,15 @@ impl History {
             plugin: "auto-retry".into(),
             revision: 2,
             changed: vec!["enabled".into()],
+        }))
+    }
+
+    /// `turn/resumed` in the current turn and step, with `pending`.
+    pub fn resumed(&mut self, pending: &str) -> &mut Self {
+        self.push(Event::TurnResumed(TurnResumed {
+            turn: self.turn,
+            step: self.step,
+            pending: pending.into(),
         }))
     }
 

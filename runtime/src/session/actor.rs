@@ -38,8 +38,8 @@
 //! If this actor itself ends abnormally (it failed, or was killed), ractor kills its children —
 //! the turn, its step, the log — and the tokens fire as their states are dropped: no wait of the
 //! turn outlives its session. The log then still shows the turn open; the session's lease wakes
-//! the session again at once, and the reopened log closes the turn `interrupted`, as after any
-//! crash.
+//! the session again at once, and the reopened session resumes the turn (or closes it
+//! `interrupted`), as after any crash (see "How a crash's turn resumes").
 //!
 //! # When the log fails
 //!
@@ -50,8 +50,17 @@
 //! naming the store's error (the running turn's outcome, the queued prompts, and every message
 //! still on its way, like a session whose log could not be opened), takes no more turns and
 //! hibernates; its turn and step stop with it. When a turn was left open in the log, its lease
-//! then wakes a fresh session at once, whose reopened log closes that turn `interrupted`, as
+//! then wakes a fresh session at once, which resumes that turn or closes it `interrupted`, as
 //! after a crash (if the store still fails, that open fails, and the next call tries again).
+//!
+//! # How a crash's turn resumes
+//!
+//! A runtime that resumes (`Resume`, the default) opens the log keeping a turn a crash left open
+//! (`OpenOptions::keep_open_turn`), reads that turn's tail and asks `resume::plan::decide`: the
+//! turn is closed `interrupted` right there (resumption off, resumed too often, its route gone),
+//! or, once the actor started (`post_start`), `turn/resumed` is appended and a turn actor starts
+//! at the decided point, running like any turn — cancelled the same way, closed the same way —
+//! except that nobody awaits its outcome.
 //!
 //! # Why `pre_start` never fails
 //!
@@ -73,7 +82,7 @@ use super::directory::Lease;
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
 use super::message::{ClientMsg, SessionMsg};
 use super::phase::{self, Action, Ending, Grace, Phase, Running, View};
-use super::turn_handle::{Started, TurnOutcome, TurnSink};
+use super::turn_handle::{self, Started, TurnOutcome, TurnSink};
 use super::{SessionError, Sessions};
 use crate::agent_loop;
 use crate::agent_loop::runtime_failure;
@@ -83,7 +92,8 @@ use crate::context::Shared;
 use crate::event::{AgentIdle, CancelCause, Event, TurnEndReason, TurnStart, UserMessage};
 use crate::history::HistoryProjection;
 use crate::provider::Generation;
-use crate::session_log::{AppendError, OpenOptions, OpenTurn, SessionLog};
+use crate::resume::plan::{self, Decision, Plan};
+use crate::session_log::{AppendError, LogError, OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
 
@@ -142,6 +152,8 @@ pub(crate) struct SessionState {
     ended: Option<Box<(TurnSink, TurnOutcome)>>,
     /// How many times the grace timer was armed (a `GraceOver` of an earlier arming is stale).
     armed: u64,
+    /// The turn a crash left open, resumed once the actor started.
+    resume: Option<Plan>,
     /// The census mark; declared before the lease so it is dropped first: shutdown waits for the
     /// leases, and must then find no session actor counted (on a multi-threaded runtime the
     /// other order let it see one for an instant).
@@ -154,12 +166,19 @@ struct SessionInit {
     next_turn: u32,
     last: Option<(u32, TurnEndReason)>,
     last_route: Option<String>,
+    /// The turn a crash left open, to continue once the actor started.
+    resume: Option<Plan>,
 }
 
 impl SessionInit {
     /// A session whose log holds nothing but `session/start`.
     fn new_session() -> Self {
-        Self { next_turn: OpenTurn::default().next_turn(), last: None, last_route: None }
+        Self {
+            next_turn: OpenTurn::default().next_turn(),
+            last: None,
+            last_route: None,
+            resume: None,
+        }
     }
 }
 
@@ -174,6 +193,10 @@ impl SessionActor {
         // built-in ones (see `OpenOptions`).
         let mut options =
             OpenOptions::new().projection(HistoryProjection).projection(LastRouteProjection);
+        if self.shared.resume.is_on() {
+            // The open turn's tail decides below whether it resumes or is closed `interrupted`.
+            options = options.keep_open_turn();
+        }
         for validator in &self.shared.validators {
             options = options.validator(validator());
         }
@@ -191,19 +214,96 @@ impl SessionActor {
             // A new log holds only its `session/start`: nothing to read back.
             return Ok((log, SessionInit::new_session()));
         }
+        let open_turn = report.open_turn;
         let init = async {
             let (open, route) = log.open_turn_and::<LastRouteProjection>(LAST_ROUTE).await?;
-            Ok(SessionInit {
+            let mut init = SessionInit {
                 next_turn: open.next_turn(),
                 last: open.last_end.map(|end| (end.turn, end.reason)),
                 last_route: route.route,
-            })
+                resume: None,
+            };
+            if let Some(turn) = open_turn {
+                match self.decide(&log, init.last_route.as_deref()).await? {
+                    Decision::Resume(plan) => init.resume = Some(plan),
+                    Decision::Interrupt(why) => {
+                        tracing::warn!(session.id = %self.id, turn, ?why, "closing a turn a crash left open as interrupted");
+                        log.close_turn(turn, TurnEndReason::Interrupted, true).await.map_err(
+                            |error| match error {
+                                AppendError::Store(error) => LogError::Store(error),
+                                AppendError::Closed => LogError::Closed,
+                                rejected => LogError::Failed(rejected.to_string()),
+                            },
+                        )?;
+                        init.last = Some((turn, TurnEndReason::Interrupted));
+                    }
+                }
+            }
+            Ok(init)
         };
         match init.await {
             Ok(init) => Ok((log, init)),
             Err(error) => {
                 log.close().await;
                 Err(open_error(error))
+            }
+        }
+    }
+
+    /// What to do with the turn a crash left open in `log` (see `resume::plan`).
+    async fn decide(
+        &self,
+        log: &SessionLog,
+        last_route: Option<&str>,
+    ) -> Result<Decision, LogError> {
+        let events = log.events().await?;
+        let fallback = last_route.or(self.shared.default_route.as_deref());
+        let shared = &self.shared;
+        Ok(plan::decide(plan::open_tail(&events), shared.resume, fallback, |route| {
+            shared.routes.contains_key(route)
+        }))
+    }
+
+    /// Continues the turn a crash left open: `turn/resumed` first, then a turn actor at the
+    /// point `plan` names. Nobody awaits its outcome (its caller was in the process that
+    /// stopped); a prompt queued meanwhile runs after it.
+    async fn resume(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState, plan: Plan) {
+        let Ok(log) = state.log.clone() else { return };
+        let (sink, _nobody) = turn_handle::channel();
+        let (turn, route) = (plan.turn, plan.route.clone());
+        tracing::info!(session.id = %self.id, turn, step = plan.step, pending = plan.pending(), "resuming a turn a crash left open");
+        state.lease.turn_open(true);
+        match log.append(vec![plan.resumed()]).await {
+            Ok(_) => {}
+            Err(error @ AppendError::Rejected(_)) => {
+                tracing::warn!(session.id = %self.id, turn, %error, "a validator refused turn/resumed: the turn is interrupted");
+                self.close_turn(state, turn, TurnEndReason::Interrupted, sink, route).await;
+                return;
+            }
+            Err(error) => {
+                self.lost(state, failure(&log, &error), Some(sink));
+                return;
+            }
+        }
+        let scope = CancelScope::new();
+        let ctx = Arc::new(TurnCtx {
+            shared: Arc::clone(&self.shared),
+            route: self.shared.route(&route),
+            // The prompt's own settings are not in the log: the route's apply.
+            generation: Generation::default(),
+            log,
+            session_id: Arc::clone(&self.id),
+            turn,
+        });
+        let args = TurnArgs { ctx, scope: scope.clone(), resume: Some((plan.step, plan.point)) };
+        match Actor::spawn_linked(None, TurnActor, args, myself.get_cell()).await {
+            Ok((actor, _)) => {
+                state.phase = Phase::Running(Running { turn, actor, scope, sink, route });
+            }
+            Err(error) => {
+                let failure = runtime_failure(format!("turn {turn} could not resume: {error}"));
+                let reason = TurnEndReason::Error { failure };
+                Box::pin(self.close_turn(state, turn, reason, sink, route)).await;
             }
         }
     }
@@ -266,7 +366,7 @@ impl SessionActor {
             session_id: Arc::clone(&self.id),
             turn,
         });
-        let args = TurnArgs { ctx, scope: scope.clone() };
+        let args = TurnArgs { ctx, scope: scope.clone(), resume: None };
         match Actor::spawn_linked(None, TurnActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
                 state.phase = Phase::Running(Running { turn, actor, scope, sink, route });
@@ -667,7 +767,7 @@ impl Actor for SessionActor {
         let alive = self.shared.census.enter(ActorKind::Session);
         let lease =
             self.sessions.directory.lease(&self.sessions, Arc::clone(&self.id), myself.get_id());
-        let (log, init) = match Box::pin(self.open(&myself)).await {
+        let (log, mut init) = match Box::pin(self.open(&myself)).await {
             Ok((log, init)) => (Ok(log), init),
             Err(error) => {
                 tracing::warn!(session.id = %self.id, %error, "session could not open");
@@ -675,6 +775,7 @@ impl Actor for SessionActor {
             }
         };
         Ok(SessionState {
+            resume: init.resume.take(),
             log,
             next_turn: init.next_turn,
             last: init.last.map(Box::new),
@@ -688,6 +789,18 @@ impl Actor for SessionActor {
             lease,
             _alive: alive,
         })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        if let Some(plan) = state.resume.take() {
+            Box::pin(self.resume(&myself, state, plan)).await;
+            Box::pin(self.settle(&myself, state)).await;
+        }
+        Ok(())
     }
 
     async fn handle(

@@ -25,6 +25,7 @@ use super::registry::{self, ErasedProjection};
 pub struct OpenOptions {
     pub(super) projections: Vec<Box<dyn ErasedProjection>>,
     pub(super) validators: Vec<Box<dyn Validator>>,
+    pub(super) keep_open_turn: bool,
 }
 
 impl std::fmt::Debug for OpenOptions {
@@ -32,6 +33,7 @@ impl std::fmt::Debug for OpenOptions {
         f.debug_struct("OpenOptions")
             .field("projections", &self.projections.iter().map(|p| p.key()).collect::<Vec<_>>())
             .field("validators", &self.validators.iter().map(|v| v.name()).collect::<Vec<_>>())
+            .field("keep_open_turn", &self.keep_open_turn)
             .finish()
     }
 }
@@ -53,6 +55,15 @@ impl OpenOptions {
     /// Installs `validator` too; it checks every append after the open.
     pub fn validator(mut self, validator: Box<dyn Validator>) -> Self {
         self.validators.push(validator);
+        self
+    }
+
+    /// Leaves a turn a crash left open as it is, for the opener to resume (or close) it: the
+    /// open writes no `step/end`, `turn/end {kind:"interrupted"}` or `agent/idle` for it, and
+    /// reports it in [`OpenReport::open_turn`](super::OpenReport::open_turn). What a closed log
+    /// lacks (an `agent/idle` after its last `turn/end`) is still written.
+    pub fn keep_open_turn(mut self) -> Self {
+        self.keep_open_turn = true;
         self
     }
 }

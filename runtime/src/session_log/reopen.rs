@@ -5,7 +5,8 @@
 //!
 //! The store has already cut a torn last line while loading (and reported it). What remains is
 //! a contiguous log; folding it gives the projections, and [`OpenTurn::repair`] names the events
-//! that close a turn a crash left open. A new (empty) log gets its `session/start` instead.
+//! that close a turn a crash left open — unless the opener keeps that turn open to resume it
+//! (`OpenOptions::keep_open_turn`). A new (empty) log gets its `session/start` instead.
 //!
 //! # Why the claim comes first
 //!
@@ -49,24 +50,32 @@ pub(crate) async fn reopen(
             "opened a log whose torn last line was cut"
         );
     }
+    let keep_open_turn = opening.keep_open_turn;
     let mut state =
         LogState::new(Arc::from(session), store, clock, claim, &loaded.events, opening)?;
     let created = loaded.events.is_empty();
     drop(loaded.events);
 
     let open: OpenTurn = state.read(OpenTurnProjection::KEY)?;
-    let mut repair = open.repair();
+    let kept = open.turn.filter(|_| keep_open_turn);
+    let mut repair = if kept.is_some() { Vec::new() } else { open.repair() };
     if created {
         repair.insert(
             0,
             Event::SessionStart(SessionStart { session: session.to_owned(), format: LOG_FORMAT }),
         );
     }
-    if let Some(turn) = open.turn {
+    let interrupted_turn = open.turn.filter(|_| kept.is_none());
+    if let Some(turn) = interrupted_turn {
         tracing::warn!(turn, step = open.step, "closing a turn a crash left open as interrupted");
     }
     state.append_unchecked(repair).await?;
-    let report =
-        OpenReport { created, torn: loaded.torn, interrupted_turn: open.turn, events: state.len() };
+    let report = OpenReport {
+        created,
+        torn: loaded.torn,
+        interrupted_turn,
+        open_turn: kept,
+        events: state.len(),
+    };
     Ok((state, report))
 }

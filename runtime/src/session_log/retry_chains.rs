@@ -149,7 +149,8 @@ mod tests {
     use crate::event::{
         AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
         LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched, SessionStart,
-        StepRef, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnStart, UserMessage,
+        StepRef, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnResumed, TurnStart,
+        UserMessage,
     };
     use crate::failure::Failure;
 
@@ -298,6 +299,11 @@ mod tests {
                     revision: 2,
                     changed: vec!["enabled".into()],
                 }),
+                false,
+            ),
+            // A resumed turn keeps its chains: a resumed retry continues its count.
+            (
+                Event::TurnResumed(TurnResumed { turn: 1, step: 1, pending: "retry-wait".into() }),
                 false,
             ),
         ]

@@ -267,7 +267,16 @@ async fn a_new_log_starts_with_session_start() {
     let clock = Arc::new(VirtualClock::start());
     tokio::time::advance(Duration::from_millis(5)).await;
     let (log, report) = SessionLog::open(Arc::new(store.clone()), clock, "s1").await.unwrap();
-    assert_eq!(report, OpenReport { created: true, torn: None, interrupted_turn: None, events: 1 });
+    assert_eq!(
+        report,
+        OpenReport {
+            created: true,
+            torn: None,
+            interrupted_turn: None,
+            open_turn: None,
+            events: 1
+        }
+    );
     assert_eq!(store.events("s1"), stamped(vec![session_start("s1")], 0, 5));
     assert_eq!(log.session(), "s1");
     assert_eq!(log.events().await.unwrap(), store.events("s1"));
@@ -341,6 +350,7 @@ async fn reopening_a_closed_log_appends_nothing() {
                 created: false,
                 torn: None,
                 interrupted_turn: None,
+                open_turn: None,
                 events: before.len() as u64
             }
         );
@@ -389,6 +399,7 @@ async fn reopening_closes_an_open_turn_and_projections_equal_a_fresh_fold() {
                 created: false,
                 torn: None,
                 interrupted_turn: open_turn_before.turn,
+                open_turn: None,
                 events: after.len() as u64,
             }
         );
@@ -425,6 +436,7 @@ async fn a_torn_tail_is_reported_and_the_rest_of_the_log_repaired() {
             created: false,
             torn: Some(torn_tail()),
             interrupted_turn: Some(1),
+            open_turn: None,
             events: 5
         }
     );
@@ -963,5 +975,34 @@ async fn the_store_holding_events_this_log_did_not_write_is_reported() {
         log.register(Seqs).await,
         Err(LogError::Diverged { written: 1, stored: 2, .. })
     ));
+    log.close().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_opener_that_resumes_keeps_the_open_turn_as_it_is() {
+    let store = MemoryStore::new();
+    let crashed = stamped(vec![session_start("s1"), user("hi"), turn(1), step(1, 1)], 0, 0);
+    store.append("s1", &crashed).await.unwrap();
+    let (log, report) =
+        open_s1_with(Arc::new(store.clone()), OpenOptions::new().keep_open_turn()).await.unwrap();
+    assert_eq!((report.interrupted_turn, report.open_turn), (None, Some(1)));
+    assert_eq!(store.events("s1"), crashed, "nothing is written for the kept turn");
+    let open = log.open_turn().await.unwrap();
+    assert_eq!((open.turn, open.step), (Some(1), Some(1)));
+    log.close().await;
+
+    // A closed log still gets what it lacks (agent/idle after its last turn/end), and reports no
+    // open turn.
+    let store = MemoryStore::new();
+    let ended = stamped(
+        vec![session_start("s1"), user("hi"), turn(1), turn_end(1, TurnEndReason::Completed)],
+        0,
+        0,
+    );
+    store.append("s1", &ended).await.unwrap();
+    let (log, report) =
+        open_s1_with(Arc::new(store.clone()), OpenOptions::new().keep_open_turn()).await.unwrap();
+    assert_eq!((report.interrupted_turn, report.open_turn), (None, None));
+    assert_eq!(kinds(&store.events("s1")[4..]), ["agent/idle"]);
     log.close().await;
 }

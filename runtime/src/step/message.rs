@@ -1,6 +1,7 @@
 //! The messages of a step actor: what its attempt, its chunks, the waterfall and its tool calls
 //! report back (each a task or another actor that holds the step's address).
 
+use crate::event::LlmRetryStarted;
 use crate::provider::message::AttemptResult;
 use crate::tool::ToolOutcome;
 use crate::waterfall::Resolution;
@@ -13,6 +14,8 @@ pub(crate) enum StepMsg {
     AttemptDone { attempt: u32, result: AttemptResult },
     /// The waterfall answered the failure of attempt `attempt`.
     Resolved { attempt: u32, resolution: Resolution },
+    /// The rest of a resumed retry's wait, after attempt `attempt`, elapsed: append `started`.
+    Waited { attempt: u32, started: LlmRetryStarted },
     /// Tool call `index` of the successful attempt ended.
     ToolDone { index: usize, result: ToolOutcome },
 }
