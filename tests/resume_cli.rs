@@ -7,8 +7,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-
-use rein_testkit::{cli, console};
 use std::time::Duration;
 
 use rein_runtime::event::*;
