@@ -1,20 +1,29 @@
 //! Crash recovery, the hard way: `rein stress` runs as a child process on the JSONL and the
 //! SQLite store (durability `Disk`), with faults, cancellations, plugin disposals, settings
-//! changes and plugin crashes, and is killed with SIGKILL at a random moment; then every session
-//! is reopened and checked:
+//! changes and plugin crashes, and is killed with SIGKILL; then every session is reopened and
+//! checked:
 //!
 //! - every log opens (a torn last line is cut and kept in `<session>.jsonl.torn`);
 //! - every event the child reported acknowledged (its `--acks` side channel: a line per event
 //!   the log acknowledged at `Disk` durability) is in the log;
-//! - reopening only appends, and a turn the kill left open is closed `interrupted`;
+//! - reopening only appends, and a turn the kill left open is resumed (`turn/resumed` first):
+//!   a pending retry wait continues its chain — the same `retryId`, its next attempt numbered on,
+//!   `llm/retry-started` no earlier than its deadline — and the turn ends by its real outcome
+//!   (the reopening route fails every attempt: an error), unless it was resumed too often
+//!   (`interrupted`); no tool runs twice;
 //! - every log passes the invariants as a finished log;
-//! - a manual `retry()` of an interrupted turn starts a new turn, at attempt 1, with the whole
+//! - a manual `retry()` of the failed turn starts a new turn, at attempt 1, with the whole
 //!   retry budget of `llm-retry` (fresh budgets: `docs/runtime-semantics.md`).
 //!
-//! The same directory is used for every kill of a store, so each child also reopens what the
-//! previous kill (and the previous check) left, and logs grow across crashes.
+//! The kills are aimed ([`Moment`]): anywhere (any pace, plugin chaos), inside retry waits (long
+//! backoffs, most attempts failing: the kill lands in a wait), and inside attempts (a slow first
+//! word: the kill cuts an attempt). Over all kills of a store each aim must have hit its mark
+//! at least once (the resumed turns' `pending`).
 //!
-//! Size: `REIN_CRASH_KILLS` kills per store (default 16, so 32 in CI); `REIN_CRASH_SEED` picks the
+//! The same directory is used for every kill of a store, so each child also reopens (and
+//! resumes) what the previous kill and check left, and logs grow across crashes.
+//!
+//! Size: `REIN_CRASH_KILLS` kills per store (default 25, so 50 in CI); `REIN_CRASH_SEED` picks the
 //! kill moments and the children's seeds (default fixed; the failure message names it).
 //!
 //! And without a process crash: a plugin whose actor crashes mid-chain (it panics once in its
@@ -51,7 +60,7 @@ use rein_cli::scenario::scripted::{Scripted, ScriptedProvider};
 use serde_json::json;
 
 /// Kills per store when `REIN_CRASH_KILLS` is not set.
-const QUICK_KILLS: usize = 16;
+const QUICK_KILLS: usize = 25;
 /// The default seed of the kill moments.
 const DEFAULT_SEED: u64 = 20_260_101;
 /// `llm-retry`'s budget in the reopening runtime.
@@ -81,6 +90,76 @@ impl Store {
     }
 }
 
+/// Where a kill is aimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Moment {
+    /// Anywhere: a quick pace with every kind of chaos.
+    Anywhere,
+    /// Inside a retry wait: most attempts fail and backoffs are long.
+    RetryWait,
+    /// Inside an attempt: the first word comes late.
+    Attempt,
+}
+
+impl Moment {
+    /// The `rein stress` flags of its pace and faults.
+    fn flags(self) -> &'static [&'static str] {
+        match self {
+            Moment::Anywhere => &[
+                "--fault-rate",
+                "0.3",
+                "--cancel-rate",
+                "0.2",
+                "--dispose-rate",
+                "0.05",
+                "--config-rate",
+                "0.05",
+                "--crash-rate",
+                "0.05",
+                "--latency-ms",
+                "4",
+                "--backoff-ms",
+                "2",
+                "--stall-ms",
+                "30",
+            ],
+            Moment::RetryWait => &[
+                "--fault-rate",
+                "0.9",
+                "--cancel-rate",
+                "0",
+                "--latency-ms",
+                "2",
+                "--backoff-ms",
+                "150",
+                "--stall-ms",
+                "30",
+            ],
+            Moment::Attempt => &[
+                "--fault-rate",
+                "0.1",
+                "--cancel-rate",
+                "0",
+                "--latency-ms",
+                "400",
+                "--backoff-ms",
+                "2",
+                "--stall-ms",
+                "30",
+            ],
+        }
+    }
+
+    /// The `pending` of a turn resumed from a kill aimed here (`None`: no particular one).
+    fn mark(self) -> Option<&'static str> {
+        match self {
+            Moment::Anywhere => None,
+            Moment::RetryWait => Some("retry-wait"),
+            Moment::Attempt => Some("attempt"),
+        }
+    }
+}
+
 fn env_number(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -99,7 +178,16 @@ fn killed_stress_runs_on_sqlite_lose_no_acknowledged_event() {
 #[derive(Debug, Default)]
 struct Seen {
     acks: usize,
+    /// Turns left open by a kill, found on reopening.
+    open: usize,
+    /// Of those, resumed, by what was pending.
+    resumed: BTreeMap<String, usize>,
+    /// Of those, closed `interrupted` (resumed too often).
     interrupted: usize,
+    /// Resumed turns that completed (the kill came after their last answer).
+    completed: usize,
+    /// Pending retry waits resumed with their chain continued.
+    chains_continued: usize,
     retried: usize,
     torn: usize,
 }
@@ -114,41 +202,68 @@ fn crash_and_recover(store: Store) {
         tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let mut acked: BTreeMap<String, u64> = BTreeMap::new();
     let mut seen = Seen::default();
+    let mut aimed: BTreeMap<&'static str, usize> = BTreeMap::new();
     for kill in 0..kills {
         let child_seed: u64 = rng.random();
-        // A quarter of the kills land anywhere from the start (maybe while the child reopens
-        // the logs), the others while agents are running turns.
-        let early = rng.random_bool(0.25);
-        let pause = Duration::from_millis(if early {
-            rng.random_range(0..=40)
-        } else {
-            rng.random_range(0..=200)
+        let moment = [Moment::Anywhere, Moment::RetryWait, Moment::Attempt][kill % 3];
+        // Some kills aimed anywhere land from the start (maybe while the child reopens the
+        // logs); the others once agents are running turns, the aimed ones after time enough
+        // for their agents to be in a wait or an attempt.
+        let early = moment == Moment::Anywhere && rng.random_bool(0.25);
+        let pause = Duration::from_millis(match (moment, early) {
+            (Moment::Anywhere, true) => rng.random_range(0..=40),
+            (Moment::Anywhere, false) => rng.random_range(0..=200),
+            (Moment::RetryWait, _) => rng.random_range(200..=900),
+            (Moment::Attempt, _) => rng.random_range(100..=700),
         });
-        for (session, seq) in run_and_kill(store, dir.path(), child_seed, early, pause, &context) {
+        let acks = run_and_kill(store, dir.path(), child_seed, moment, early, pause, &context);
+        for (session, seq) in acks {
             seen.acks += 1;
             let max = acked.entry(session).or_default();
             *max = (*max).max(seq);
         }
-        let context = format!("{context}, kill {kill} (child seed {child_seed})");
+        let context = format!("{context}, kill {kill} ({moment:?}, child seed {child_seed})");
+        let before = seen.resumed.clone();
         let opened =
             tokio.block_on(reopen_and_check(store, dir.path(), &acked, &mut seen, &context));
+        if let Some(mark) = moment.mark()
+            && seen.resumed.get(mark) > before.get(mark)
+        {
+            *aimed.entry(mark).or_default() += 1;
+        }
         // The next child must find the sessions (and a SQLite database) unlocked: wait until the
         // last reference to this process's store is gone (an actor task of the runtime that was
         // shut down may still be letting go of one), so that its locks are released.
         tokio.block_on(released(opened));
     }
-    eprintln!("{context}: {kills} kills: {seen:?}");
+    eprintln!("{context}: {kills} kills: {seen:?}; aimed kills that hit: {aimed:?}");
     assert!(seen.acks > 0, "{context}: the children acknowledged nothing: {seen:?}");
-    assert!(seen.interrupted > 0, "{context}: no kill left a turn open: {seen:?}");
-    assert_eq!(seen.retried, seen.interrupted, "{context}: {seen:?}");
+    assert!(seen.open > 0, "{context}: no kill left a turn open: {seen:?}");
+    let resumed: usize = seen.resumed.values().sum();
+    assert_eq!(resumed + seen.interrupted, seen.open, "{context}: {seen:?}");
+    assert_eq!(
+        seen.retried,
+        seen.open - seen.completed,
+        "{context}: every failed turn retried: {seen:?}"
+    );
+    if kills >= 9 {
+        for mark in ["retry-wait", "attempt"] {
+            assert!(
+                aimed.get(mark).is_some_and(|n| *n > 0),
+                "{context}: no kill hit {mark}: {seen:?}"
+            );
+        }
+        assert!(seen.chains_continued > 0, "{context}: no resumed wait continued: {seen:?}");
+    }
 }
 
-/// Runs `rein stress` on `dir` until it is killed, `pause` after its first acknowledgement (or
-/// after its start, when `early`), and returns what it acknowledged.
+/// Runs `rein stress` on `dir` at the pace of `moment` until it is killed, `pause` after its
+/// first acknowledgement (or after its start, when `early`), and returns what it acknowledged.
 fn run_and_kill(
     store: Store,
     dir: &Path,
     seed: u64,
+    moment: Moment,
     early: bool,
     pause: Duration,
     context: &str,
@@ -157,9 +272,8 @@ fn run_and_kill(
     let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
         .args(["stress", "--agents", "6", "--turns", "1000000", "--store", store.flag()])
         .args(["--dir", dir.to_str().unwrap(), "--durability", "disk", "--acks", "-"])
-        .args(["--seed", &seed, "--fault-rate", "0.3", "--cancel-rate", "0.2"])
-        .args(["--dispose-rate", "0.05", "--config-rate", "0.05", "--crash-rate", "0.05"])
-        .args(["--latency-ms", "4", "--backoff-ms", "2", "--stall-ms", "30"])
+        .args(["--seed", &seed])
+        .args(moment.flags())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -196,6 +310,64 @@ fn run_and_kill(
             words.next().is_none().then_some((session, seq))
         })
         .collect()
+}
+
+/// A retry wait a log leaves pending: its chain, its deadline (`time + delayMs`) and the
+/// attempt that failed before it.
+struct PendingRetry {
+    retry_id: String,
+    deadline: f64,
+    attempt: u32,
+}
+
+/// The `llm/retry` of the open turn that no `llm/retry-started` followed, if any.
+fn pending_retry(events: &[Envelope]) -> Option<PendingRetry> {
+    let mut pending = None;
+    let mut attempt = 0;
+    for event in events {
+        match &event.event {
+            Event::TurnStart(_) | Event::TurnEnd(_) | Event::LlmRetryStarted(_) => pending = None,
+            Event::RequestStart(r) => attempt = r.attempt,
+            Event::LlmRetry(r) => {
+                let deadline = event.time as f64 + r.delay_ms;
+                pending = Some(PendingRetry { retry_id: r.retry_id.clone(), deadline, attempt });
+            }
+            _ => {}
+        }
+    }
+    pending
+}
+
+/// No tool call of the log has two results (a tool the kill caught is never run again).
+fn assert_no_tool_ran_twice(events: &[Envelope], context: &str, session: &str) {
+    let mut results = BTreeMap::new();
+    for event in events {
+        if let Event::ToolResult(result) = &event.event {
+            *results.entry(result.id.clone()).or_insert(0) += 1;
+        }
+    }
+    let twice: Vec<_> = results.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "{context}: {session}: tools with two results: {twice:?}");
+}
+
+/// The session's log once it is idle again after its first `old` events (a resumed turn ran to
+/// its end), waited for by reading it, up to a minute.
+async fn idle_again(
+    handle: &rein::runtime::session::Session,
+    old: usize,
+    context: &str,
+    session: &str,
+) -> Vec<Envelope> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let events = handle.events().await.unwrap();
+        let idle = events.last().is_some_and(|e| e.kind() == "agent/idle");
+        if events.len() >= old && idle && open_turn(&events).is_none() {
+            return events;
+        }
+        assert!(std::time::Instant::now() < deadline, "{context}: {session} never idle again");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// The turn a log leaves open, if any.
@@ -285,21 +457,76 @@ async fn reopen_and_check(
     for session in &sessions {
         let old = &before[session];
         let handle = runtime.session(session).await.unwrap();
-        let events = handle.events().await.unwrap();
+        // Opening resumes a turn the kill left open: wait until the session is idle again.
+        let events = idle_again(&handle, old.len(), context, session).await;
         assert_eq!(&events[..old.len()], &old[..], "{context}: {session}: reopening only appends");
         let violations = check_finished_log(&events);
         assert!(violations.is_empty(), "{context}: {session}: {violations:?}");
         let Some(turn) = open_turn(old) else { continue };
-        seen.interrupted += 1;
-        let repair: Vec<&Event> = events[old.len()..].iter().map(|e| &e.event).collect();
-        assert!(
-            matches!(repair.as_slice(),
-                [.., Event::TurnEnd(end), Event::AgentIdle(_)]
-                    if end.turn == turn && end.reason == TurnEndReason::Interrupted),
-            "{context}: {session}: turn {turn} left open, repaired with {repair:?}"
-        );
+        seen.open += 1;
+        let tail = &events[old.len()..];
+        let ended = tail.iter().find_map(|e| match &e.event {
+            Event::TurnEnd(end) if end.turn == turn => Some(end.reason.clone()),
+            _ => None,
+        });
+        match &tail[0].event {
+            Event::TurnResumed(resumed) => {
+                assert_eq!(resumed.turn, turn, "{context}: {session}");
+                *seen.resumed.entry(resumed.pending.clone()).or_default() += 1;
+                // The resumed turn ends by its real outcome: an error (the route fails every
+                // attempt with SERVER; a failure the waterfall was deciding, offered again, may
+                // end it with its own code once its chain's budget is spent), or complete when the
+                // kill came after its last answer (it had nothing left to ask).
+                let real = match &ended {
+                    Some(TurnEndReason::Error { .. }) => true,
+                    Some(TurnEndReason::Completed) => {
+                        seen.completed += 1;
+                        true
+                    }
+                    _ => false,
+                };
+                assert!(real, "{context}: {session}: the resumed turn {turn} ended {ended:?}");
+                if let Some(retry) = pending_retry(old) {
+                    let started = tail.iter().find_map(|e| match &e.event {
+                        Event::LlmRetryStarted(s) if s.retry_id == retry.retry_id => Some(e.time),
+                        _ => None,
+                    });
+                    let started = started.unwrap_or_else(|| {
+                        panic!(
+                            "{context}: {session}: the pending wait {} never started",
+                            retry.retry_id
+                        )
+                    });
+                    assert!(
+                        started as f64 >= retry.deadline,
+                        "{context}: {session}: the wait started at {started}, its deadline was {}",
+                        retry.deadline
+                    );
+                    let next = tail.iter().find_map(|e| match &e.event {
+                        Event::RequestStart(r) => Some(r.attempt),
+                        _ => None,
+                    });
+                    assert_eq!(
+                        next,
+                        Some(retry.attempt + 1),
+                        "{context}: {session}: attempts go on"
+                    );
+                    seen.chains_continued += 1;
+                }
+            }
+            Event::TurnEnd(end) if end.turn == turn => {
+                assert_eq!(end.reason, TurnEndReason::Interrupted, "{context}: {session}");
+                seen.interrupted += 1;
+            }
+            other => panic!("{context}: {session}: turn {turn} left open, reopened with {other:?}"),
+        }
+        assert_no_tool_ran_twice(&events, context, session);
 
-        // A manual retry: a new turn over the same history, at attempt 1, whole budget.
+        if matches!(ended, Some(TurnEndReason::Completed)) {
+            continue;
+        }
+        // A manual retry of the failed turn: a new turn over the same history, at attempt 1,
+        // whole budget.
         let retried = handle.retry().await.unwrap().outcome().await.unwrap();
         assert_eq!(retried.turn, turn + 1, "{context}: {session}");
         match &retried.reason {
