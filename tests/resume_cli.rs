@@ -7,12 +7,11 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-
-use rein_testkit::{cli, console};
 use std::time::Duration;
 
 use rein_runtime::event::*;
 use rein_runtime::failure::Failure;
+use rein_testkit::{cli, console};
 
 /// Writes `DIR/ID.jsonl`: session `id`, a prompt, turn 1 started, an attempt on `provider`
 /// begun, and — when `waiting` — failed, with a retry scheduled (its wait never started).
