@@ -4,7 +4,7 @@
 //! - [`Resume`]: the runtime's setting (`RuntimeBuilder::resume`): [`Resume::Never`] keeps the
 //!   repair (`turn/end {kind:"interrupted"}`), the default resumes a turn at most
 //!   [`Resume::DEFAULT_MAX_RESUMES`] times.
-//! - `plan`: the decision, a pure function of the open turn's tail ([`plan::decide`]): what was
+//! - `plan`: the decision, a pure function of the open turn's tail (`plan::decide`): what was
 //!   pending, and where the turn, its step and its attempt continue.
 //!
 //! The session actor wires it: it opens its log leaving the open turn as it is
