@@ -11,7 +11,9 @@
 //! - [`summary`]: the logs' tally, latency percentiles, the verdict, the text and JSON output.
 //! - `agent`: one agent's turns; the watch that finds hung turns.
 //! - `chaos`: the task that disposes, registers and reconfigures plugins.
-//! - `flaky`: the plugin that crashes on purpose (`crash` rate).
+//! - `flaky`: the plugin that crashes on purpose (`crash` rate), and takes its time to decide
+//!   (`decide_ms`).
+//! - `pause`: the tool a turn's answer calls (`tool` rate), taking `tool_ms`.
 //! - `jitter`: the plugins' jitter samples (from the seed) and retry ids (never repeated).
 //! - `progress`, [`acks`]: what goes to standard error and to the acknowledgement side channel.
 //!
@@ -51,6 +53,7 @@ mod chaos;
 mod flaky;
 mod jitter;
 pub mod limits;
+mod pause;
 pub mod plan;
 mod progress;
 pub mod summary;
@@ -80,6 +83,11 @@ pub struct StressConfig {
     pub backoff_ms: u64,
     /// How long a simulated stall lasts before its watchdog fails it `TIMEOUT`.
     pub stall_ms: u64,
+    /// How long a call of the `pause` tool takes (the tool is offered when `rates.tool` > 0).
+    pub tool_ms: u64,
+    /// How long the `flaky` plugin takes to decide each failure it is offered (it is in the
+    /// chain when this or `rates.crash` is above 0).
+    pub decide_ms: u64,
     /// A turn still running this long after the last turn ended is hung (the `rein stress`
     /// default is [`limits::default_hang_deadline_ms`] of the pace).
     pub hang_deadline_ms: u64,
@@ -98,6 +106,8 @@ impl StressConfig {
         limits::within("--latency-ms", self.latency_ms, &limits::LATENCY_MS)?;
         limits::within("--backoff-ms", self.backoff_ms, &limits::BACKOFF_MS)?;
         limits::within("--stall-ms", self.stall_ms, &limits::STALL_MS)?;
+        limits::within("--tool-ms", self.tool_ms, &limits::TOOL_MS)?;
+        limits::within("--decide-ms", self.decide_ms, &limits::DECIDE_MS)?;
         limits::within("--hang-deadline-ms", self.hang_deadline_ms, &limits::HANG_DEADLINE_MS)
     }
 
@@ -116,6 +126,7 @@ impl StressConfig {
             first_chunk_latency_ms: 0..=self.latency_ms,
             chunk_latency_ms: 0..=0,
             idle_timeout: Some(Duration::from_millis(self.stall_ms)),
+            tool_call_rate: self.rates.tool,
             ..SimulatedConfig::default()
         }
     }
@@ -146,10 +157,11 @@ fn plugin_specs(
     crashes: &Arc<AtomicU64>,
 ) -> Result<Vec<PluginSpec>, String> {
     let mut specs = Vec::new();
-    if config.rates.crash > 0.0 {
+    if config.rates.crash > 0.0 || config.decide_ms > 0 {
         let (seed, rate, crashes) = (config.seed, config.rates.crash, Arc::clone(crashes));
+        let decide = Duration::from_millis(config.decide_ms);
         let make: MakePlugin = Arc::new(move || {
-            let flaky = flaky::Flaky::new(seed, rate, Arc::clone(&crashes));
+            let flaky = flaky::Flaky::new(seed, rate, decide, Arc::clone(&crashes));
             Ok(BuiltPlugin::strict(Arc::new(flaky)))
         });
         specs.push(PluginSpec { name: flaky::NAME.to_owned(), make });
@@ -184,6 +196,9 @@ pub async fn run(
         .store(Arc::clone(&store))
         .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
         .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
+    if config.rates.tool > 0.0 {
+        builder = builder.tool(Arc::new(pause::Pause::new(Duration::from_millis(config.tool_ms))));
+    }
     for spec in &specs {
         builder = builder.plugin((spec.make)()?);
     }

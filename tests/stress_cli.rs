@@ -140,6 +140,35 @@ fn crashing_plugins_are_restarted_removed_and_registered_again() {
 }
 
 #[test]
+fn answers_call_the_pause_tool_and_a_slow_decision_keeps_every_guarantee() {
+    // Every prompt's answer calls `pause` (20 ms) and, with no fault, nothing else happens: a
+    // call and its result per turn. Then with faults, cancellations, and flaky taking 10 ms
+    // over each failure: the same guarantees.
+    let quiet = ["--fault-rate", "0", "--cancel-rate", "0", "--dispose-rate", "0"];
+    let tools = ["--tool-rate", "1", "--tool-ms", "20", "--config-rate", "0", "--json"];
+    let mut args = vec!["stress", "--agents", "5", "--turns", "3", "--seed", "9"];
+    args.extend(quiet.iter().chain(&tools));
+    let run = rein(&args);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let summary = json_of(&run);
+    assert_clean(&summary, 5, 3);
+    assert_eq!(summary["tally"]["turns"]["completed"], 15, "{summary:#}");
+    assert_eq!(summary["tally"]["toolCalls"], 15, "{summary:#}");
+    assert_eq!(summary["tally"]["toolErrors"], 0, "{summary:#}");
+
+    let chaos = ["--fault-rate", "0.4", "--cancel-rate", "0.5", "--decide-ms", "10"];
+    let mut args = vec!["stress", "--agents", "10", "--turns", "3", "--seed", "9"];
+    args.extend(chaos.iter().chain(&tools));
+    let run = rein(&args);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let summary = json_of(&run);
+    assert_clean(&summary, 10, 3);
+    let calls = summary["tally"]["toolCalls"].as_u64().unwrap();
+    assert!(calls > 0, "{summary:#}");
+    assert!(summary["tally"]["retriesByPlugin"]["llm-retry"].as_u64().unwrap() > 0);
+}
+
+#[test]
 fn the_text_summary_ends_ok_and_progress_goes_to_stderr() {
     let run = rein(&["stress", "--agents", "20", "--turns", "2"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);

@@ -48,11 +48,13 @@ pub(crate) fn config(agents: usize, turns: u32) -> StressConfig {
     StressConfig {
         agents,
         turns,
-        rates: Rates { cancel: 0.1, dispose: 0.0, config: 0.0, fault: 0.2, crash: 0.0 },
+        rates: Rates { cancel: 0.1, dispose: 0.0, config: 0.0, fault: 0.2, crash: 0.0, tool: 0.0 },
         seed: 0,
         latency_ms: 10,
         backoff_ms: 5,
         stall_ms: 100,
+        tool_ms: 0,
+        decide_ms: 0,
         hang_deadline_ms: 30_000,
         progress: false,
     }

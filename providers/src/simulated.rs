@@ -60,6 +60,10 @@ pub struct SimulatedConfig {
     /// the seed and the attempt's place (turn, step, attempt) only, so a one-session program
     /// (`rein chat`) replays by its seed alone, whatever its session's fresh id.
     pub per_session: bool,
+    /// On what share of the steps that answer a prompt the answer calls the first tool the
+    /// request offers (its arguments `{}`), in `[0, 1]`; the step after the tool's result answers
+    /// in words. 0 (the default): never.
+    pub tool_call_rate: f64,
 }
 
 impl Default for SimulatedConfig {
@@ -79,6 +83,7 @@ impl Default for SimulatedConfig {
             chunk_latency_ms: 20..=90,
             idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
             per_session: true,
+            tool_call_rate: 0.0,
         }
     }
 }
@@ -107,7 +112,7 @@ impl SimulatedConfig {
             ("drop_rate", self.drop_rate),
             ("stall_rate", self.stall_rate),
         ];
-        for (field, rate) in rates {
+        for (field, rate) in rates.into_iter().chain([("tool_call_rate", self.tool_call_rate)]) {
             if !(0.0..=1.0).contains(&rate) {
                 return invalid(field, format!("must be within [0, 1], got {rate}"));
             }
@@ -186,11 +191,13 @@ impl Adapter for Simulated {
                     let _ = chunks.send(chunk);
                 }
                 let outcome = match plan.outcome {
-                    Outcome::Reply(usage) => Ok(Assembled {
+                    Outcome::Reply(usage, tool_calls) => Ok(Assembled {
                         text,
                         reasoning: String::new(),
-                        completion: Completion { tool_calls: vec![], usage: Some(usage) },
-                        finish_reason: Some("stop".to_owned()),
+                        finish_reason: Some(
+                            if tool_calls.is_empty() { "stop" } else { "tool_calls" }.to_owned(),
+                        ),
+                        completion: Completion { tool_calls, usage: Some(usage) },
                         response_model: Some(model),
                     }),
                     Outcome::Fail(delay, failure) => {

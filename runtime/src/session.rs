@@ -279,6 +279,17 @@ impl Session {
         events.await.map_err(|_| SessionError::Stopped)?
     }
 
+    /// The turn a crash left open that this session resumed when it woke (its log read back on
+    /// opening: SPEC §11), as a handle: its events from its `turn/resumed` on, and its outcome.
+    /// Given once per wake — `None` when the session resumed nothing, after the handle was taken,
+    /// or once the session hibernated. What `rein chat --session ID` shows before the next
+    /// prompt.
+    pub async fn resumed(&self) -> Result<Option<TurnHandle>, SessionError> {
+        let (reply, handle) = oneshot::channel();
+        self.send(ClientMsg::Resumed(reply))?;
+        handle.await.map_err(|_| SessionError::Stopped)
+    }
+
     /// Kills the session's actor, as a crash would (ractor's kill: no `post_stop` anywhere). Its
     /// turn and step actors and its log actor are killed with it through their links, every wait
     /// they started ends (their tokens fire as their states are dropped), and the session wakes

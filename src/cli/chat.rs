@@ -227,11 +227,27 @@ async fn chat(args: &ChatArgs) -> u8 {
     }
     let mut spans = Spans::new(&place.id, &routes.primary.name, &routes.primary.model);
     let shown = turn::Shown { expand: args.expand, watchdogs: routes.watchdogs() };
-    let last = match &args.prompt {
-        Some(prompt) => {
-            one_shot(&session, prompt, &mut signals, &mut spans, &mut console, &shown).await
+    // The resumed turn is shown to its end first (Ctrl-C cancels it); the prompt runs after it.
+    let resumed = match session.resumed().await {
+        Ok(Some(handle)) => {
+            let shows = &mut console;
+            turn::follow(&session, handle, &mut signals, &mut spans, shows, &shown).await.map(Some)
         }
-        None => interactive(&session, &mut signals, &mut spans, &mut console, &shown).await,
+        Ok(None) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let last = match resumed {
+        Err(e) => {
+            console.error(&format!("the resumed turn could not be shown: {e}"));
+            Err(FAILED)
+        }
+        Ok(Some(ran)) if ran.quit => Ok(Some(ran.reason)),
+        Ok(_) => match &args.prompt {
+            Some(prompt) => {
+                one_shot(&session, prompt, &mut signals, &mut spans, &mut console, &shown).await
+            }
+            None => interactive(&session, &mut signals, &mut spans, &mut console, &shown).await,
+        },
     };
     drop(spans);
     runtime.shutdown().await;

@@ -28,11 +28,13 @@ What runs:
   AGENTS sessions at once on one runtime, each running TURNS turns one after another on the
   simulated provider (its faults: 40 % rate limits with a Retry-After, 30 % server errors,
   20 % dropped connections, 10 % stalls ended by a watchdog, of --fault-rate). The chain is
-  flaky (with --crash-rate > 0: panics on that share of the failures it is offered), llm-retry,
-  and compaction and auto-retry when the build has them. Per turn, with its rate: the turn is
-  cancelled at a random moment; a plugin is disposed and registered again a moment later; a
-  plugin with run-time settings gets a patch (one in ten on a stale revision, which must be
-  refused). All random choices come from --seed; the interleaving is the scheduler's.
+  flaky (with --crash-rate > 0 or --decide-ms > 0: it takes --decide-ms over every failure it
+  is offered, and panics on --crash-rate of them), llm-retry, and compaction and auto-retry
+  when the build has them. Per turn, with its rate: the turn is cancelled at a random moment;
+  a plugin is disposed and registered again a moment later; a plugin with run-time settings
+  gets a patch (one in ten on a stale revision, which must be refused). With --tool-rate > 0,
+  the pause tool (taking --tool-ms) is offered and that share of the turns' answers call it.
+  All random choices come from --seed; the interleaving is the scheduler's.
 
 Checked at the end:
   every session log this run opened against every invariant (as a finished log; other logs in
@@ -42,7 +44,8 @@ Checked at the end:
 
 Limits:
   --agents and --turns [1, 1000000], --latency-ms [0, 600000], --backoff-ms [1, 100000],
-  --stall-ms [0, 3600000], --hang-deadline-ms [1, 604800000], the rates [0, 1]; a value outside
+  --stall-ms [0, 3600000], --tool-ms and --decide-ms [0, 600000], --hang-deadline-ms
+  [1, 604800000], the rates [0, 1]; a value outside
   (or not a number) is a usage error naming the flag, the value and the range.
 
 Output:
@@ -118,9 +121,13 @@ pub(crate) struct StressArgs {
     /// Share of provider attempts that fail.
     #[arg(long, default_value_t = 0.2, value_name = "P", value_parser = rate)]
     fault_rate: f64,
-    /// Share of failures on which the `flaky` plugin panics (0: no flaky plugin).
+    /// Share of failures on which the `flaky` plugin panics (0 and no --decide-ms: no flaky
+    /// plugin).
     #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = rate)]
     crash_rate: f64,
+    /// Share of turns whose answer calls the `pause` tool (0: no tool offered).
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = rate)]
+    tool_rate: f64,
     /// The seed of every random choice.
     #[arg(long, default_value_t = 0, value_name = "S", value_parser = whole(0..=u64::MAX))]
     seed: u64,
@@ -148,9 +155,16 @@ pub(crate) struct StressArgs {
     /// How long a simulated stall lasts before its watchdog fails it `TIMEOUT`.
     #[arg(long, default_value_t = 100, value_name = "MS", value_parser = whole(limits::STALL_MS))]
     stall_ms: u64,
+    /// How long a call of the `pause` tool takes.
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = whole(limits::TOOL_MS))]
+    tool_ms: u64,
+    /// How long the `flaky` plugin takes to decide each failure (above 0: it is in the chain).
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = whole(limits::DECIDE_MS))]
+    decide_ms: u64,
     /// A turn still running this long after the last turn ended is hung [default: twice the
-    /// longest a turn can take at this pace — 7 attempts of --latency-ms + --stall-ms, 6 retry
-    /// waits of 20 × --backoff-ms — and at least 30000].
+    /// longest a turn can take at this pace — 7 attempts of --latency-ms + --stall-ms +
+    /// --decide-ms, 6 retry waits of 20 × --backoff-ms; twice that and --tool-ms with tools —
+    /// and at least 30000].
     #[arg(long, value_name = "MS", value_parser = whole(limits::HANG_DEADLINE_MS))]
     hang_deadline_ms: Option<u64>,
     /// Write `ack SESSION SEQ` per acknowledged event to PATH (`-`: stdout).
@@ -180,13 +194,22 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
             config: args.config_rate,
             fault: args.fault_rate,
             crash: args.crash_rate,
+            tool: args.tool_rate,
         },
         seed: args.seed,
         latency_ms: args.latency_ms,
         backoff_ms: args.backoff_ms,
         stall_ms: args.stall_ms,
+        tool_ms: args.tool_ms,
+        decide_ms: args.decide_ms,
         hang_deadline_ms: args.hang_deadline_ms.unwrap_or_else(|| {
-            limits::default_hang_deadline_ms(args.latency_ms, args.backoff_ms, args.stall_ms)
+            limits::default_hang_deadline_ms(limits::Pace {
+                latency_ms: args.latency_ms,
+                backoff_ms: args.backoff_ms,
+                stall_ms: args.stall_ms,
+                tool_ms: (args.tool_rate > 0.0).then_some(args.tool_ms),
+                decide_ms: args.decide_ms,
+            })
         }),
         progress: true,
     };

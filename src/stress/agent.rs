@@ -275,7 +275,8 @@ mod tests {
             .build()
             .await
             .unwrap();
-        let rates = Rates { cancel: 1.0, dispose: 0.0, config: 0.0, fault: 0.0, crash: 0.0 };
+        let rates =
+            Rates { cancel: 1.0, dispose: 0.0, config: 0.0, fault: 0.0, crash: 0.0, tool: 0.0 };
         Shared {
             runtime,
             seed: 1,

@@ -1,6 +1,7 @@
 //! How large a stress run's numbers may be, and how long a turn of it may legitimately take.
 //!
-//! - [`AGENTS`], [`TURNS`], [`LATENCY_MS`], [`BACKOFF_MS`], [`STALL_MS`], [`HANG_DEADLINE_MS`]:
+//! - [`AGENTS`], [`TURNS`], [`LATENCY_MS`], [`BACKOFF_MS`], [`STALL_MS`], [`TOOL_MS`],
+//!   [`DECIDE_MS`], [`HANG_DEADLINE_MS`]:
 //!   the inclusive bounds of the numeric settings, each named by its `rein stress` flag in
 //!   [`within`]'s refusal.
 //! - [`default_hang_deadline_ms`]: the hang deadline a run gets when none is given, derived from
@@ -36,6 +37,10 @@ pub const LATENCY_MS: RangeInclusive<u64> = 0..=600_000;
 pub const BACKOFF_MS: RangeInclusive<u64> = 1..=100_000;
 /// `--stall-ms` (an hour).
 pub const STALL_MS: RangeInclusive<u64> = 0..=3_600_000;
+/// `--tool-ms` (10 minutes).
+pub const TOOL_MS: RangeInclusive<u64> = 0..=600_000;
+/// `--decide-ms` (10 minutes).
+pub const DECIDE_MS: RangeInclusive<u64> = 0..=600_000;
 /// `--hang-deadline-ms` (a week).
 pub const HANG_DEADLINE_MS: RangeInclusive<u64> = 1..=604_800_000;
 
@@ -59,15 +64,37 @@ pub fn within(flag: &str, value: u64, range: &RangeInclusive<u64>) -> Result<(),
     }
 }
 
-/// The default hang deadline of a run of this pace: twice the longest turn — [`MAX_ATTEMPTS`]
-/// attempts that each wait `latency_ms` and then stall for `stall_ms`, and a retry wait of
-/// [`MAX_DELAY_FACTOR`] × `backoff_ms` between each two — and at least
+/// How long the parts of a turn take at most: the flags of the pace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pace {
+    /// `--latency-ms`.
+    pub latency_ms: u64,
+    /// `--backoff-ms`.
+    pub backoff_ms: u64,
+    /// `--stall-ms`.
+    pub stall_ms: u64,
+    /// `--tool-ms`, when answers call the tool (`--tool-rate` above 0); `None`: no tool.
+    pub tool_ms: Option<u64>,
+    /// `--decide-ms`.
+    pub decide_ms: u64,
+}
+
+/// The default hang deadline of a run of this pace: twice the longest turn — per step,
+/// [`MAX_ATTEMPTS`] attempts that each wait `latency_ms`, stall for `stall_ms` and are decided
+/// for `decide_ms`, and a retry wait of [`MAX_DELAY_FACTOR`] × `backoff_ms` between each two; two
+/// such steps and a tool call between them when answers call the tool — and at least
 /// [`MIN_DEFAULT_HANG_DEADLINE_MS`]. Saturating: values beyond the bounds give a deadline beyond
 /// its bound, which the check then refuses.
-pub fn default_hang_deadline_ms(latency_ms: u64, backoff_ms: u64, stall_ms: u64) -> u64 {
-    let attempts = MAX_ATTEMPTS.saturating_mul(latency_ms.saturating_add(stall_ms));
-    let waits = (MAX_ATTEMPTS - 1).saturating_mul(MAX_DELAY_FACTOR).saturating_mul(backoff_ms);
-    attempts.saturating_add(waits).saturating_mul(2).max(MIN_DEFAULT_HANG_DEADLINE_MS)
+pub fn default_hang_deadline_ms(pace: Pace) -> u64 {
+    let attempt = pace.latency_ms.saturating_add(pace.stall_ms).saturating_add(pace.decide_ms);
+    let attempts = MAX_ATTEMPTS.saturating_mul(attempt);
+    let waits = (MAX_ATTEMPTS - 1).saturating_mul(MAX_DELAY_FACTOR).saturating_mul(pace.backoff_ms);
+    let step = attempts.saturating_add(waits);
+    let turn = match pace.tool_ms {
+        None => step,
+        Some(tool_ms) => step.saturating_mul(2).saturating_add(tool_ms),
+    };
+    turn.saturating_mul(2).max(MIN_DEFAULT_HANG_DEADLINE_MS)
 }
 
 #[cfg(test)]
@@ -101,6 +128,12 @@ mod tests {
 
     #[test]
     fn the_default_hang_deadline_covers_the_longest_turn_twice() {
+        let pace = |(latency_ms, backoff_ms, stall_ms)| Pace {
+            latency_ms,
+            backoff_ms,
+            stall_ms,
+            ..Pace::default()
+        };
         // (latency, backoff, stall) → deadline
         let cases = [
             // The defaults: 7 × 110 + 6 × 20 × 5 = 1,370 ms; the floor applies.
@@ -114,10 +147,20 @@ mod tests {
             ((600_000, 100_000, 3_600_000), 2 * (7 * 4_200_000 + 120 * 100_000)),
         ];
         for ((latency, backoff, stall), deadline) in cases {
-            let got = default_hang_deadline_ms(latency, backoff, stall);
+            let got = default_hang_deadline_ms(pace((latency, backoff, stall)));
             assert_eq!(got, deadline, "{latency} {backoff} {stall}");
             assert!(HANG_DEADLINE_MS.contains(&got), "{got}");
         }
-        assert_eq!(default_hang_deadline_ms(u64::MAX, u64::MAX, u64::MAX), u64::MAX, "saturates");
+        let most = Pace {
+            tool_ms: Some(u64::MAX),
+            decide_ms: u64::MAX,
+            ..pace((u64::MAX, u64::MAX, u64::MAX))
+        };
+        assert_eq!(default_hang_deadline_ms(most), u64::MAX, "saturates");
+        // A decision's time counts per attempt; a tool doubles the steps and adds its call.
+        let slow = Pace { decide_ms: 10_000, ..pace((10, 5, 100)) };
+        assert_eq!(default_hang_deadline_ms(slow), 2 * (7 * 10_110 + 600));
+        let tools = Pace { tool_ms: Some(20_000), ..pace((10, 5, 100)) };
+        assert_eq!(default_hang_deadline_ms(tools), 2 * (2 * 1_370 + 20_000));
     }
 }

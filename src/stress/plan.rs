@@ -47,6 +47,8 @@ pub struct Rates {
     pub fault: f64,
     /// A plugin recovery of the `flaky` plugin panics.
     pub crash: f64,
+    /// A turn's answer calls the `pause` tool (the simulated provider's tool-call rate).
+    pub tool: f64,
 }
 
 impl Rates {
@@ -58,6 +60,7 @@ impl Rates {
             ("--config-rate", self.config),
             ("--fault-rate", self.fault),
             ("--crash-rate", self.crash),
+            ("--tool-rate", self.tool),
         ];
         for (flag, rate) in rates {
             if !(0.0..=1.0).contains(&rate) {
@@ -169,12 +172,13 @@ mod tests {
     use super::*;
 
     fn rates(cancel: f64, dispose: f64, config: f64) -> Rates {
-        Rates { cancel, dispose, config, fault: 0.0, crash: 0.0 }
+        Rates { cancel, dispose, config, fault: 0.0, crash: 0.0, tool: 0.0 }
     }
 
     #[test]
     fn rates_must_be_probabilities() {
-        let ok = Rates { cancel: 0.0, dispose: 1.0, config: 0.5, fault: 0.2, crash: 0.0 };
+        let ok =
+            Rates { cancel: 0.0, dispose: 1.0, config: 0.5, fault: 0.2, crash: 0.0, tool: 0.5 };
         let cases = [
             (ok, None),
             (Rates { cancel: 1.5, ..ok }, Some("--cancel-rate: must be within [0, 1], got 1.5")),

@@ -44,6 +44,11 @@ pub struct Tally {
     pub crashes_by_plugin: BTreeMap<String, u64>,
     /// `config/changed` events.
     pub config_changed: u64,
+    /// `tool/call` events (`--tool-rate`).
+    pub tool_calls: u64,
+    /// `tool/result` events with `isError` (a cancelled call, or one a crash cut: outcome
+    /// unknown).
+    pub tool_errors: u64,
     /// Invariant violations over every log.
     pub violations: u64,
     /// The first few, as `SESSION: violation`.
@@ -79,6 +84,8 @@ impl Tally {
                     *self.crashes_by_plugin.entry(crash.plugin.clone()).or_default() += 1;
                 }
                 Event::ConfigChanged(_) => self.config_changed += 1,
+                Event::ToolCall(_) => self.tool_calls += 1,
+                Event::ToolResult(result) if result.is_error => self.tool_errors += 1,
                 _ => {}
             }
         }
@@ -350,6 +357,10 @@ impl Summary {
             write!(turns, " {}", if parts.is_empty() { "none".into() } else { parts.join(", ") });
         let _ = writeln!(out, "{turns}");
         let _ = writeln!(out, "retries     {}", or_none(counts(&t.retries_by_plugin)));
+        if t.tool_calls > 0 {
+            let calls = t.tool_calls;
+            let _ = writeln!(out, "tools       {calls} calls, {} answered isError", t.tool_errors);
+        }
         let c = &self.cancellations;
         let _ = writeln!(
             out,

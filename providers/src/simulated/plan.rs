@@ -14,6 +14,11 @@
 //! count over the whole history made every attempt of a long simulated session (`rein stress`,
 //! a long `rein chat`) cost more than the one before.
 //!
+//! With [`SimulatedConfig::tool_call_rate`], the answer to a prompt (the step whose newest
+//! message is the user's) calls the first tool the request offers, on that share of the steps
+//! (drawn from the step's key, so every attempt of the step makes the same call); the step after
+//! the tool's result answers in words.
+//!
 //! HTTP faults are built by the real classification ([`classify::http_failure`]) from the status,
 //! headers and body a server would send, so they carry what the adapter's failures carry.
 
@@ -22,7 +27,7 @@ use std::time::{Duration, SystemTime};
 use http::header::{HeaderMap, HeaderValue};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rein_runtime::event::Usage;
+use rein_runtime::event::{ToolCall, Usage};
 use rein_runtime::failure::{self, Failure};
 use rein_runtime::provider::{Message, Request};
 
@@ -45,8 +50,8 @@ pub(crate) struct Plan {
 /// How an attempt ends.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
-    /// The answer is complete.
-    Reply(Usage),
+    /// The answer is complete, calling these tools.
+    Reply(Usage, Vec<ToolCall>),
     /// The attempt fails after this delay.
     Fail(Duration, Failure),
     /// Nothing more arrives (until the watchdog, if any, or a cancellation).
@@ -95,8 +100,33 @@ pub(crate) fn plan(config: &SimulatedConfig, request: &Request) -> Plan {
         return Plan { chunks: streamed(cut), outcome: Outcome::Stall };
     }
     let usage = Usage { input_tokens: read.new_words, output_tokens: words.len() as u64 };
-    Plan { chunks: streamed(words.len()), outcome: Outcome::Reply(usage) }
+    let calls = tool_calls(config, request, &read, step_key);
+    Plan { chunks: streamed(words.len()), outcome: Outcome::Reply(usage, calls) }
 }
+
+/// The tools the answer of `request`'s step calls: the first tool offered, on
+/// `tool_call_rate` of the steps that answer a prompt; none otherwise.
+fn tool_calls(
+    config: &SimulatedConfig,
+    request: &Request,
+    read: &Read,
+    step_key: u64,
+) -> Vec<ToolCall> {
+    let Some(tool) = request.tools.first() else { return vec![] };
+    if !read.prompt_is_newest || config.tool_call_rate <= 0.0 {
+        return vec![];
+    }
+    // Its own stream of the step's key: the answer's words stay what they were without tools.
+    let calls = rng(step_key ^ TOOL_KEY).random_bool(config.tool_call_rate.min(1.0));
+    if !calls {
+        return vec![];
+    }
+    let id = format!("call-{}-{}", request.turn, request.step);
+    vec![ToolCall { id, name: tool.name.clone(), arguments: serde_json::json!({}) }]
+}
+
+/// Mixed into a step's key for its tool draw.
+const TOOL_KEY: u64 = 0x7001_7001_7001_7001;
 
 /// The failure of a stall that the watchdog ends.
 pub(crate) fn stalled(silence: Duration) -> Failure {
@@ -139,14 +169,16 @@ struct Read<'a> {
     /// The words of the messages after the model's last answer (the prompt, or the tool results
     /// it is to answer): the attempt's `input_tokens`.
     new_words: u64,
+    /// Whether the newest message is that prompt (the step answers it, not a tool's result).
+    prompt_is_newest: bool,
 }
 
 /// Reads `messages` (oldest first) from the newest back to the last user message, and no
 /// further: the work is that of the current turn, whatever the length of the history before it.
 fn read_history<'a>(messages: impl DoubleEndedIterator<Item = &'a Message>) -> Read<'a> {
-    let mut read = Read { prompt: "", new_words: 0 };
+    let mut read = Read { prompt: "", new_words: 0, prompt_is_newest: false };
     let mut answered = false;
-    for message in messages.rev() {
+    for (newest, message) in messages.rev().enumerate() {
         let text = match message {
             Message::User { text } => text,
             Message::Assistant { .. } => {
@@ -160,6 +192,7 @@ fn read_history<'a>(messages: impl DoubleEndedIterator<Item = &'a Message>) -> R
         }
         if let Message::User { text } = message {
             read.prompt = text;
+            read.prompt_is_newest = newest == 0;
             break;
         }
     }
@@ -213,7 +246,7 @@ mod tests {
 
     fn kind(plan: &Plan) -> &'static str {
         match &plan.outcome {
-            Outcome::Reply(_) => "reply",
+            Outcome::Reply(..) => "reply",
             Outcome::Stall => "stall",
             Outcome::Fail(_, f) => match f.code() {
                 "RATE_LIMIT" => "rate-limit",
@@ -366,10 +399,14 @@ mod tests {
                 let visits = std::cell::Cell::new(0);
                 let read = read_history(Counting { inner: messages.iter(), visits: &visits });
                 assert_eq!((read.prompt, read.new_words), (want_prompt, want_words), "{tail:?}");
+                assert_eq!(read.prompt_is_newest, tail.len() == 1, "{tail:?}");
                 assert_eq!(visits.get(), want_visits, "{turns} earlier turns: {tail:?}");
             }
         }
-        assert_eq!(read_history([].iter()), Read { prompt: "", new_words: 0 });
+        assert_eq!(
+            read_history([].iter()),
+            Read { prompt: "", new_words: 0, prompt_is_newest: false }
+        );
     }
 
     #[test]
@@ -382,7 +419,7 @@ mod tests {
         };
         let short = at(1);
         assert_eq!(at(5_000), short);
-        let Outcome::Reply(usage) = short.outcome else { panic!("a faultless reply") };
+        let Outcome::Reply(usage, _) = short.outcome else { panic!("a faultless reply") };
         assert_eq!(usage.input_tokens, 2, "the words of the prompt");
         assert_eq!(usage.output_tokens, short.chunks.len() as u64);
     }
@@ -398,5 +435,52 @@ mod tests {
         let chunks = plan(&config, &request("s", 1, 1)).chunks;
         assert!((100..=200).contains(&(chunks[0].0.as_millis() as u64)));
         assert!(chunks[1..].iter().all(|(d, _)| (10..=20).contains(&(d.as_millis() as u64))));
+    }
+
+    #[test]
+    fn a_prompt_calls_the_first_tool_offered_on_its_share_of_steps_and_every_attempt_alike() {
+        let tool = rein_runtime::provider::ToolSpec {
+            name: "pause".into(),
+            description: "waits".into(),
+            parameters: serde_json::json!({"type": "object"}),
+        };
+        let with_tools = |session: &str, attempt: u32, tail: Vec<Message>| {
+            let mut r = request(session, 1, attempt);
+            r.tools = vec![tool.clone()];
+            r.messages = tail.into();
+            r
+        };
+        let prompt = || Message::User { text: "look it up".into() };
+        let calls = |config: &SimulatedConfig, r: &Request| match plan(config, r).outcome {
+            Outcome::Reply(_, calls) => calls,
+            other => panic!("a faultless reply, got {other:?}"),
+        };
+        // (rate, share of 2,000 sessions' prompts that call the tool)
+        for rate in [0.0, 0.3, 1.0] {
+            let config = SimulatedConfig { tool_call_rate: rate, ..SimulatedConfig::faultless(6) };
+            let n = 2000;
+            let called = (0..n)
+                .filter(|i| {
+                    !calls(&config, &with_tools(&format!("s{i}"), 1, vec![prompt()])).is_empty()
+                })
+                .count();
+            let share = called as f64 / f64::from(n);
+            assert!((share - rate).abs() < 0.04, "rate {rate}: {share}");
+        }
+        let config = SimulatedConfig { tool_call_rate: 1.0, ..SimulatedConfig::faultless(6) };
+        let first = calls(&config, &with_tools("s", 1, vec![prompt()]));
+        assert_eq!(first.len(), 1);
+        assert_eq!((first[0].id.as_str(), first[0].name.as_str()), ("call-1-1", "pause"));
+        assert_eq!(calls(&config, &with_tools("s", 2, vec![prompt()])), first, "every attempt");
+        // The step after the tool's result answers in words; without tools offered, no call.
+        let result =
+            Message::Tool { id: "call-1-1".into(), output: "done".into(), is_error: false };
+        let call = Message::Assistant { text: String::new(), tool_calls: first.clone() };
+        assert!(calls(&config, &with_tools("s", 1, vec![prompt(), call, result])).is_empty());
+        assert!(calls(&config, &request("s", 1, 1)).is_empty());
+        // The words stay those of a run without tools.
+        let words =
+            |config: &SimulatedConfig| plan(config, &with_tools("s", 1, vec![prompt()])).chunks;
+        assert_eq!(words(&config), words(&SimulatedConfig::faultless(6)));
     }
 }

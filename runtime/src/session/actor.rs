@@ -82,7 +82,7 @@ use super::directory::Lease;
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
 use super::message::{ClientMsg, SessionMsg};
 use super::phase::{self, Action, Ending, Grace, Phase, Running, View};
-use super::turn_handle::{self, Started, TurnOutcome, TurnSink};
+use super::turn_handle::{self, Started, TurnHandle, TurnOutcome, TurnSink};
 use super::{SessionError, Sessions};
 use crate::agent_loop;
 use crate::agent_loop::runtime_failure;
@@ -154,6 +154,8 @@ pub(crate) struct SessionState {
     armed: u64,
     /// The turn a crash left open, resumed once the actor started.
     resume: Option<Plan>,
+    /// The handle on the turn this wake resumed, until `Session::resumed` takes it.
+    resumed: Option<TurnHandle>,
     /// The census mark; declared before the lease so it is dropped first: shutdown waits for the
     /// leases, and must then find no session actor counted (on a multi-threaded runtime the
     /// other order let it see one for an instant).
@@ -269,12 +271,18 @@ impl SessionActor {
     /// stopped); a prompt queued meanwhile runs after it.
     async fn resume(&self, myself: &ActorRef<SessionMsg>, state: &mut SessionState, plan: Plan) {
         let Ok(log) = state.log.clone() else { return };
-        let (sink, _nobody) = turn_handle::channel();
+        // Its caller was in the process that stopped: the handle waits for `Session::resumed`.
+        let (mut sink, handle) = turn_handle::channel();
+        state.resumed = Some(handle);
         let (turn, route) = (plan.turn, plan.route.clone());
         tracing::info!(session.id = %self.id, turn, step = plan.step, pending = plan.pending(), "resuming a turn a crash left open");
         state.lease.turn_open(true);
         match log.append(vec![plan.resumed()]).await {
-            Ok(_) => {}
+            Ok(written) => {
+                let from_seq = written.first().map_or(0, |e| e.seq);
+                let store = Arc::clone(&self.shared.store);
+                sink.started(Started { turn, from_seq, log: log.clone(), store, live: None });
+            }
             Err(error @ AppendError::Rejected(_)) => {
                 tracing::warn!(session.id = %self.id, turn, %error, "a validator refused turn/resumed: the turn is interrupted");
                 self.close_turn(state, turn, TurnEndReason::Interrupted, sink, route).await;
@@ -631,6 +639,9 @@ impl SessionActor {
                 };
                 let _ = reply.send(events);
             }
+            ClientMsg::Resumed(reply) => {
+                let _ = reply.send(state.resumed.take());
+            }
             ClientMsg::ConfigChanged(change) => {
                 if let Ok(log) = state.log.clone() {
                     match log.append(vec![Event::ConfigChanged(change)]).await {
@@ -776,6 +787,7 @@ impl Actor for SessionActor {
         };
         Ok(SessionState {
             resume: init.resume.take(),
+            resumed: None,
             log,
             next_turn: init.next_turn,
             last: init.last.map(Box::new),

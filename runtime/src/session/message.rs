@@ -5,7 +5,7 @@
 
 use tokio::sync::oneshot;
 
-use super::turn_handle::TurnSink;
+use super::turn_handle::{TurnHandle, TurnSink};
 use super::{Prompt, SessionError};
 use crate::event::{CancelCause, ConfigChanged, Envelope};
 
@@ -27,5 +27,6 @@ pub(crate) enum ClientMsg {
     Cancel(CancelCause, oneshot::Sender<bool>),
     Close(oneshot::Sender<()>),
     Events(oneshot::Sender<Result<Vec<Envelope>, SessionError>>),
+    Resumed(oneshot::Sender<Option<TurnHandle>>),
     ConfigChanged(ConfigChanged),
 }

@@ -1,6 +1,7 @@
-//! One turn of `rein chat`: prompt the session, show the turn's events as they are committed,
-//! cancel it on Ctrl-C, and print its turn-tail panel when it retried or failed (folded from the
-//! turn's own events, so a turn costs the same on a session of 2,000 turns as on a new one).
+//! One turn of `rein chat`: prompt the session (or take the turn it resumed after a crash), show
+//! the turn's events as they are committed, cancel it on Ctrl-C, and print its turn-tail panel
+//! when it retried or failed (folded from the turn's own events, so a turn costs the same on a
+//! session of 2,000 turns as on a new one).
 //!
 //! The turn's events are forwarded from its [`TurnHandle`](rein_runtime::turn_handle::TurnHandle)
 //! by a task of their own, so waiting for the next one can race the signals without dropping a
@@ -13,7 +14,7 @@
 
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
 use rein_runtime::panel::panels;
-use rein_runtime::session::{Session, SessionError};
+use rein_runtime::session::{Session, SessionError, TurnHandle};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -51,7 +52,18 @@ pub(crate) async fn run(
     console: &mut Console,
     shown: &Shown,
 ) -> Result<Ran, SessionError> {
-    let mut handle = session.prompt(prompt)?;
+    follow(session, session.prompt(prompt)?, signals, spans, console, shown).await
+}
+
+/// Shows the turn of `handle` to its end (a prompted turn, or the one the session resumed).
+pub(crate) async fn follow(
+    session: &Session,
+    mut handle: TurnHandle,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+    spans: &mut Spans,
+    console: &mut Console,
+    shown: &Shown,
+) -> Result<Ran, SessionError> {
     let (tx, mut events) = mpsc::unbounded_channel::<Envelope>();
     let forward = tokio::spawn(async move {
         while let Some(event) = handle.next_event().await {
