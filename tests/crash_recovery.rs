@@ -16,9 +16,12 @@
 //!   retry budget of `llm-retry` (fresh budgets: `docs/runtime-semantics.md`).
 //!
 //! The kills are aimed ([`Moment`]): anywhere (any pace, plugin chaos), inside retry waits (long
-//! backoffs, most attempts failing: the kill lands in a wait), and inside attempts (a slow first
-//! word: the kill cuts an attempt). Over all kills of a store each aim must have hit its mark
-//! at least once (the resumed turns' `pending`).
+//! backoffs, most attempts failing: the kill lands in a wait), inside attempts (a slow first
+//! word: the kill cuts an attempt), inside tool calls (every answer calls a slow tool: the
+//! resumed turn records its outcome unknown and never runs it again), and while the waterfall
+//! decides (a first plugin slow over every failure: the resumed turn offers the failure again).
+//! Over all kills of a store each aim must have hit its mark at least once (the resumed turns'
+//! `pending`).
 //!
 //! The same directory is used for every kill of a store, so each child also reopens (and
 //! resumes) what the previous kill and check left, and logs grow across crashes.
@@ -99,6 +102,11 @@ enum Moment {
     RetryWait,
     /// Inside an attempt: the first word comes late.
     Attempt,
+    /// Inside a tool call: every answer calls a tool that takes long.
+    Tool,
+    /// While the waterfall decides: most attempts fail and the first plugin takes long over
+    /// each failure.
+    Waterfall,
 }
 
 impl Moment {
@@ -147,8 +155,38 @@ impl Moment {
                 "--stall-ms",
                 "30",
             ],
+            Moment::Tool => &[
+                "--fault-rate",
+                "0",
+                "--cancel-rate",
+                "0",
+                "--tool-rate",
+                "1",
+                "--tool-ms",
+                "600",
+                "--latency-ms",
+                "2",
+            ],
+            Moment::Waterfall => &[
+                "--fault-rate",
+                "0.9",
+                "--cancel-rate",
+                "0",
+                "--decide-ms",
+                "500",
+                "--latency-ms",
+                "2",
+                "--backoff-ms",
+                "2",
+                "--stall-ms",
+                "30",
+            ],
         }
     }
+
+    /// Every moment, in the order the kills take them.
+    const ALL: [Moment; 5] =
+        [Moment::Anywhere, Moment::RetryWait, Moment::Attempt, Moment::Tool, Moment::Waterfall];
 
     /// The `pending` of a turn resumed from a kill aimed here (`None`: no particular one).
     fn mark(self) -> Option<&'static str> {
@@ -156,6 +194,8 @@ impl Moment {
             Moment::Anywhere => None,
             Moment::RetryWait => Some("retry-wait"),
             Moment::Attempt => Some("attempt"),
+            Moment::Tool => Some("tool"),
+            Moment::Waterfall => Some("waterfall"),
         }
     }
 }
@@ -205,7 +245,7 @@ fn crash_and_recover(store: Store) {
     let mut aimed: BTreeMap<&'static str, usize> = BTreeMap::new();
     for kill in 0..kills {
         let child_seed: u64 = rng.random();
-        let moment = [Moment::Anywhere, Moment::RetryWait, Moment::Attempt][kill % 3];
+        let moment = Moment::ALL[kill % Moment::ALL.len()];
         // Some kills aimed anywhere land from the start (maybe while the child reopens the
         // logs); the others once agents are running turns, the aimed ones after time enough
         // for their agents to be in a wait or an attempt.
@@ -214,7 +254,9 @@ fn crash_and_recover(store: Store) {
             (Moment::Anywhere, true) => rng.random_range(0..=40),
             (Moment::Anywhere, false) => rng.random_range(0..=200),
             (Moment::RetryWait, _) => rng.random_range(200..=900),
-            (Moment::Attempt, _) => rng.random_range(100..=700),
+            (Moment::Attempt | Moment::Tool | Moment::Waterfall, _) => {
+                rng.random_range(100..=700)
+            }
         });
         let acks = run_and_kill(store, dir.path(), child_seed, moment, early, pause, &context);
         for (session, seq) in acks {
@@ -246,8 +288,8 @@ fn crash_and_recover(store: Store) {
         seen.open - seen.completed,
         "{context}: every failed turn retried: {seen:?}"
     );
-    if kills >= 9 {
-        for mark in ["retry-wait", "attempt"] {
+    if kills >= 3 * Moment::ALL.len() {
+        for mark in Moment::ALL.iter().filter_map(|m| m.mark()) {
             assert!(
                 aimed.get(mark).is_some_and(|n| *n > 0),
                 "{context}: no kill hit {mark}: {seen:?}"
