@@ -102,6 +102,11 @@ fn rein_chat_on_a_session_with_an_open_turn_resumes_it_before_the_prompt_and_say
     );
     assert!(run.stderr.contains("session waiting (resumed, 1 turn)"), "{run:?}");
     assert_eq!(turns(&store, "waiting"), 2, "the resumed turn, then the prompt's");
+    // The resumed turn's answer is shown (the simulated model quotes its prompt), then the
+    // prompt's.
+    let resumed = run.stdout.find("“hello”");
+    let prompted = run.stdout.find("“again”");
+    assert!(resumed.is_some() && prompted.is_some() && resumed < prompted, "{run:?}");
     let run = cli::rein(
         cwd.path(),
         &["chat", "--store", store_arg, "--session", "cut", "--seed", "7", "x"],
