@@ -254,9 +254,7 @@ fn crash_and_recover(store: Store) {
             (Moment::Anywhere, true) => rng.random_range(0..=40),
             (Moment::Anywhere, false) => rng.random_range(0..=200),
             (Moment::RetryWait, _) => rng.random_range(200..=900),
-            (Moment::Attempt | Moment::Tool | Moment::Waterfall, _) => {
-                rng.random_range(100..=700)
-            }
+            (Moment::Attempt | Moment::Tool | Moment::Waterfall, _) => rng.random_range(100..=700),
         });
         let acks = run_and_kill(store, dir.path(), child_seed, moment, early, pause, &context);
         for (session, seq) in acks {

@@ -287,6 +287,43 @@ async fn a_pending_retry_wait_waits_only_what_is_left_then_continues_its_chain()
 }
 
 #[tokio::test(start_paused = true)]
+async fn the_resumed_turn_is_handed_out_once_with_its_events_from_turn_resumed_and_its_outcome() {
+    let store = MemoryStore::new();
+    let before = crashed(
+        &store,
+        vec![
+            (0, step_start()),
+            (0, request(1)),
+            (1000, error(1)),
+            (1000, Event::LlmRetry(scheduled("r-1", 1, 1, 1, &server()))),
+        ],
+    )
+    .await;
+    let adapter = Scripted::new(vec![reply(&["do", "ne"])]);
+    let tool = Arc::new(Counting::default());
+    let runtime = builder(&store, adapter, 5000, &tool).build().await.unwrap();
+    let session = runtime.session("s").await.unwrap();
+    let mut handle = session.resumed().await.unwrap().expect("the open turn was resumed");
+    assert!(session.resumed().await.unwrap().is_none(), "handed out once");
+    let mut streamed = Vec::new();
+    while let Some(event) = handle.next_event().await {
+        streamed.push(event);
+    }
+    assert_eq!(handle.turn(), Some(1));
+    assert_eq!(streamed[0].seq, before.len() as u64, "from turn/resumed on");
+    assert_eq!(streamed[0].event, resumed(1, "retry-wait"));
+    assert_eq!(streamed.last().unwrap().kind(), "turn/end");
+    let outcome = handle.outcome().await.unwrap();
+    assert_eq!((outcome.turn, outcome.reason), (1, TurnEndReason::Completed));
+    // A session that resumed nothing has nothing to hand out.
+    let fresh = runtime.session("t").await.unwrap();
+    assert!(fresh.resumed().await.unwrap().is_none());
+    drop((session, fresh));
+    let events = finish(runtime, &store).await;
+    assert_eq!(&events[before.len()..before.len() + streamed.len()], &streamed[..]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_retry_whose_deadline_passed_while_the_process_was_down_starts_at_once() {
     let store = MemoryStore::new();
     crashed(
