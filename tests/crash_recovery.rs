@@ -60,6 +60,7 @@ use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::{Durability, SessionStore};
 use rein_cli::scenario::scripted::{Scripted, ScriptedProvider};
+use rein_testkit::log::{open_turn, pending_retry};
 use serde_json::json;
 
 /// Kills per store when `REIN_CRASH_KILLS` is not set.
@@ -352,32 +353,6 @@ fn run_and_kill(
         .collect()
 }
 
-/// A retry wait a log leaves pending: its chain, its deadline (`time + delayMs`) and the
-/// attempt that failed before it.
-struct PendingRetry {
-    retry_id: String,
-    deadline: f64,
-    attempt: u32,
-}
-
-/// The `llm/retry` of the open turn that no `llm/retry-started` followed, if any.
-fn pending_retry(events: &[Envelope]) -> Option<PendingRetry> {
-    let mut pending = None;
-    let mut attempt = 0;
-    for event in events {
-        match &event.event {
-            Event::TurnStart(_) | Event::TurnEnd(_) | Event::LlmRetryStarted(_) => pending = None,
-            Event::RequestStart(r) => attempt = r.attempt,
-            Event::LlmRetry(r) => {
-                let deadline = event.time as f64 + r.delay_ms;
-                pending = Some(PendingRetry { retry_id: r.retry_id.clone(), deadline, attempt });
-            }
-            _ => {}
-        }
-    }
-    pending
-}
-
 /// No tool call of the log has two results (a tool the kill caught is never run again).
 fn assert_no_tool_ran_twice(events: &[Envelope], context: &str, session: &str) {
     let mut results = BTreeMap::new();
@@ -408,19 +383,6 @@ async fn idle_again(
         assert!(std::time::Instant::now() < deadline, "{context}: {session} never idle again");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// The turn a log leaves open, if any.
-fn open_turn(events: &[Envelope]) -> Option<u32> {
-    let mut open = None;
-    for event in events {
-        match &event.event {
-            Event::TurnStart(start) => open = Some(start.turn),
-            Event::TurnEnd(_) => open = None,
-            _ => {}
-        }
-    }
-    open
 }
 
 /// Resolves once `store` is the last reference to its store, then drops it.

@@ -41,6 +41,10 @@
 //! - `stress_1k_agents_postgres_vs_sqlite_turns_per_s` (`stress_postgres`): the same engine at
 //!   1,000 agents × 3 turns on PostgreSQL at `Disk` against SQLite at `Disk`, in this process;
 //!   no budget (skipped without PostgreSQL).
+//! - `resume_after_kill_next_attempt_late_ms` (`resume_after_kill`): a `rein stress` process
+//!   killed (SIGKILL) while most of its agents wait for a retry, then resumed by a fresh runtime:
+//!   the latest resumed wait's next attempt, in ms past its original deadline (or past the
+//!   reopening, when the deadline passed meanwhile); budget 50 ms.
 //! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
 //!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
 //!   same lines to the same files (`hand_rolled_agents`); and, with no budget,
@@ -92,6 +96,7 @@ mod parked;
 mod plain_loop;
 mod postgres_append;
 mod report;
+mod resume_after_kill;
 mod round_trip;
 mod sample;
 mod stamped;
@@ -144,6 +149,7 @@ const METRICS: &[(&str, Measure)] = &[
     (long_api::NAME, long_api::run),
     (stress::NAME, stress::run),
     (stress_postgres::NAME, stress_postgres::run),
+    (resume_after_kill::NAME, resume_after_kill::run),
     (agents::NAME, agents::run),
 ];
 

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt as _;
 use ractor::{Actor, ActorCell, ActorProcessingErr, ActorRef, SupervisionEvent};
 use serde_json::Value;
 use tokio::sync::OnceCell;
@@ -204,6 +205,9 @@ pub struct RuntimeBuilder {
 
 /// How long an idle session stays awake by default before it hibernates.
 pub const DEFAULT_IDLE_GRACE: Duration = Duration::from_secs(5);
+
+/// How many sessions [`Runtime::resume_pending`] opens at once.
+const RESUME_OPENS_AT_ONCE: usize = 32;
 
 impl std::fmt::Debug for RuntimeBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -593,10 +597,21 @@ impl Runtime {
     ) -> Result<Resumed, StoreError> {
         let mut heads = self.inner.sessions.shared.store.heads().await?;
         heads.retain(|head| wanted(&head.session));
-        let (open, mut failed) = crate::pending::pending(&heads);
-        let mut resumed = Vec::with_capacity(open.len());
-        for turn in open {
-            match self.session(&turn.session).await {
+        let (mut open, mut failed) = crate::pending::pending(&heads);
+        // The most urgent first — what is due now (a cut attempt, a wait that ended while the
+        // process was down), then the waits by their wake-up — and several opens at once: each
+        // open reads a log, and one after another the last of 200 overdue waits started 200 ms
+        // late.
+        open.sort_by_key(|turn| turn.wake_at.unwrap_or(0));
+        let opens = futures::stream::iter(open).map(|turn| async move {
+            let opened = self.session(&turn.session).await;
+            (turn, opened)
+        });
+        let mut opened: Vec<_> = opens.buffered(RESUME_OPENS_AT_ONCE).collect().await;
+        opened.sort_by(|(a, _), (b, _)| a.session.cmp(&b.session));
+        let mut resumed = Vec::with_capacity(opened.len());
+        for (turn, result) in opened {
+            match result {
                 Ok(_) => resumed.push(turn),
                 Err(e) => failed.push(NotResumed { session: turn.session, error: e.to_string() }),
             }

@@ -93,6 +93,50 @@ pub fn requests(events: &[Envelope]) -> Vec<(u64, RequestStart)> {
         .collect()
 }
 
+/// A retry wait a log leaves pending: its chain, its deadline (`time + delayMs`) and the
+/// attempt that failed before it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingRetry {
+    /// The chain's `retryId`.
+    pub retry_id: String,
+    /// When the wait ends, in ms since the epoch (the `llm/retry`'s time + its `delayMs`).
+    pub deadline: f64,
+    /// The attempt that failed before the wait.
+    pub attempt: u32,
+}
+
+/// The `llm/retry` of the open turn that no `llm/retry-started` followed, if any (what a crash
+/// left pending).
+pub fn pending_retry(events: &[Envelope]) -> Option<PendingRetry> {
+    let mut pending = None;
+    let mut attempt = 0;
+    for event in events {
+        match &event.event {
+            Event::TurnStart(_) | Event::TurnEnd(_) | Event::LlmRetryStarted(_) => pending = None,
+            Event::RequestStart(r) => attempt = r.attempt,
+            Event::LlmRetry(r) => {
+                let deadline = event.time as f64 + r.delay_ms;
+                pending = Some(PendingRetry { retry_id: r.retry_id.clone(), deadline, attempt });
+            }
+            _ => {}
+        }
+    }
+    pending
+}
+
+/// The turn a log leaves open, if any.
+pub fn open_turn(events: &[Envelope]) -> Option<u32> {
+    let mut open = None;
+    for event in events {
+        match &event.event {
+            Event::TurnStart(start) => open = Some(start.turn),
+            Event::TurnEnd(_) => open = None,
+            _ => {}
+        }
+    }
+    open
+}
+
 /// The events from the first of type `kind` (inclusive).
 pub fn from_kind<'a>(events: &'a [Envelope], kind: &str) -> &'a [Envelope] {
     let at = events.iter().position(|e| e.kind() == kind).unwrap_or(events.len());
