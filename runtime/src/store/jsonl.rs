@@ -61,7 +61,9 @@
 //! file, since another process may have appended while the store did not hold it; the session log
 //! then loads the log before it appends. A load without the claim — a tool reading a log that
 //! another process writes — cuts nothing: a torn last line may be that process's append in
-//! flight, so it is only reported.
+//! flight, so it is only reported. A read from a `seq` of a session the store does not claim opens
+//! the log's handle afresh (its last line tells the next `seq`): a cached handle knows only what
+//! was there when it was opened, and that process may have appended since.
 //!
 //! # Hostile files
 //!
