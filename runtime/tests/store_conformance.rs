@@ -6,12 +6,20 @@
 //! file; a memory store cannot be reopened by another instance) say so in the body. Without
 //! PostgreSQL installed, the PostgreSQL backend is left out after saying how to install it —
 //! except with `CI=true`, where that is a failure (see `rein_testkit::postgres`).
+//!
+//! Durability acknowledgement order is two cases: an acknowledgement comes only once the events
+//! are durable and readable (by a store already following the log, and by a fresh one), in each
+//! session's append order; and an append that failed — its syncs failing ([`FailingSyncs`]), or
+//! the PostgreSQL server stopped mid-batch ([`Fault`]) — is never acknowledged, and a fresh store
+//! finds every acknowledged event and, of the failed append, nothing, or all of it where the
+//! store cannot tell whether a commit in flight was kept ([`Backend::failed_append_may_survive`]).
 
 #![cfg(feature = "sqlite")]
 // Helpers outside `#[test]` functions build fixtures; a failure there is a broken test.
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use rein_runtime::clock::VirtualClock;
 use rein_runtime::event::*;
@@ -19,6 +27,7 @@ use rein_runtime::session_log::SessionLog;
 use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_runtime::store::sqlite::SqliteStore;
+use rein_runtime::store::sync::{Fdatasync, Syncer};
 use rein_runtime::store::{Durability, SessionStore, SettingsRecord, StoreError, StoredSettings};
 use rein_testkit::stamped::{append_concurrently, envelope, idle, message};
 
@@ -30,7 +39,7 @@ enum Backend {
     /// The cluster (kept running while the backend lives) and the database's URL.
     #[cfg(feature = "postgres")]
     Postgres {
-        _cluster: rein_testkit::PgCluster,
+        cluster: Arc<rein_testkit::PgCluster>,
         url: String,
     },
 }
@@ -158,7 +167,7 @@ fn backends() -> Vec<Backend> {
     #[cfg(feature = "postgres")]
     if let Some(cluster) = rein_testkit::PgCluster::start() {
         let url = cluster.create_database("conformance");
-        all.push(Backend::Postgres { _cluster: cluster, url });
+        all.push(Backend::Postgres { cluster: Arc::new(cluster), url });
     }
     all
 }
@@ -412,6 +421,244 @@ async fn an_acknowledged_append_is_readable_by_a_new_store_at_once() {
     }
 }
 
+/// A switch that makes a store's appends fail while it is on: its syncs fail (JSONL, SQLite), or
+/// its database server is down (PostgreSQL).
+enum Fault {
+    Syncs(Arc<FailingSyncs>),
+    #[cfg(feature = "postgres")]
+    Server(Arc<rein_testkit::PgCluster>),
+}
+
+/// Syncs that fail while switched on (as a disk that fails would), and sync otherwise.
+#[derive(Default)]
+struct FailingSyncs {
+    failing: AtomicBool,
+}
+
+impl Syncer for FailingSyncs {
+    fn sync(&self, file: &std::fs::File) -> std::io::Result<()> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(std::io::Error::other("the disk failed (on purpose)"));
+        }
+        Fdatasync.sync(file)
+    }
+}
+
+impl Fault {
+    fn set(&self, on: bool) {
+        match self {
+            Fault::Syncs(syncs) => syncs.failing.store(on, Ordering::SeqCst),
+            #[cfg(feature = "postgres")]
+            Fault::Server(cluster) => tokio::task::block_in_place(|| match on {
+                true => cluster.stop_immediate(),
+                false => cluster.start_again(),
+            }),
+        }
+    }
+}
+
+impl Backend {
+    /// A store at `Disk` whose appends can be made to fail, and the switch; `None` for memory,
+    /// where nothing can fail.
+    async fn open_failing(&self) -> Option<(Arc<dyn SessionStore>, Fault)> {
+        let syncs = Arc::new(FailingSyncs::default());
+        Some(match self {
+            Self::Memory(_) => return None,
+            Self::Jsonl(dir) => {
+                let store = JsonlStore::open(dir.path(), Durability::Disk).unwrap();
+                (Arc::new(store.with_syncer(syncs.clone())), Fault::Syncs(syncs))
+            }
+            Self::Sqlite(dir) => {
+                let path = dir.path().join("events.db");
+                let store =
+                    SqliteStore::open_with_syncer(path, Durability::Disk, syncs.clone()).unwrap();
+                (Arc::new(store), Fault::Syncs(syncs))
+            }
+            #[cfg(feature = "postgres")]
+            Self::Postgres { cluster, .. } => {
+                (self.open(Durability::Disk).await, Fault::Server(Arc::clone(cluster)))
+            }
+        })
+    }
+
+    /// Whether an append that failed may still be found, whole, by a fresh store: the commit of
+    /// a batch in flight when the connection broke (PostgreSQL), a commit whose WAL sync then
+    /// failed (SQLite). Never anything after it, never a part of it. A JSONL append whose sync
+    /// fails is cut back.
+    fn failed_append_may_survive(&self) -> bool {
+        !matches!(self, Self::Jsonl(_) | Self::Memory(_))
+    }
+
+    /// Whether a second instance may be open on the logs while the first writes (SQLite: one
+    /// store per database file).
+    fn second_instance_reads_along(&self) -> bool {
+        !matches!(self, Self::Sqlite(_))
+    }
+}
+
+/// Session `s`'s batch starting at `seq`: 1 to 3 messages.
+fn batch_at(s: usize, seq: u64) -> Vec<Envelope> {
+    let size = 1 + (seq + s as u64) % 3;
+    (seq..seq + size).map(|seq| message(seq, &format!("s{s}/{seq}"))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acknowledgement_comes_in_append_order_once_the_events_are_durable_and_readable() {
+    // Durability acknowledgement order: an append resolves only once its events are held at
+    // `Disk`, and a session's acknowledgements come in the order of its appends — the ack of
+    // seq N means every seq up to N is in the log, readable at once by a store that was already
+    // open (another process following the log) and by a fresh one.
+    const SESSIONS: usize = 6;
+    const EVENTS: u64 = 40;
+    for backend in backends() {
+        let name = backend.name();
+        let writer = backend.open(Durability::Disk).await;
+        let follower = match backend.second_instance_reads_along() {
+            true => backend.open(Durability::Os).await,
+            false => Arc::clone(&writer),
+        };
+        let backend = &backend;
+        let acks = std::sync::Mutex::new(Vec::new());
+        let sessions = (0..SESSIONS).map(|s| {
+            let (writer, follower, acks) = (&writer, &follower, &acks);
+            async move {
+                let session = format!("s{s}");
+                let _claim = writer.claim(&session).await.unwrap();
+                let mut seq = 0;
+                while seq < EVENTS {
+                    let batch = batch_at(s, seq);
+                    writer.append(&session, &batch).await.unwrap();
+                    seq += batch.len() as u64;
+                    acks.lock().unwrap().push((s, seq - 1));
+                    // Read along, as a follower catching up does: from the acknowledged seq at
+                    // every ack (its store read this log before), the whole log now and then.
+                    let last = follower.load_from(&session, seq - 1).await.unwrap();
+                    assert_eq!(last.first().map(|e| e.seq), Some(seq - 1), "{name}: {session}");
+                    if seq % 5 == 0 {
+                        let read = follower.load(&session).await.unwrap().unwrap().events;
+                        assert!(read.len() as u64 >= seq, "{name}: {session}: acked {seq}");
+                        let contiguous = read.iter().zip(0..).all(|(e, i)| e.seq == i);
+                        assert!(contiguous, "{name}: {session}");
+                    }
+                    if backend.second_instance_reads_along() && seq % 4 == 0 {
+                        let fresh = backend.open(Durability::Os).await;
+                        let loaded = fresh.load(&session).await.unwrap().unwrap().events;
+                        assert!(loaded.len() as u64 >= seq, "{name}: {session}: a fresh store");
+                    }
+                }
+            }
+        });
+        futures::future::join_all(sessions).await;
+        let acks = acks.into_inner().unwrap();
+        for s in 0..SESSIONS {
+            let own: Vec<u64> =
+                acks.iter().filter(|(of, _)| *of == s).map(|(_, seq)| *seq).collect();
+            assert!(
+                own.windows(2).all(|w| w[0] < w[1]),
+                "{name}: s{s}'s acks out of order: {own:?}"
+            );
+        }
+        drop((writer, follower));
+        let reopened = backend.open(Durability::Os).await;
+        for s in 0..SESSIONS {
+            let events = reopened.load(&format!("s{s}")).await.unwrap().unwrap().events;
+            let want: Vec<Envelope> = {
+                let mut all = Vec::new();
+                while (all.len() as u64) < EVENTS {
+                    all.extend(batch_at(s, all.len() as u64));
+                }
+                all
+            };
+            assert_eq!(events, want, "{name}: s{s} after reopening");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_that_failed_is_never_acknowledged_and_is_found_whole_or_not_at_all() {
+    // The fault strikes mid-run (syncs fail; the PostgreSQL server stops at once) while every
+    // session appends: each session's first refused append, and one more try while the fault
+    // holds, fail. Then a fresh store finds every acknowledged event; of the refused append
+    // nothing (or, where the store cannot tell whether a commit in flight was kept, all of it),
+    // and never the retry or anything after; and appends go on from what the log holds.
+    const SESSIONS: usize = 6;
+    const STRIKE_AFTER: u64 = 24;
+    for backend in backends() {
+        let name = backend.name();
+        let Some((store, fault)) = backend.open_failing().await else { continue };
+        let (acked_total, struck) = (AtomicU64::new(0), AtomicBool::new(false));
+        let sessions = (0..SESSIONS).map(|s| {
+            let (store, fault, acked_total, struck) = (&store, &fault, &acked_total, &struck);
+            async move {
+                let session = format!("s{s}");
+                let claim = store.claim(&session).await.unwrap();
+                let mut seq = 0;
+                loop {
+                    assert!(seq < 10_000, "{name}: the fault never struck");
+                    let batch = batch_at(s, seq);
+                    match store.append(&session, &batch).await {
+                        Ok(()) => seq += batch.len() as u64,
+                        Err(e) => {
+                            assert!(
+                                matches!(e, StoreError::Io { .. } | StoreError::Sqlite(_))
+                                    || e.to_string().contains("postgres"),
+                                "{name}: {e}"
+                            );
+                            break;
+                        }
+                    }
+                    let total = acked_total.fetch_add(1, Ordering::SeqCst) + 1;
+                    if total == STRIKE_AFTER && !struck.swap(true, Ordering::SeqCst) {
+                        fault.set(true);
+                    }
+                    tokio::task::yield_now().await;
+                }
+                // Refused while the fault holds, too.
+                let retry = batch_at(s, seq);
+                assert!(store.append(&session, &retry).await.is_err(), "{name}: {session}");
+                drop(claim);
+                (session, seq, retry.len() as u64)
+            }
+        });
+        let refused = futures::future::join_all(sessions).await;
+        fault.set(false);
+        drop(store);
+
+        let fresh = backend.open(Durability::Disk).await;
+        for (session, acked, size) in refused {
+            let events = fresh.load(&session).await.unwrap().unwrap().events;
+            let held = events.len() as u64;
+            assert!(events.iter().zip(0..).all(|(e, i)| e.seq == i), "{name}: {session}");
+            assert!(held >= acked, "{name}: {session}: {acked} acknowledged, {held} found");
+            let allowed: &[u64] = match backend.failed_append_may_survive() {
+                true => &[acked, acked + size],
+                false => &[acked],
+            };
+            assert!(
+                allowed.contains(&held),
+                "{name}: {session}: {acked} acknowledged, the refused append had {size} events, \
+                 {held} found"
+            );
+            // The store knows what it holds: the log goes on from there, and only from there.
+            let _claim = fresh.claim(&session).await.unwrap();
+            let again = fresh.append(&session, &[idle(held + 1)]).await;
+            assert!(matches!(again, Err(StoreError::OutOfOrder { .. })), "{name}: {again:?}");
+            let mut next = Err(StoreError::Closed);
+            for _ in 0..300 {
+                next = fresh.append(&session, &[idle(held)]).await;
+                if next.is_ok() {
+                    break;
+                }
+                // A PostgreSQL writer may still be reconnecting after the restart.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            next.unwrap_or_else(|e| panic!("{name}: {session}: appends do not go on: {e}"));
+            let events = fresh.load(&session).await.unwrap().unwrap().events;
+            assert_eq!(events.len() as u64, held + 1, "{name}: {session}");
+        }
+    }
+}
+
 #[cfg(feature = "postgres")]
 mod postgres {
     //! What only PostgreSQL has: a server that can go away and come back, schema versions,
@@ -475,6 +722,30 @@ mod postgres {
             assert_eq!(events.len() as u64, EVENTS, "{session}: appends went on after it");
         }
         assert!(refusals > 0, "the restart was noticed: appends were refused meanwhile");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn claims_made_while_the_server_is_away_never_hold_off_its_reconnection() {
+        // A session whose log failed is reopened at the next call, and a busy runtime calls
+        // again at once: claims keep coming while the server is down. They are refused, and the
+        // lock connection still comes back once the server does.
+        let Some(cluster) = rein_testkit::PgCluster::start() else { return };
+        let url = cluster.create_database("claims");
+        let store = PostgresStore::open(&url, Durability::Disk).await.unwrap();
+        drop(store.claim("s").await.unwrap());
+        tokio::task::block_in_place(|| cluster.stop_immediate());
+        let refused = store.claim("s").await.map(drop).unwrap_err();
+        assert!(refused.to_string().contains("postgres://rein@127.0.0.1:"), "{refused}");
+        tokio::task::block_in_place(|| cluster.start_again());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let claim = loop {
+            match store.claim("s").await {
+                Ok(claim) => break claim,
+                Err(e) => assert!(std::time::Instant::now() < deadline, "still refused: {e}"),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        };
+        drop(claim);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

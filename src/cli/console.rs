@@ -13,11 +13,12 @@
 //! (what of a log can still change on a page), [`drawn`] (the settings a form was drawn from).
 //! Shells: [`connections`] (HTTP on each socket, timeouts, a stop bounded in time), [`body`]
 //! (reading a body within its size and time), [`server`] (routes), [`pages`] (markup),
-//! [`feed`] (how it learns a log grew), [`reader`] and [`follow`] (reading logs as they grow for
-//! the live streams); the page script and stylesheet are `console/console.js` and
-//! `console/console.css`, embedded.
+//! [`feed`] (how it learns a log grew), [`logs`] (where it reads logs: through the store, any
+//! kind — a JSONL directory, a PostgreSQL database — or the files of a directory served
+//! read-only), [`reader`] and [`follow`] (reading logs as they grow for the live streams); the
+//! page script and stylesheet are `console/console.js` and `console/console.css`, embedded.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -37,6 +38,7 @@ mod drawn;
 mod feed;
 mod follow;
 mod guard;
+mod logs;
 mod pages;
 mod reader;
 mod request;
@@ -70,10 +72,14 @@ The runtime:
   The one `rein chat` builds: the same providers and flags (see rein chat --help: DeepSeek with
   DEEPSEEK_API_KEY, Anthropic with ANTHROPIC_API_KEY, an OpenAI-compatible server with
   OPENAI_API_KEY or OPENAI_BASE_URL, else the simulated provider; the generation flags are
-  rein chat's alone), the default plugin chain (llm-retry, compaction, auto-retry), the same JSONL store
-  (--store, default .rein/sessions, created owner-only), so `rein chat --session ID` continues a
-  session started here and the other way round (not both at once). With --read-only there is no
-  runtime: the store must exist; its logs are shown and followed, and nothing is written.
+  rein chat's alone), the default plugin chain (llm-retry, compaction, auto-retry), the same store
+  (--store: a JSONL directory, default .rein/sessions, created owner-only; or a PostgreSQL
+  database, postgres://USER[:PASSWORD]@HOST[:PORT]/DB, the password from the URL or PGPASSWORD
+  and never shown), so `rein chat --session ID` continues a session started here and the other
+  way round (not both at once); saved plugin settings are kept in that store. With --read-only
+  there is no runtime: the store must exist; its logs are shown and followed (looked at once a
+  second), and nothing is written (a PostgreSQL store is opened as rein chat opens it, its
+  schema brought up to date first).
 
 Output:
   stdout   `rein console: http://127.0.0.1:PORT/` once it listens (--port 0 picks a free port).
@@ -92,8 +98,8 @@ Exit status:
   1  it could not listen (the port is taken: choose another with --port, or --port 0), or the
      runtime failed
   2  bad input, nothing written: a usage error, an invalid provider variable, a missing key for
-     the --provider asked, a store that is not a readable directory (--read-only: that does not
-     exist)
+     the --provider asked, a store that cannot be opened: not a readable directory (--read-only:
+     that does not exist), a PostgreSQL database that is down, missing or refuses the password
   130  stopped at once by a second Ctrl-C or SIGTERM: a turn still running is left open in
        its log (the next start of the console, or open of the session, resumes it)";
 
@@ -106,9 +112,10 @@ pub(crate) struct ConsoleArgs {
     port: Option<u16>,
     #[command(flatten)]
     provider: ProviderArgs,
-    /// The directory of session logs [default: the configuration file's `store`, else
-    /// .rein/sessions].
-    #[arg(long, value_name = "DIR")]
+    /// The directory of session logs, or a PostgreSQL store: postgres://USER@HOST/DB (the
+    /// password from the URL or PGPASSWORD, never printed) [default: the configuration file's
+    /// `store`, else .rein/sessions].
+    #[arg(long, value_name = "DIR|URL")]
     store: Option<PathBuf>,
     /// Serve the store without a runtime: show and follow its logs, change nothing.
     #[arg(long, conflicts_with_all = ["provider", "model", "seed"])]
@@ -150,16 +157,21 @@ async fn console(args: &ConsoleArgs) -> u8 {
     let dir = agent::store(args.store.as_deref(), file.as_ref());
     let port = args.port.or(file.as_ref().and_then(|f| f.console_port.as_ref()).map(|p| p.value));
     let port = port.unwrap_or(DEFAULT_PORT);
-    let store_shown = dir.display().to_string();
-    let live = if args.read_only {
-        if let Err(e) = readable_dir(&dir) {
-            eprintln!("error: {e}");
-            return BAD_INPUT;
+    let store_shown = match sessions::is_postgres(&dir) {
+        true => rein_runtime::store::postgres::redact(&dir.to_string_lossy()),
+        false => dir.display().to_string(),
+    };
+    let (logs, live) = if args.read_only {
+        match read_only(&dir).await {
+            Ok(logs) => (logs, None),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return BAD_INPUT;
+            }
         }
-        None
     } else {
         match start(args, file, &dir).await {
-            Ok(live) => Some(live),
+            Ok((live, label)) => (logs::Logs::Store(Arc::clone(&live.store)), Some((live, label))),
             Err((status, e)) => {
                 eprintln!("error: {e}");
                 return status;
@@ -213,7 +225,7 @@ async fn console(args: &ConsoleArgs) -> u8 {
     let app = Arc::new(server::App {
         context: pages::Context { live: label, store: store_shown },
         own: guard::Own { port },
-        dir,
+        logs,
         live,
         closing: closing.clone(),
         turns: TaskTracker::new(),
@@ -272,14 +284,18 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 async fn start(
     args: &ConsoleArgs,
     file: Option<ConfigFile>,
-    dir: &std::path::Path,
+    dir: &Path,
 ) -> Result<(server::Live, String), (u8, String)> {
     let planned = agent::plan_from(&args.provider, file).map_err(|e| (BAD_INPUT, e))?;
     let routes = agent::routes(planned).map_err(|e| (BAD_INPUT, e))?;
-    let store = sessions::open_store(dir).map_err(|e| (BAD_INPUT, e))?;
+    let store: Arc<dyn SessionStore> = match sessions::is_postgres(dir) {
+        true => sessions::open_postgres_store(&dir.to_string_lossy()).await,
+        false => sessions::open_store(dir).map(|store| Arc::new(store) as Arc<dyn SessionStore>),
+    }
+    .map_err(|e| (BAD_INPUT, e))?;
     let feed = Arc::new(feed::Feed::default());
     let notifying: Arc<dyn SessionStore> =
-        Arc::new(feed::NotifyingStore::new(Arc::new(store.clone()), Arc::clone(&feed)));
+        Arc::new(feed::NotifyingStore::new(Arc::clone(&store), Arc::clone(&feed)));
     let grace = rein_runtime::runtime::DEFAULT_IDLE_GRACE;
     let (runtime, built) =
         agent::build(&routes, notifying, grace).await.map_err(|e| (FAILED, e))?;
@@ -306,8 +322,18 @@ async fn start(
     Ok((live, label))
 }
 
-/// A store to serve read-only: it must be a readable directory.
-fn readable_dir(dir: &std::path::Path) -> Result<(), String> {
+/// The logs of a store served read-only: a PostgreSQL store, read through it; or the files of a
+/// directory, which must be a readable one.
+async fn read_only(dir: &Path) -> Result<logs::Logs, String> {
+    if sessions::is_postgres(dir) {
+        return sessions::open_postgres_store(&dir.to_string_lossy()).await.map(logs::Logs::Store);
+    }
+    readable_dir(dir)?;
+    Ok(logs::Logs::Files(dir.to_path_buf()))
+}
+
+/// A store to serve read-only as files: it must be a readable directory.
+fn readable_dir(dir: &Path) -> Result<(), String> {
     let shown = dir.display();
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => {}

@@ -61,7 +61,9 @@
 //! file, since another process may have appended while the store did not hold it; the session log
 //! then loads the log before it appends. A load without the claim — a tool reading a log that
 //! another process writes — cuts nothing: a torn last line may be that process's append in
-//! flight, so it is only reported.
+//! flight, so it is only reported. A read from a `seq` of a session the store does not claim opens
+//! the log's handle afresh (its last line tells the next `seq`): a cached handle knows only what
+//! was there when it was opened, and that process may have appended since.
 //!
 //! # Hostile files
 //!
@@ -354,11 +356,16 @@ impl Inner {
 
     /// The events from `seq` on, read from the end of the file through the session's open
     /// handle (opened from the file's last line when not cached), on the blocking pool. A log
-    /// the handle cannot be opened for (read-only, say) is loaded whole instead.
+    /// the handle cannot be opened for (read-only, say) is loaded whole instead. A cached handle
+    /// is trusted only while this store holds the session's claim: otherwise another process may
+    /// have appended since, and the handle is opened afresh (one `open` and the last line).
     fn load_from_blocking(&self, session: &str, seq: u64) -> Result<Vec<Envelope>, StoreError> {
         let path = self.log_path(session);
         let slot = self.slot(session);
         let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if !self.claims.is_claimed(session) {
+            slot.log = None;
+        }
         if slot.log.is_none() {
             match LogFile::open(&path, &self.torn_path(session), self.mode()) {
                 Ok(None) => return Ok(Vec::new()),

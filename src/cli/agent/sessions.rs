@@ -13,10 +13,10 @@
 //! A missing store directory is created owner-only (`0700`, with its parents): the logs hold
 //! conversations. A new session gets a fresh random id that names no existing log.
 //!
-//! A `--store` of `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` (`rein chat` only) is a PostgreSQL
-//! store instead ([`is_postgres`]): opened at `Disk` durability (synchronous commit), the
-//! session's log read through the store the same way, and named `URL#ID` with the URL's password
-//! left out (see [`open_postgres`]).
+//! A `--store` of `postgres://USER[:PASSWORD]@HOST[:PORT]/DB` is a PostgreSQL store instead
+//! ([`is_postgres`]): opened at `Disk` durability (synchronous commit), the session's log read
+//! through the store the same way, and named `URL#ID` with the URL's password left out (see
+//! [`open_postgres`]; `rein console` opens the whole store, [`open_postgres_store`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -176,6 +176,22 @@ fn resumed_of(
     }
     let turns = events.iter().filter(|e| matches!(e.event, Event::TurnStart(_))).count();
     Ok(Resumed { turns, torn, head: Head::of(events) })
+}
+
+/// Whether `store` holds no log of session `id` (it reads the log: an error is one that exists
+/// but cannot be read, or a store that cannot be reached).
+pub(crate) async fn is_free(store: &dyn SessionStore, id: &str) -> Result<bool, String> {
+    store.load(id).await.map(|loaded| loaded.is_none()).map_err(|e| e.to_string())
+}
+
+/// A new session id (12 hex digits from a v4 UUID) that names no log in `store`, any store.
+pub(crate) async fn fresh_id_in(store: &dyn SessionStore) -> Result<String, String> {
+    loop {
+        let id = uuid::Uuid::new_v4().simple().to_string()[..12].to_owned();
+        if is_free(store, &id).await? {
+            return Ok(id);
+        }
+    }
 }
 
 /// A new session id (12 hex digits from a v4 UUID) that names no log in `store`.

@@ -5,11 +5,15 @@
 //!   all sessions). Everything the runtime writes — a turn's events, a plugin's `llm/retry`,
 //!   `config/changed`, the repair of a reopened log — goes through the store, so a session view
 //!   subscribed to the counter sees every change, and nothing is polled.
-//! - Read-only (another process writes the store): [`Fingerprint`] of the files (size and
-//!   modification time), compared once per [`POLL`]: there is no runtime to tell.
+//! - Read-only (another process writes the store): there is no runtime to tell, so once per
+//!   [`POLL`] the console looks: at the [`Fingerprint`] of the files (size and modification
+//!   time) of a JSONL directory, or, for a store read through its API (PostgreSQL), by reading
+//!   on from where it stopped (a read that finds nothing new sends nothing).
+//!
+//! [`Changes`] is what a stream waits on: the feed's counter or the poll.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -20,6 +24,58 @@ use tokio::sync::watch;
 
 /// How often a read-only console looks at the files.
 pub(crate) const POLL: Duration = Duration::from_secs(1);
+
+/// Resolves when what it watches changed.
+pub(crate) enum Changes {
+    /// The feed's counter.
+    Feed(watch::Receiver<u64>),
+    /// Files looked at once per [`POLL`].
+    Files { target: PathBuf, dir: bool, last: Fingerprint, tick: tokio::time::Interval },
+    /// Once per [`POLL`]: the reader finds out whether anything is new.
+    Ticks(tokio::time::Interval),
+}
+
+impl Changes {
+    /// The file `target` (or the logs of the directory `target`, when `dir`), looked at once per
+    /// [`POLL`].
+    pub(crate) fn files(target: PathBuf, dir: bool) -> Self {
+        let last = if dir { Fingerprint::dir(&target) } else { Fingerprint::file(&target) };
+        Changes::Files { target, dir, last, tick: interval() }
+    }
+
+    /// Once per [`POLL`].
+    pub(crate) fn ticks() -> Self {
+        Changes::Ticks(interval())
+    }
+
+    /// Resolves at the next change (never, for a feed that is gone).
+    pub(crate) async fn next(&mut self) {
+        match self {
+            Changes::Feed(rx) => {
+                if rx.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+            Changes::Files { target, dir, last, tick } => loop {
+                tick.tick().await;
+                let now = if *dir { Fingerprint::dir(target) } else { Fingerprint::file(target) };
+                if now != *last {
+                    *last = now;
+                    return;
+                }
+            },
+            Changes::Ticks(tick) => {
+                tick.tick().await;
+            }
+        }
+    }
+}
+
+fn interval() -> tokio::time::Interval {
+    let mut tick = tokio::time::interval(POLL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick
+}
 
 /// Counters of appended events: one per session, one for all.
 #[derive(Debug)]

@@ -2,38 +2,36 @@
 //! session view's updates) and a whole store's ([`Store`]: the sessions-list rows).
 //!
 //! Each keeps, per log, a reader that reads only what was appended since its last look
-//! (`reader.rs`) and the tail that can still change what is shown (`tail.rs`). A stream that
-//! connects late reads and renders the history once; after that every update costs the new
-//! events and the open turn, whatever the log's length. Blocking: the server runs them on
-//! tokio's blocking pool.
+//! (`logs.rs`: through the store, or a file) and the tail that can still change what is shown
+//! (`tail.rs`). A stream that connects late reads and renders the history once; after that every
+//! update costs the new events and the open turn, whatever the log's length.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
-use rein_runtime::store::check_session_id;
 use serde_json::{Value, json};
 
+use super::logs::{Logs, Reader};
 use super::pages;
-use super::reader::{LogReader, Read};
+use super::reader::Read;
 use super::status::{self, Summary};
 use super::tail::Tail;
 
 /// One session's log, followed for its view.
-#[derive(Debug)]
 pub(crate) struct Session {
     id: String,
-    path: PathBuf,
-    reader: LogReader,
+    logs: Logs,
+    reader: Reader,
     tail: Tail,
     /// Whether an update was made (the first is made even when the log is empty).
     started: bool,
 }
 
 impl Session {
-    /// Session `id`, whose log is at `path`, followed from its start.
-    pub(crate) fn new(id: &str, path: PathBuf) -> Self {
-        let reader = LogReader::new(path.clone());
-        Self { id: id.to_owned(), path, reader, tail: Tail::default(), started: false }
+    /// Session `id` of `logs`, followed from its start.
+    pub(crate) fn new(id: &str, logs: &Logs) -> Self {
+        let reader = logs.reader(id);
+        let (id, logs) = (id.to_owned(), logs.clone());
+        Self { id, logs, reader, tail: Tail::default(), started: false }
     }
 
     /// The next update of the view, `None` when nothing was appended since the last one:
@@ -42,12 +40,12 @@ impl Session {
     /// its state line, markup), how many events the log holds, and the conversation after the
     /// first `kept` turn articles (markup), which the page keeps; `kept` is 0 on the first update
     /// and whenever the log had to be read again. `{"error"}` when the log cannot be read.
-    pub(crate) fn update(&mut self) -> Option<Value> {
-        match self.reader.read() {
+    pub(crate) async fn update(&mut self) -> Option<Value> {
+        match self.reader.read().await {
             Ok(Read::New(events)) if events.is_empty() && self.started => return None,
             Ok(Read::New(events)) => self.tail.extend(events),
             Ok(Read::Again(events)) => self.tail = Tail::of(events),
-            Err(_) if !self.path.exists() => {
+            Err(_) if !self.logs.exists(&self.id).await.unwrap_or(true) => {
                 return Some(
                     json!({"error": format!("there is no session {:?} any more", self.id)}),
                 );
@@ -70,42 +68,30 @@ impl Session {
 }
 
 /// Every log of a store, followed for the sessions list.
-#[derive(Debug)]
 pub(crate) struct Store {
-    dir: PathBuf,
-    logs: BTreeMap<String, (LogReader, Tail)>,
+    logs: Logs,
+    followed: BTreeMap<String, (Reader, Tail)>,
 }
 
 impl Store {
-    /// The store at `dir`, nothing read yet.
-    pub(crate) fn new(dir: PathBuf) -> Self {
-        Self { dir, logs: BTreeMap::new() }
+    /// The logs of `logs`, nothing read yet.
+    pub(crate) fn new(logs: &Logs) -> Self {
+        Self { logs: logs.clone(), followed: BTreeMap::new() }
     }
 
-    /// Every session's row, newest activity first: each `*.jsonl` log whose name is a session
-    /// id, read on from where the last call stopped; a log that cannot be read is a row saying
-    /// why.
-    pub(crate) fn rows(&mut self) -> Result<Vec<Summary>, String> {
-        let dir = &self.dir;
-        let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut ids: Vec<(String, PathBuf)> = entries
-            .flatten()
-            .filter_map(|entry| {
-                let name = entry.file_name().into_string().ok()?;
-                let id = name.strip_suffix(".jsonl")?;
-                let path = entry.path();
-                (check_session_id(id).is_ok() && path.is_file()).then(|| (id.to_owned(), path))
-            })
-            .collect();
-        ids.sort();
-        self.logs.retain(|id, _| ids.iter().any(|(known, _)| known == id));
+    /// Every session's row, newest activity first: each session of the store, read on from
+    /// where the last call stopped; a log that cannot be read is a row saying why.
+    pub(crate) async fn rows(&mut self) -> Result<Vec<Summary>, String> {
+        let ids = self.logs.ids().await?;
+        self.followed.retain(|id, _| ids.binary_search(id).is_ok());
         let mut rows = Vec::with_capacity(ids.len());
-        for (id, path) in ids {
+        for id in ids {
+            let logs = &self.logs;
             let (reader, tail) = self
-                .logs
+                .followed
                 .entry(id.clone())
-                .or_insert_with(|| (LogReader::new(path), Tail::default()));
-            let read = match reader.read() {
+                .or_insert_with(|| (logs.reader(&id), Tail::default()));
+            let read = match reader.read().await {
                 Ok(Read::New(events)) => {
                     tail.extend(events);
                     Ok(())

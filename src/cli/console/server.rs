@@ -27,7 +27,6 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,22 +39,21 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use maud::Markup;
-use rein_runtime::event::{CancelCause, Envelope};
+use rein_runtime::event::CancelCause;
 use rein_runtime::plugin::ConfigError;
 use rein_runtime::runtime::Runtime;
 use rein_runtime::session::SessionError;
-use rein_runtime::store::check_session_id;
-use rein_runtime::store::jsonl::{JsonlStore, read_log};
+use rein_runtime::store::{SessionStore, check_session_id};
 use serde_json::{Map, Value, json};
-use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::body::{self, BODY_TIMEOUT, BodyError, DRAIN_BYTES, MAX_BODY_BYTES};
 use super::drawn::Drawn;
-use super::feed::{self, Feed, Fingerprint};
+use super::feed::{Changes, Feed};
 use super::follow;
 use super::guard::{self, Own};
+use super::logs::Logs;
 use super::pages::{self, Context, PluginView, SessionView};
 use super::request::{self, BadRequest};
 use super::staged::{self, Problem};
@@ -91,7 +89,7 @@ pub(crate) struct Live {
     /// The runtime.
     pub(crate) runtime: Runtime,
     /// Its store (for fresh session ids).
-    pub(crate) store: JsonlStore,
+    pub(crate) store: Arc<dyn SessionStore>,
     /// Told of every append.
     pub(crate) feed: Arc<Feed>,
     /// Held while a session is created.
@@ -111,8 +109,8 @@ pub(crate) struct App {
     pub(crate) context: Context,
     /// The console's own address.
     pub(crate) own: Own,
-    /// The store directory.
-    pub(crate) dir: PathBuf,
+    /// Where the logs are read from.
+    pub(crate) logs: Logs,
     /// The runtime; `None` for a store served read-only.
     pub(crate) live: Option<Live>,
     /// Cancelled when the console stops: every event stream ends.
@@ -286,79 +284,36 @@ async fn script() -> Response {
 // ---- logs ----
 
 impl App {
-    /// The log file of session `id`, when `id` is a valid session id.
-    fn path(&self, id: &str) -> Option<PathBuf> {
-        check_session_id(id).ok().map(|()| self.dir.join(format!("{id}.jsonl")))
-    }
-
-    /// The log of session `id`: `Ok(None)` when there is no such session.
-    async fn read(&self, id: &str) -> Result<Option<Vec<Envelope>>, String> {
-        let Some(path) = self.path(id) else { return Ok(None) };
-        blocking(move || {
-            if !path.is_file() {
-                return Ok(None);
-            }
-            read_log(&path).map(|loaded| Some(loaded.events)).map_err(|e| e.to_string())
-        })
-        .await
-    }
-
     /// Every session's row, newest activity first.
     async fn rows(&self) -> Result<Vec<status::Summary>, String> {
-        let mut store = follow::Store::new(self.dir.clone());
-        blocking(move || store.rows()).await
-    }
-}
-
-async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(work).await.map_err(|e| format!("reading failed: {e}"))?
-}
-
-/// Resolves when what it watches changed.
-enum Changes {
-    /// The feed's counter.
-    Feed(watch::Receiver<u64>),
-    /// Files looked at once per [`feed::POLL`].
-    Poll { target: PathBuf, dir: bool, last: Fingerprint, tick: tokio::time::Interval },
-}
-
-impl Changes {
-    fn poll(target: PathBuf, dir: bool) -> Self {
-        let last = if dir { Fingerprint::dir(&target) } else { Fingerprint::file(&target) };
-        let mut tick = tokio::time::interval(feed::POLL);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        Changes::Poll { target, dir, last, tick }
+        follow::Store::new(&self.logs).rows().await
     }
 
-    async fn next(&mut self) {
-        match self {
-            Changes::Feed(rx) => {
-                if rx.changed().await.is_err() {
-                    std::future::pending::<()>().await;
-                }
-            }
-            Changes::Poll { target, dir, last, tick } => loop {
-                tick.tick().await;
-                let now = if *dir { Fingerprint::dir(target) } else { Fingerprint::file(target) };
-                if now != *last {
-                    *last = now;
-                    return;
-                }
-            },
+    /// What tells a stream of session `id` (`None`: of the sessions list) that a log grew.
+    fn changes(&self, id: Option<&str>) -> Changes {
+        match (&self.live, id) {
+            (Some(live), Some(id)) => Changes::Feed(live.feed.session(id)),
+            (Some(live), None) => Changes::Feed(live.feed.all()),
+            (None, id) => self.logs.polled(id),
         }
     }
 }
 
 /// Server-sent `update` events: what `next` makes of `follower` at once, then after every
 /// change — at most one per `gap`, the changes in between coalesced, nothing sent when `next`
-/// finds nothing new — until the console stops. `next` blocks (it reads logs): it runs on the
-/// blocking pool.
-fn updates<S, F>(app: Arc<App>, changes: Changes, gap: Duration, follower: S, next: F) -> Response
+/// finds nothing new — until the console stops. `next` takes the follower and gives it back
+/// with its update.
+fn updates<S, F, R>(
+    app: Arc<App>,
+    changes: Changes,
+    gap: Duration,
+    follower: S,
+    next: F,
+) -> Response
 where
     S: Send + 'static,
-    F: Fn(&mut S) -> Option<Value> + Send + Sync + Copy + 'static,
+    F: Fn(S) -> R + Send + Sync + Copy + 'static,
+    R: std::future::Future<Output = (S, Option<Value>)> + Send,
 {
     let start = (app, changes, follower, true);
     let stream =
@@ -378,11 +333,7 @@ where
                 if app.closing.is_cancelled() {
                     return None;
                 }
-                let made = tokio::task::spawn_blocking(move || {
-                    let update = next(&mut follower);
-                    (follower, update)
-                });
-                let (back, update) = made.await.ok()?;
+                let (back, update) = next(follower).await;
                 follower = back;
                 if let Some(update) = update {
                     let event = Event::default().event("update").data(update.to_string());
@@ -403,7 +354,7 @@ async fn sessions_page(State(app): Shared) -> Response {
 }
 
 async fn session_page(State(app): Shared, Path(id): Path<String>) -> Response {
-    match app.read(&id).await {
+    match app.logs.read(&id).await {
         Ok(Some(events)) => {
             page(pages::session(&app.context, &SessionView { id: &id, log: &Tail::of(events) }))
         }
@@ -429,21 +380,23 @@ async fn list_sessions(State(app): Shared) -> Response {
 }
 
 async fn list_events(State(app): Shared) -> Response {
-    let changes = match &app.live {
-        Some(live) => Changes::Feed(live.feed.all()),
-        None => Changes::poll(app.dir.clone(), true),
-    };
-    let store = follow::Store::new(app.dir.clone());
-    updates(Arc::clone(&app), changes, LIST_GAP, store, |store: &mut follow::Store| {
-        Some(match store.rows() {
+    let changes = app.changes(None);
+    // The last update sent: a poll that finds the same rows sends nothing.
+    let store = (follow::Store::new(&app.logs), None::<Value>);
+    updates(Arc::clone(&app), changes, LIST_GAP, store, |(mut store, last)| async move {
+        let update = match store.rows().await {
             Ok(rows) => json!({"rows": pages::session_rows(&rows).into_string()}),
             Err(e) => json!({"error": e}),
-        })
+        };
+        if last.as_ref() == Some(&update) {
+            return ((store, last), None);
+        }
+        ((store, Some(update.clone())), Some(update))
     })
 }
 
 async fn one_session(State(app): Shared, Path(id): Path<String>) -> Response {
-    match app.read(&id).await {
+    match app.logs.read(&id).await {
         Ok(Some(events)) => axum::Json(json!({
             "id": id,
             "state": status::state(&events),
@@ -461,13 +414,17 @@ fn no_session(id: &str) -> Response {
 }
 
 async fn session_events(State(app): Shared, Path(id): Path<String>) -> Response {
-    let Some(path) = app.path(&id).filter(|p| p.is_file()) else { return no_session(&id) };
-    let changes = match &app.live {
-        Some(live) => Changes::Feed(live.feed.session(&id)),
-        None => Changes::poll(path.clone(), false),
-    };
-    let session = follow::Session::new(&id, path);
-    updates(Arc::clone(&app), changes, SESSION_GAP, session, follow::Session::update)
+    match app.logs.exists(&id).await {
+        Ok(true) => {}
+        Ok(false) => return no_session(&id),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable", e),
+    }
+    let changes = app.changes(Some(&id));
+    let session = follow::Session::new(&id, &app.logs);
+    updates(Arc::clone(&app), changes, SESSION_GAP, session, |mut session| async move {
+        let update = session.update().await;
+        (session, update)
+    })
 }
 
 async fn new_session(State(app): Shared, Body(body): Body) -> Response {
@@ -483,13 +440,14 @@ async fn new_session(State(app): Shared, Body(body): Body) -> Response {
     // it are one step, so of two requests for one id exactly one creates it.
     let _creating = live.creating.lock().await;
     let id = match asked {
-        Some(id) => {
-            if app.path(&id).is_some_and(|p| std::fs::symlink_metadata(p).is_ok()) {
+        Some(id) => match crate::cli::agent::sessions::is_free(live.store.as_ref(), &id).await {
+            Ok(true) => id,
+            Ok(false) => {
                 return error(StatusCode::CONFLICT, "exists", format!("session {id:?} exists"));
             }
-            id
-        }
-        None => match crate::cli::agent::sessions::fresh_id(&live.store) {
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable", e),
+        },
+        None => match crate::cli::agent::sessions::fresh_id_in(live.store.as_ref()).await {
             Ok(id) => id,
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "internal", e),
         },
@@ -518,8 +476,10 @@ async fn prompt(State(app): Shared, Path(id): Path<String>, Body(body): Body) ->
         Ok(text) => text,
         Err(e) => return bad_request(&e),
     };
-    if !app.path(&id).is_some_and(|p| p.is_file()) {
-        return no_session(&id);
+    match app.logs.exists(&id).await {
+        Ok(true) => {}
+        Ok(false) => return no_session(&id),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable", e),
     }
     let session = match live.runtime.session(&id).await {
         Ok(session) => session,
@@ -541,8 +501,10 @@ async fn prompt(State(app): Shared, Path(id): Path<String>, Body(body): Body) ->
 
 async fn cancel(State(app): Shared, Path(id): Path<String>) -> Response {
     let Some(live) = &app.live else { return read_only_console() };
-    if !app.path(&id).is_some_and(|p| p.is_file()) {
-        return no_session(&id);
+    match app.logs.exists(&id).await {
+        Ok(true) => {}
+        Ok(false) => return no_session(&id),
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable", e),
     }
     let session = match live.runtime.session(&id).await {
         Ok(session) => session,

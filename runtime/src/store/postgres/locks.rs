@@ -15,9 +15,10 @@
 //! marks each held session *lost* at once, and the writer refuses their appends
 //! ([`StoreError::Postgres`], "lost its lock") until the keeper, reconnecting with backoff, has
 //! taken the lock again. A session whose lock another process took meanwhile stays refused for as
-//! long as its claim lives (its log must be reopened). These locks are one writer per session,
-//! not a fence: ownership with epochs checked in every append transaction is the partition
-//! work of SPEC §12, not this.
+//! long as its claim lives (its log must be reopened). Claims made while it is away are refused at
+//! once ("unreachable (reconnecting)"); they never put the next reconnection off, however many
+//! come. These locks are one writer per session, not a fence: ownership with epochs checked in
+//! every append transaction is the partition work of SPEC §12, not this.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -103,6 +104,9 @@ struct Keeper {
 impl Keeper {
     async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let mut failed = 0u32;
+        // When the next reconnection is due: fixed when the connection is found missing, so
+        // that claims arriving meanwhile (each refused at once) never put it off.
+        let mut retry_at: Option<tokio::time::Instant> = None;
         loop {
             let command = match self.client.as_mut() {
                 Some((_, closed)) => tokio::select! {
@@ -113,10 +117,13 @@ impl Keeper {
                     }
                 },
                 None => {
-                    let retry = tokio::time::sleep(batch::backoff(failed));
+                    let at = *retry_at.get_or_insert_with(|| {
+                        tokio::time::Instant::now() + batch::backoff(failed)
+                    });
                     tokio::select! {
                         command = commands.recv() => command,
-                        () = retry => {
+                        () = tokio::time::sleep_until(at) => {
+                            retry_at = None;
                             failed = if self.reconnect().await { 0 } else { failed.saturating_add(1) };
                             continue;
                         }
