@@ -190,6 +190,7 @@ impl StepState {
             retry_policy: self.route.served.as_ref().map(|route| {
                 RetryPolicy::effective(route.policy.as_ref(), shared.default_policy.as_ref())
             }),
+            health: shared.health_report(),
             cancel: self.scope.token().clone(),
             log: self.ctx.log.clone(),
         }

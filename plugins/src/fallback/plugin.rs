@@ -246,6 +246,7 @@ mod tests {
             provider: "main".into(),
             failure,
             retry_policy: None,
+            health: Default::default(),
             cancel: CancellationToken::new(),
             log: log.clone(),
         };

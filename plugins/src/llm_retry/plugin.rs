@@ -334,6 +334,7 @@ mod tests {
             provider: provider.into(),
             failure,
             retry_policy,
+            health: Default::default(),
             cancel: CancellationToken::new(),
             log: log.clone(),
         };
