@@ -136,7 +136,7 @@ impl HealthSettings {
     /// The retry budget's capacity, in tokens (a failed attempt takes 1): finite, > 0,
     /// ≤ [`MAX_TOKENS_LIMIT`]; precision beyond a thousandth is dropped.
     pub fn with_max_tokens(mut self, tokens: f64) -> Result<Self, HealthError> {
-        if !(tokens.is_finite() && tokens >= 0.001 && tokens <= MAX_TOKENS_LIMIT) {
+        if !(tokens.is_finite() && (0.001..=MAX_TOKENS_LIMIT).contains(&tokens)) {
             return Err(HealthError::new(
                 "maxTokens",
                 format!(
@@ -316,7 +316,9 @@ mod tests {
     #[test]
     fn values_are_read_strictly_and_errors_name_the_field() {
         let p = "routes.main.health";
-        let cases: Vec<(Value, Result<(&str, Value), &str>)> = vec![
+        /// A value read, and the key and value it keeps, or the error it gives.
+        type Case = (Value, Result<(&'static str, Value), &'static str>);
+        let cases: Vec<Case> = vec![
             (json!({"openMs": 5000}), Ok(("openMs", json!(5000)))),
             (json!({"failureRatio": 0}), Ok(("failureRatio", json!(0)))),
             (json!({"failureRatio": 1}), Ok(("failureRatio", json!(1)))),
