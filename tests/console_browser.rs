@@ -318,6 +318,7 @@ async fn plugins_page(a: Client, b_page: Client, url: String, shots: std::path::
         "CONTEXT_WINDOW_EXCEEDED",
         "IMAGE_OFFLOAD_REQUIRED",
         "ABORTED",
+        "CIRCUIT_OPEN",
     ];
     assert_eq!(
         form_state(&a).await,

@@ -110,11 +110,14 @@ pub enum Event {
     /// A reopened session continues a turn a crash left open (never model-visible).
     #[serde(rename = "turn/resumed")]
     TurnResumed(TurnResumed),
+    /// A plugin declined a retry because the route's retry budget is spent (never model-visible).
+    #[serde(rename = "retry/throttled")]
+    RetryThrottled(RetryThrottled),
 }
 
 impl Event {
     /// Every `family/name` tag, in the order of `docs/runtime-semantics.md` ("Events").
-    pub const KINDS: [&'static str; 20] = [
+    pub const KINDS: [&'static str; 21] = [
         "session/start",
         "user/message",
         "turn/start",
@@ -135,6 +138,7 @@ impl Event {
         "plugin/crashed",
         "config/changed",
         "turn/resumed",
+        "retry/throttled",
     ];
 
     /// The event's `family/name` tag.
@@ -160,6 +164,7 @@ impl Event {
             Event::PluginCrashed(_) => "plugin/crashed",
             Event::ConfigChanged(_) => "config/changed",
             Event::TurnResumed(_) => "turn/resumed",
+            Event::RetryThrottled(_) => "retry/throttled",
         }
     }
 
@@ -430,6 +435,24 @@ pub struct TurnResumed {
     /// What the tail was: `retry-wait`, `attempt`, `waterfall`, `tool` or `loop` (a string, so
     /// a log with another word still parses and its checker can name it).
     pub pending: String,
+}
+
+/// `retry/throttled`: a plugin declined a retry it would otherwise have scheduled, because the
+/// route's retry budget is spent (its tokens are at half or below); written after the attempt's
+/// `request/error`, in its open step; never model-visible.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryThrottled {
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The route whose budget is spent (the provider of the step's latest `request/start`).
+    pub provider: String,
+    /// The plugin that declined (`llm-retry`, `auto-retry`).
+    pub plugin: String,
+    /// The code of the failure it did not retry.
+    pub code: String,
 }
 
 /// `agent/idle` (no data).
@@ -740,6 +763,16 @@ mod tests {
             (
                 Event::TurnResumed(TurnResumed { turn: 2, step: 1, pending: "retry-wait".into() }),
                 r#"{"seq":0,"time":5,"type":"turn/resumed","data":{"turn":2,"step":1,"pending":"retry-wait"}}"#,
+            ),
+            (
+                Event::RetryThrottled(RetryThrottled {
+                    turn: 1,
+                    step: 2,
+                    provider: "main".into(),
+                    plugin: "llm-retry".into(),
+                    code: "SERVER".into(),
+                }),
+                r#"{"seq":0,"time":5,"type":"retry/throttled","data":{"turn":1,"step":2,"provider":"main","plugin":"llm-retry","code":"SERVER"}}"#,
             ),
         ]
     }

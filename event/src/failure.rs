@@ -54,6 +54,9 @@ pub const UNKNOWN: &str = "UNKNOWN";
 pub const ABORTED: &str = "ABORTED";
 /// A scripted provider ran out of script (never offered to the waterfall).
 pub const SCRIPT_EXHAUSTED: &str = "SCRIPT_EXHAUSTED";
+/// The route's circuit breaker is open: the attempt failed at once and no request was sent
+/// (never retried on the same route; `fallback` switches on it at once).
+pub const CIRCUIT_OPEN: &str = "CIRCUIT_OPEN";
 
 /// Every known code (besides `HTTP_<status>`).
 pub const KNOWN_CODES: &[&str] = &[
@@ -77,10 +80,12 @@ pub const KNOWN_CODES: &[&str] = &[
     PROVIDER_ERROR,
     UNKNOWN,
     ABORTED,
+    CIRCUIT_OPEN,
 ];
 
 /// Codes that `auto-retry` never retries, whatever its configuration (the hard floor). They live
-/// here, not in the plugin, because the invariant checker enforces them too.
+/// here, not in the plugin, because the invariant checker enforces them too. `CIRCUIT_OPEN` is
+/// also `llm-retry`'s hard floor: a route whose breaker is open is never retried.
 pub const HARD_FLOOR: &[&str] = &[
     AUTH,
     MISSING_CREDENTIAL,
@@ -91,6 +96,7 @@ pub const HARD_FLOOR: &[&str] = &[
     CONTEXT_WINDOW_EXCEEDED,
     IMAGE_OFFLOAD_REQUIRED,
     ABORTED,
+    CIRCUIT_OPEN,
 ];
 
 /// The code for an HTTP status no other code covers: `HTTP_<status>`.

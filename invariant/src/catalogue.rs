@@ -27,6 +27,8 @@ pub enum Family {
     Routes,
     /// `turn/resumed`: a turn a crash left open, continued.
     Resumes,
+    /// `retry/throttled`: a retry a route's spent budget declined.
+    Throttles,
 }
 
 impl Family {
@@ -39,6 +41,7 @@ impl Family {
             Family::Retries => "retries",
             Family::Routes => "routes",
             Family::Resumes => "resumes",
+            Family::Throttles => "throttles",
         }
     }
 }
@@ -190,6 +193,9 @@ rules! {
     /// `auto-retry` never retries a hard-floor code.
     AutoRetryHardFloor = "auto-retry-hard-floor", Retries,
         "auto-retry never retries a hard-floor code (AUTH, NO_ADAPTER, CONTEXT_WINDOW_EXCEEDED, …)";
+    /// No plugin retries `CIRCUIT_OPEN` on the same route.
+    CircuitOpenNeverRetried = "circuit-open-never-retried", Retries,
+        "no llm/retry retries a CIRCUIT_OPEN failure (its route's breaker is open; only a route switch recovers it)";
     /// `llm/retry-started` pairs the latest `llm/retry` with its `retryId` and `retry`.
     RetryStartedPairsRetry = "retry-started-pairs-retry", Retries,
         "an llm/retry-started has the retryId and retry of the latest llm/retry with that retryId";
@@ -237,6 +243,19 @@ rules! {
     /// `turn/resumed.pending` is a known tag.
     TurnResumedPendingKnown = "turn-resumed-pending-known", Resumes,
         "turn/resumed.pending is retry-wait, attempt, waterfall, tool or loop";
+
+    /// `provider`, `plugin` and `code` are non-empty.
+    RetryThrottledFieldsNonEmpty = "retry-throttled-fields-non-empty", Throttles,
+        "retry/throttled has a non-empty provider, plugin and code";
+    /// `retry/throttled` is inside the open turn and the open step.
+    RetryThrottledInOpenStep = "retry-throttled-in-open-step", Throttles,
+        "a retry/throttled names the open turn and the open step";
+    /// `retry/throttled` follows a `request/error` of the current attempt.
+    RetryThrottledAfterRequestError = "retry-throttled-after-request-error", Throttles,
+        "a retry/throttled follows a request/error of the step's current attempt";
+    /// `provider` is the provider of the step's latest `request/start`.
+    RetryThrottledProvider = "retry-throttled-provider", Throttles,
+        "a retry/throttled's provider is the provider of the step's latest request/start";
 }
 
 impl fmt::Display for Rule {

@@ -1,5 +1,5 @@
 //! The rules of the session-log contract (`docs/runtime-semantics.md`, "Invariants and `rein
-//! check`"): one catalogue, five families.
+//! check`"): one catalogue, six families.
 //!
 //! [`Rule`] (defined in the crate's `catalogue`, a leaf every other module may name) is the
 //! single documented list of rule names. Every name is stable kebab-case and is
@@ -12,6 +12,7 @@
 //! - `rules/retries.rs`: `llm/retry` and `llm/retry-started`.
 //! - `rules/routes.rs`: `route/switched` and the attempt it sends to another route.
 //! - `rules/resumes.rs`: `turn/resumed`, where a reopened session continued a turn.
+//! - `rules/throttles.rs`: `retry/throttled`, a retry a route's spent budget declined.
 //!
 //! Two rules are about the raw text of a log and are decided while parsing it
 //! ([`crate::schema`]): [`Rule::CorruptLine`] and [`Rule::EventSchema`]. Two more are decided
@@ -36,6 +37,7 @@ mod resumes;
 mod retries;
 mod routes;
 mod sessions;
+mod throttles;
 
 pub use resumes::PENDING;
 
@@ -47,5 +49,6 @@ pub(crate) fn check(state: &State, event: &Envelope) -> Vec<Violation> {
     retries::check(state, event, &mut out);
     routes::check(state, event, &mut out);
     resumes::check(state, event, &mut out);
+    throttles::check(state, event, &mut out);
     out
 }

@@ -47,6 +47,26 @@ fn finished(name: &'static str, h: &mut History, expected: &'static [Rule]) -> C
 fn valid_cases() -> Vec<Case> {
     vec![
         case("an empty log", &mut History::empty(), &[]),
+        finished(
+            "a throttled retry, then a switch to another route that answers",
+            failed("SERVER")
+                .throttled("llm-retry")
+                .throttled("auto-retry")
+                .switched("backup", "exhausted")
+                .answer("backup")
+                .completed()
+                .idle(),
+            &[],
+        ),
+        finished(
+            "a throttled retry ends the turn with its failure",
+            failed("SERVER")
+                .throttled("llm-retry")
+                .step_end()
+                .turn_end(TurnEndReason::Error { failure: failure("SERVER") })
+                .idle(),
+            &[],
+        ),
         finished("only session/start", &mut History::new(), &[]),
         finished(
             "one completed turn",
@@ -880,6 +900,56 @@ fn invalid_cases() -> Vec<Case> {
             "a resume with an unknown pending tag",
             History::new().user().turn().step().request("mock").resumed("sleeping"),
             &[TurnResumedPendingKnown],
+        ),
+        case(
+            "a throttle with empty fields",
+            &mut {
+                let mut h = failed("SERVER");
+                h.throttled("llm-retry").edit(|e| {
+                    if let Event::RetryThrottled(t) = &mut e.event {
+                        t.plugin.clear();
+                        t.code.clear();
+                    }
+                });
+                h
+            },
+            &[RetryThrottledFieldsNonEmpty],
+        ),
+        case(
+            "a throttle outside the open step",
+            &mut {
+                let mut h = failed("SERVER");
+                h.throttled("llm-retry").edit(|e| {
+                    if let Event::RetryThrottled(t) = &mut e.event {
+                        t.step = 2;
+                    }
+                });
+                h
+            },
+            &[RetryThrottledInOpenStep],
+        ),
+        case(
+            "a throttle before the attempt failed",
+            History::new().user().turn().step().request("mock").throttled("llm-retry"),
+            &[RetryThrottledAfterRequestError],
+        ),
+        case(
+            "a throttle naming another route",
+            &mut {
+                let mut h = failed("SERVER");
+                h.throttled("llm-retry").edit(|e| {
+                    if let Event::RetryThrottled(t) = &mut e.event {
+                        t.provider = "other".into();
+                    }
+                });
+                h
+            },
+            &[RetryThrottledProvider],
+        ),
+        case(
+            "a retry of CIRCUIT_OPEN on the same route",
+            failed("CIRCUIT_OPEN").retry(Retry::official("id-a", 1)),
+            &[CircuitOpenNeverRetried],
         ),
         case(
             "a resumed retry started before its deadline",

@@ -21,6 +21,8 @@
 //! Shells:
 //! - [`schedule`]: schedule, wait, start — `llm/retry` durable before a cancellable wait, then
 //!   `llm/retry-started`; shared by every plugin that writes `llm/retry`.
+//! - [`throttle`]: a retry declined because the route's retry budget is spent —
+//!   `retry/throttled`, then `Next`; shared by `llm-retry` and `auto-retry`.
 //! - [`llm_retry::plugin`]: [`LlmRetry`](llm_retry::LlmRetry), the plugin the runtime runs; build
 //!   it from a configuration value with [`llm_retry::factory`].
 //! - [`auto_retry::plugin`]: [`AutoRetry`](auto_retry::AutoRetry), with its run-time settings
@@ -120,6 +122,7 @@ pub mod llm_retry;
 pub mod schedule;
 pub mod scripted;
 pub mod settings;
+pub mod throttle;
 
 use rein_runtime::plugin::{BuiltPlugin, ConfigError};
 use serde_json::Value;

@@ -163,6 +163,7 @@ mod tests {
             provider: "mock".into(),
             failure: Failure::new("SERVER", "down").unwrap(),
             retry_policy: None,
+            health: Default::default(),
             cancel: cancel.clone(),
             log: log.clone(),
         };

@@ -411,6 +411,7 @@ mod tests {
                 provider: "mock".into(),
                 failure: Failure::new("SERVER", "down").unwrap(),
                 retry_policy: None,
+                health: Default::default(),
                 cancel: CancellationToken::new(),
                 log: log.clone(),
             }),

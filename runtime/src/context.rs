@@ -21,6 +21,8 @@ use crate::provider::Generation;
 use crate::provider::message::ProviderMsg;
 use crate::resume::Resume;
 use crate::retry_policy::RetryPolicy;
+use crate::route_health::HealthReport;
+use crate::route_health::cell::HealthCell;
 use crate::store::SessionStore;
 use crate::tool::Toolbox;
 use crate::validator::Validator;
@@ -34,6 +36,8 @@ pub(crate) struct ServedRoute {
     pub(crate) model: String,
     pub(crate) generation: Generation,
     pub(crate) policy: Option<RetryPolicy>,
+    /// Its retry budget and circuit breaker (`None`: route health is off).
+    pub(crate) health: Option<Arc<HealthCell>>,
     pub(crate) actor: ActorRef<ProviderMsg>,
 }
 
@@ -86,5 +90,13 @@ impl Shared {
     /// The route named `name`, as a turn or a step uses it.
     pub(crate) fn route(&self, name: &str) -> RouteUse {
         RouteUse { name: name.to_owned(), served: self.routes.get(name).cloned() }
+    }
+
+    /// Every route's health now (the routes with health settings).
+    pub(crate) fn health_report(&self) -> HealthReport {
+        self.routes.iter().fold(HealthReport::new(), |report, (name, route)| match &route.health {
+            Some(cell) => report.with(name.clone(), cell.snapshot()),
+            None => report,
+        })
     }
 }

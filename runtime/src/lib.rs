@@ -19,6 +19,8 @@
 //!   attempts; [`retry_policy`]: a route's retry policy and its declaration format.
 //! - [`clock`], [`random`]: the injected clock (wall or virtual) and jitter samples.
 //! - [`resume`]: `Resume`, whether a reopened session continues the turn a crash left open.
+//! - [`route_health`]: a route's retry budget and circuit breaker (`Route::health`), and the
+//!   snapshots plugins decide from.
 //!
 //! What tools over logs use: [`history`] (what the model sees), [`transcript`] (what a person
 //! reads), [`panel`] (turn-tail panels: every attempt of a turn that retried or failed),
@@ -151,6 +153,7 @@ pub use rein_event::quote;
 pub mod random;
 pub mod resume;
 pub use rein_event::retry_policy;
+pub mod route_health;
 pub mod runtime;
 mod saved_settings;
 pub mod session;

@@ -60,6 +60,8 @@ use crate::provider::{Adapter, Generation};
 use crate::random::{Jitter, SeededJitter};
 use crate::resume::Resume;
 use crate::retry_policy::RetryPolicy;
+use crate::route_health::cell::HealthCell;
+use crate::route_health::{HealthSettings, HealthSnapshot};
 use crate::saved_settings;
 use crate::session::Sessions;
 use crate::session::message::{ClientMsg, SessionMsg};
@@ -135,6 +137,7 @@ pub struct Route {
     model: String,
     generation: Generation,
     policy: Option<RetryPolicy>,
+    health: Option<HealthSettings>,
 }
 
 impl std::fmt::Debug for Route {
@@ -144,6 +147,7 @@ impl std::fmt::Debug for Route {
             .field("model", &self.model)
             .field("generation", &self.generation)
             .field("policy", &self.policy)
+            .field("health", &self.health)
             .finish_non_exhaustive()
     }
 }
@@ -157,6 +161,7 @@ impl Route {
             model: String::new(),
             generation: Generation::default(),
             policy: None,
+            health: None,
         }
     }
 
@@ -180,6 +185,26 @@ impl Route {
     #[must_use]
     pub fn retry_policy(mut self, policy: impl Into<Option<RetryPolicy>>) -> Self {
         self.policy = policy.into();
+        self
+    }
+
+    /// Its route health: a retry budget and a circuit breaker shared by every session on it
+    /// (see [`crate::route_health`]); `None` (the default) turns it off — every attempt goes
+    /// through and no retry is throttled.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use rein_runtime::prelude::*;
+    /// # use rein_runtime::provider::Adapter;
+    /// use rein_runtime::route_health::HealthSettings;
+    /// # fn route(adapter: Arc<dyn Adapter>) -> Result<Route, Box<dyn std::error::Error>> {
+    /// let route = Route::new("main", adapter).health(HealthSettings::default().with_open_ms(5_000)?);
+    /// # Ok(route)
+    /// # }
+    /// ```
+    #[must_use]
+    pub fn health(mut self, settings: impl Into<Option<HealthSettings>>) -> Self {
+        self.health = settings.into();
         self
     }
 }
@@ -389,10 +414,20 @@ impl RuntimeBuilder {
         let (root, _) =
             Actor::spawn(None, root, ()).await.map_err(|e| BuildError::Spawn(e.to_string()))?;
 
+        let clock = self.clock.unwrap_or_else(|| Arc::new(WallClock));
         let mut routes = HashMap::new();
         let mut providers = Vec::new();
         for spec in &self.routes {
-            let actor = ProviderActor::new(Arc::clone(&spec.adapter), census.clone());
+            let health = spec
+                .health
+                .clone()
+                .map(|settings| Arc::new(HealthCell::new(settings, Arc::clone(&clock))));
+            let actor = ProviderActor::new(
+                spec.name.clone(),
+                Arc::clone(&spec.adapter),
+                health.clone(),
+                census.clone(),
+            );
             let spawned = Actor::spawn_linked(None, actor, (), root.get_cell()).await;
             let (actor, _) = match spawned {
                 Ok(spawned) => spawned,
@@ -407,6 +442,7 @@ impl RuntimeBuilder {
                 model: spec.model.clone(),
                 generation: spec.generation.clone(),
                 policy: spec.policy.clone(),
+                health,
                 actor,
             };
             routes.insert(spec.name.clone(), Arc::new(route));
@@ -443,7 +479,7 @@ impl RuntimeBuilder {
         warnings.extend(restored.warnings);
         let shared = Shared {
             store,
-            clock: self.clock.unwrap_or_else(|| Arc::new(WallClock)),
+            clock,
             default_route: self
                 .default_route
                 .or_else(|| self.routes.first().map(|r| r.name.clone())),
@@ -803,6 +839,25 @@ impl Runtime {
             ractor::ActorStatus::Stopped => 0,
             _ => count(&root),
         }
+    }
+
+    /// The health of the route named `name` now (its breaker's state, its retry budget's tokens,
+    /// until when it is open); `None` when no route has that name or its health is off.
+    pub fn route_health(&self, name: &str) -> Option<HealthSnapshot> {
+        let route = self.inner.sessions.shared.routes.get(name)?;
+        route.health.as_ref().map(|cell| cell.snapshot())
+    }
+
+    /// The changes of the route named `name`'s breaker: a receiver whose value is the snapshot
+    /// taken at the latest change of state (closed → open, half-open → closed, …; the passing
+    /// of `openMs` is not a change: a snapshot taken later shows it half-open). `None` when no
+    /// route has that name or its health is off.
+    pub fn route_health_changes(
+        &self,
+        name: &str,
+    ) -> Option<tokio::sync::watch::Receiver<HealthSnapshot>> {
+        let route = self.inner.sessions.shared.routes.get(name)?;
+        route.health.as_ref().map(|cell| cell.subscribe())
     }
 
     /// How many sessions are awake (hold actors) right now.

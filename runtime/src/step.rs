@@ -190,6 +190,7 @@ impl StepState {
             retry_policy: self.route.served.as_ref().map(|route| {
                 RetryPolicy::effective(route.policy.as_ref(), shared.default_policy.as_ref())
             }),
+            health: shared.health_report(),
             cancel: self.scope.token().clone(),
             log: self.ctx.log.clone(),
         }
@@ -247,6 +248,7 @@ impl StepActor {
             gen_ai.provider.name = %state.route.name,
             gen_ai.request.model = %model,
             error.r#type = tracing::field::Empty,
+            route.health = tracing::field::Empty,
         );
         let mut batch = Vec::with_capacity(2);
         if !state.started {
@@ -344,6 +346,10 @@ impl StepActor {
         failure: Failure,
     ) -> Result<(), Fault> {
         state.span.record("error.type", failure.code());
+        if let Some(health) = state.route.served.as_ref().and_then(|route| route.health.as_ref()) {
+            // The breaker's state after this failure (`open` for a short-circuited attempt).
+            state.span.record("route.health", health.snapshot().state.as_str());
+        }
         let error = RequestError {
             turn: state.ctx.turn,
             step: state.step,

@@ -11,9 +11,9 @@
 
 use rein_event::event::{
     AgentIdle, AssistantChunk, AssistantMessage, ConfigChanged, ContextCompacted, Envelope, Event,
-    LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched,
-    SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason,
-    TurnResumed, TurnStart, UserMessage,
+    LlmRetry, LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RetryThrottled,
+    RouteSwitched, SessionStart, StepRef, ToolCall, ToolCallEvent, ToolResult, TurnEnd,
+    TurnEndReason, TurnResumed, TurnStart, UserMessage,
 };
 use rein_event::failure::Failure;
 
@@ -309,6 +309,18 @@ impl History {
             to: to.to_owned(),
             code,
             reason: reason.to_owned(),
+        }))
+    }
+
+    /// `retry/throttled` by `plugin` for the current attempt's failure (its code, or `SERVER`).
+    pub fn throttled(&mut self, plugin: &str) -> &mut Self {
+        let code = self.failure.as_ref().map_or("SERVER", |f| f.code()).to_owned();
+        self.push(Event::RetryThrottled(RetryThrottled {
+            turn: self.turn,
+            step: self.step,
+            provider: self.provider.clone(),
+            plugin: plugin.to_owned(),
+            code,
         }))
     }
 

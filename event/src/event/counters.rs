@@ -53,6 +53,7 @@ impl Envelope {
             Event::RouteSwitched(r) => turn_step(r.turn, r.step),
             Event::ContextCompacted(c) => turn_step(c.turn, c.step),
             Event::TurnResumed(r) => turn_step(r.turn, r.step),
+            Event::RetryThrottled(r) => turn_step(r.turn, r.step),
             Event::SessionStart(_)
             | Event::UserMessage(_)
             | Event::AgentIdle(_)

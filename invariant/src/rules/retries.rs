@@ -15,7 +15,7 @@
 //! always-mode `llm-retry` then schedules its own (`docs/runtime-semantics.md`, "Always mode").
 
 use rein_event::event::{Envelope, Event, LlmRetry, LlmRetryStarted};
-use rein_event::failure::HARD_FLOOR;
+use rein_event::failure::{CIRCUIT_OPEN, HARD_FLOOR};
 
 use crate::catalogue::{MAX_DELAY_MS, MAX_SAFE_INTEGER, Rule};
 use crate::state::{ChainKey, State};
@@ -45,6 +45,18 @@ pub(super) fn check(state: &State, event: &Envelope, out: &mut Vec<Violation>) {
         }
         Event::LlmRetryStarted(s) => started(state, event, s, out),
         _ => {}
+    }
+    if let Event::LlmRetry(r) = &event.event
+        && r.failure.code() == CIRCUIT_OPEN
+    {
+        out.push(Violation::new(
+            event,
+            Rule::CircuitOpenNeverRetried,
+            format!(
+                "{} retries CIRCUIT_OPEN on route {:?}, whose breaker is open",
+                r.plugin, r.provider
+            ),
+        ));
     }
 }
 

@@ -115,6 +115,7 @@ const NEVER: &[CodeInfo] = &[
     ),
     info(failure::IMAGE_OFFLOAD_REQUIRED, "images must be offloaded first"),
     info(failure::ABORTED, "the request was cancelled"),
+    info(failure::CIRCUIT_OPEN, "the route's circuit breaker is open (no request was sent)"),
 ];
 
 /// The catalogue.
@@ -211,7 +212,8 @@ mod tests {
                 "INVALID_CONFIG",
                 "CONTEXT_WINDOW_EXCEEDED",
                 "IMAGE_OFFLOAD_REQUIRED",
-                "ABORTED"
+                "ABORTED",
+                "CIRCUIT_OPEN"
             ]
         );
         assert_eq!(codes(CodeGroup::Never), failure::HARD_FLOOR, "the invariant's hard floor");
@@ -229,6 +231,7 @@ mod tests {
             ("PI_AI_ERROR", Some(CodeGroup::Default)),
             ("QUOTA", Some(CodeGroup::OptIn)),
             ("ABORTED", Some(CodeGroup::Never)),
+            ("CIRCUIT_OPEN", Some(CodeGroup::Never)),
             ("STREAM_CLOSED", Some(CodeGroup::Default)),
             ("HTTP_418", None),
             ("server", None),

@@ -23,6 +23,9 @@
 //! - else the backoff of the own retry number on the own curve.
 //!
 //! A jitter sample is drawn only when a backoff is computed (see [`crate::llm_retry::decision`]).
+//!
+//! `CIRCUIT_OPEN` is in the hard floor (the route's breaker is open: only a route switch
+//! recovers it), and [`throttle`] declines an own retry while the route's retry budget is spent.
 
 use rein_runtime::event::LlmRetry;
 use rein_runtime::failure::Failure;
@@ -64,6 +67,9 @@ pub enum Decision {
     /// Schedule an own retry: append its `llm/retry` ([`Schedule::event`]), wait, append
     /// `llm/retry-started`, answer `Retry` — the shared schedule-wait-start sequence.
     Schedule(Schedule),
+    /// An own retry it would have scheduled, declined because the route's retry budget is
+    /// spent: append `retry/throttled`, answer `Next` ([`throttle`]).
+    Throttle,
 }
 
 impl Decision {
@@ -73,7 +79,7 @@ impl Decision {
         match self {
             Decision::Decline(_) | Decision::Downstream(_) => Some(Verdict::Next),
             Decision::Abandon(_) => Some(Verdict::Stop),
-            Decision::AskDownstream | Decision::Schedule(_) => None,
+            Decision::AskDownstream | Decision::Schedule(_) | Decision::Throttle => None,
         }
     }
 }
@@ -218,6 +224,16 @@ pub fn after_downstream(
         source,
         chain,
     })
+}
+
+/// A decision under the route's retry budget: an own retry it would schedule becomes
+/// [`Decision::Throttle`] when `throttled` (the payload's health report: the budget holds
+/// `maxTokens / 2` or less); every other decision stands.
+pub fn throttle(decision: Decision, throttled: bool) -> Decision {
+    match decision {
+        Decision::Schedule(_) if throttled => Decision::Throttle,
+        other => other,
+    }
 }
 
 /// The checks of both steps, in order; on success the own `policyKey` and the own chain's
@@ -424,6 +440,37 @@ mod tests {
             });
             assert_eq!((got, drawn), (declined, 0), "{code}");
         }
+    }
+
+    #[test]
+    fn a_spent_route_budget_declines_only_an_own_retry() {
+        let s = settings(json!({"jitterRatio": 0}));
+        let chains = RetryChains::default();
+        let f = failure("SERVER");
+        let failed = Failed { failure: &f, provider: MOCK, official: None, chains: &chains };
+        let own = after_downstream(&s, &failed, DownstreamAnswer::Stop, None, || 0.0);
+        assert!(matches!(own, Decision::Schedule(_)), "{own:?}");
+        let cases = [
+            (own.clone(), false, own.clone()),
+            (own.clone(), true, Decision::Throttle),
+            // Every other decision stands: downstream's answer, a decline, an abandon.
+            (
+                Decision::Downstream(DownstreamAnswer::Retry),
+                true,
+                Decision::Downstream(DownstreamAnswer::Retry),
+            ),
+            (Decision::Decline(Declined::HardFloor), true, Decision::Decline(Declined::HardFloor)),
+            (Decision::Abandon(Gone::Cancelled), true, Decision::Abandon(Gone::Cancelled)),
+            (Decision::AskDownstream, true, Decision::AskDownstream),
+        ];
+        for (decision, throttled, expected) in cases {
+            assert_eq!(throttle(decision.clone(), throttled), expected, "{decision:?} {throttled}");
+        }
+        assert_eq!(Decision::Throttle.verdict(), None, "it writes retry/throttled first");
+        // CIRCUIT_OPEN is in the hard floor: never an own retry, throttled or not.
+        let open = failure("CIRCUIT_OPEN");
+        let failed = Failed { failure: &open, provider: MOCK, official: None, chains: &chains };
+        assert_eq!(on_failure(&s, &failed), Decision::Decline(Declined::HardFloor));
     }
 
     #[test]

@@ -13,7 +13,9 @@
 //! 4. [`decision::after_downstream`] with the settings in force *now* (a run-time update during
 //!    the consultation applies): downstream's answer, `Stop` when the turn was cancelled or the
 //!    plugin disposed meanwhile, decline, or an own retry;
-//! 5. an own retry is an `llm/retry` (`plugin: "auto-retry"`, mode `normal`) scheduled, waited
+//! 5. [`decision::throttle`]: an own retry while the route's retry budget is spent (the
+//!    payload's health report) is declined instead — `retry/throttled`, then `Next`;
+//! 6. an own retry is an `llm/retry` (`plugin: "auto-retry"`, mode `normal`) scheduled, waited
 //!    and started by [`schedule::run`], the wait also ended by a switch to `enabled = false`.
 //!
 //! # Why a switch token
@@ -41,6 +43,7 @@ use super::decision::{self, Decision, Declined, Failed, Gone};
 use super::settings::AutoRetrySettings;
 use crate::schedule::{self, Scheduled};
 use crate::settings::Revisioned;
+use crate::throttle;
 
 /// The `auto-retry` plugin. Register it after `llm-retry` (and `compaction`): it takes over the
 /// failures the rest of the chain declines.
@@ -181,6 +184,10 @@ async fn recover(
         }
     };
     let failed = failed(&payload, &chains);
+    let throttled = payload.health.retries_throttled(&payload.provider);
+    // A throttled retry is not sent: its backoff draws no sample (the sequence stays one sample
+    // per backoff-timed retry).
+    let sample = || if throttled { 0.0 } else { jitter.sample() };
     let decision = match decision::on_failure(&plugin.current(), &failed) {
         Decision::AskDownstream => {
             let answer = recovery.downstream.ask().await;
@@ -189,12 +196,13 @@ async fn recover(
                 _ => Gone::Disposed,
             });
             // The settings in force now: an update during the consultation applies.
-            decision::after_downstream(&plugin.current(), &failed, answer, gone, || jitter.sample())
+            decision::after_downstream(&plugin.current(), &failed, answer, gone, sample)
         }
         decided => decided,
     };
-    let schedule = match decision {
+    let schedule = match decision::throttle(decision, throttled) {
         Decision::Schedule(schedule) => schedule,
+        Decision::Throttle => return throttle::run(&recovery, NAME).await,
         Decision::Decline(why) => {
             if let Declined::BudgetSpent { retries, extra_retries } = why {
                 tracing::warn!(retries, extra_retries, "auto-retry: the extra retries are spent");
@@ -284,6 +292,7 @@ mod tests {
             provider: "mock".into(),
             failure,
             retry_policy: None,
+            health: Default::default(),
             cancel,
             log: log.clone(),
         };

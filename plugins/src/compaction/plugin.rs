@@ -222,6 +222,7 @@ mod tests {
             provider: "mock".into(),
             failure,
             retry_policy: None,
+            health: Default::default(),
             cancel,
             log: log.clone(),
         };

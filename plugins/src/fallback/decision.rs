@@ -1,7 +1,8 @@
 //! What `fallback` does with a failure: the pure decision, in two steps around the downstream
 //! consultation, and the cooldown table (see `docs/runtime-semantics.md`, "fallback").
 //!
-//! 1. [`on_failure`]: a code outside `codes` is declined (answer `Next`). An eager code, or a
+//! 1. [`on_failure`]: a code outside `codes` is declined (answer `Next`). `CIRCUIT_OPEN` (the
+//!    route's breaker is open: nothing on it can succeed before `openMs`), an eager code, or a
 //!    provider delay over `maxWaitMs`, switches at once — without asking the rest of the chain,
 //!    so nothing waits on a route that will not recover soon. Otherwise the rest of the chain
 //!    speaks first.
@@ -9,8 +10,8 @@
 //!    retries first); a `Stop` switches (the chain gave up on the route: `exhausted`); a
 //!    consultation that could not finish (`Crashed`: the runtime shuts down) switches nothing.
 //!
-//! Switching picks the first of `routes` that the step has not asked yet and that is not cooling
-//! down ([`pick`]); when none is left the failure goes on as if `fallback` were not there
+//! Switching picks the first of `routes` that the step has not asked yet, that is not cooling
+//! down and whose breaker is not open ([`pick`]); when none is left the failure goes on as if `fallback` were not there
 //! (`Next`: the rest of the chain's answer).
 //!
 //! [`Cooldowns`] remembers, for the whole runtime, until when a route that failed with
@@ -90,15 +91,23 @@ pub struct Failed<'a> {
     pub used: &'a [String],
     /// The routes cooling down now.
     pub cooling: &'a [String],
+    /// The routes whose circuit breaker is open (the payload's health report).
+    pub open: &'a [String],
+}
+
+/// Whether `fallback` looks at a failure with `code` at all: `CIRCUIT_OPEN` always (it needs no
+/// listing), any other code when `codes` lists it.
+pub fn considers(settings: &FallbackSettings, code: &str) -> bool {
+    code == failure::CIRCUIT_OPEN || settings.lists(code)
 }
 
 /// The first decision, before anything is consulted.
 pub fn on_failure(settings: &FallbackSettings, failed: &Failed<'_>) -> Decision {
     let code = failed.failure.code();
-    if !settings.lists(code) {
+    if !considers(settings, code) {
         return Decision::Decline(Declined::NotListed);
     }
-    let reason = if settings.is_eager(code) {
+    let reason = if code == failure::CIRCUIT_OPEN || settings.is_eager(code) {
         Reason::Eager
     } else if failed
         .failure
@@ -130,15 +139,23 @@ pub fn after_downstream(
 }
 
 fn switch(settings: &FallbackSettings, failed: &Failed<'_>, reason: Reason) -> Decision {
-    match pick(settings.routes(), failed.used, failed.cooling) {
+    match pick(settings.routes(), failed.used, failed.cooling, failed.open) {
         Some(to) => Decision::Switch(Switch { to: to.to_owned(), reason }),
         None => Decision::Decline(Declined::NoRouteLeft),
     }
 }
 
-/// The first of `routes` neither `used` in the step nor `cooling`.
-pub fn pick<'a>(routes: &'a [String], used: &[String], cooling: &[String]) -> Option<&'a str> {
-    routes.iter().find(|r| !used.contains(r) && !cooling.contains(r)).map(String::as_str)
+/// The first of `routes` neither `used` in the step, nor `cooling`, nor `open`.
+pub fn pick<'a>(
+    routes: &'a [String],
+    used: &[String],
+    cooling: &[String],
+    open: &[String],
+) -> Option<&'a str> {
+    routes
+        .iter()
+        .find(|r| !used.contains(r) && !cooling.contains(r) && !open.contains(r))
+        .map(String::as_str)
 }
 
 /// How long a failure cools its route down: `max(cooldownMs, provider delay)` for `RATE_LIMIT`
@@ -294,9 +311,66 @@ mod tests {
             ),
         ];
         for (case, failure, used, cooling, expected) in cases {
-            let failed = Failed { failure: &failure, used: &used, cooling: &cooling };
+            let failed = Failed { failure: &failure, used: &used, cooling: &cooling, open: &[] };
             assert_eq!(on_failure(&defaults, &failed), expected, "{case}");
         }
+    }
+
+    #[test]
+    fn an_open_breaker_switches_at_once_and_open_routes_are_skipped() {
+        let only_quota = settings(json!({"codes": ["QUOTA"], "eagerCodes": []}));
+        let main = names(&["main"]);
+        /// A case: its name, the failure, the routes open, the decision.
+        type Case = (&'static str, Failure, Vec<String>, Decision);
+        let cases: Vec<Case> = vec![
+            (
+                "CIRCUIT_OPEN switches at once, listed or not",
+                failure("CIRCUIT_OPEN", None),
+                vec![],
+                to("b1", Reason::Eager),
+            ),
+            (
+                "an open route is skipped",
+                failure("CIRCUIT_OPEN", None),
+                names(&["b1"]),
+                to("b2", Reason::Eager),
+            ),
+            (
+                "every fallback open: the rest of the chain decides",
+                failure("CIRCUIT_OPEN", None),
+                names(&["b1", "b2"]),
+                Decision::Decline(Declined::NoRouteLeft),
+            ),
+            (
+                "an open route is skipped for a listed code too",
+                failure("QUOTA", Some(90_000.0)),
+                names(&["b1"]),
+                to("b2", Reason::Delay),
+            ),
+            (
+                "a code outside codes is still declined",
+                failure("SERVER", None),
+                vec![],
+                Decision::Decline(Declined::NotListed),
+            ),
+        ];
+        for (case, failure, open, expected) in cases {
+            let failed = Failed { failure: &failure, used: &main, cooling: &[], open: &open };
+            assert_eq!(on_failure(&only_quota, &failed), expected, "{case}");
+        }
+        assert!(considers(&only_quota, "CIRCUIT_OPEN"));
+        assert!(!considers(&only_quota, "SERVER"));
+        let failed = Failed {
+            failure: &failure("QUOTA", None),
+            used: &main,
+            cooling: &[],
+            open: &names(&["b1"]),
+        };
+        assert_eq!(
+            after_downstream(&only_quota, &failed, DownstreamAnswer::Stop),
+            to("b2", Reason::Exhausted),
+            "after the chain gave up, too"
+        );
     }
 
     #[test]
@@ -305,7 +379,7 @@ mod tests {
         let server = failure("SERVER", None);
         let used = names(&["main"]);
         let none = Vec::new();
-        let failed = Failed { failure: &server, used: &used, cooling: &none };
+        let failed = Failed { failure: &server, used: &used, cooling: &none, open: &none };
         let cases = [
             (&defaults, DownstreamAnswer::Retry, Decision::Decline(Declined::DownstreamRetries)),
             (&defaults, DownstreamAnswer::Crashed, Decision::Decline(Declined::DownstreamCrashed)),
@@ -322,7 +396,7 @@ mod tests {
         );
         // Both fallbacks used: the chain's Stop stands.
         let all = names(&["main", "b1", "b2"]);
-        let failed = Failed { failure: &server, used: &all, cooling: &none };
+        let failed = Failed { failure: &server, used: &all, cooling: &none, open: &none };
         assert_eq!(
             after_downstream(&defaults, &failed, DownstreamAnswer::Stop),
             Decision::Decline(Declined::NoRouteLeft)

@@ -133,7 +133,7 @@ impl Plugin for Fallback {
             let mut cooldowns = self.cooldowns.lock().unwrap_or_else(PoisonError::into_inner);
             cooldowns.cool(&p.provider, Instant::now() + cooldown);
         }
-        if !settings.lists(p.failure.code()) {
+        if !decision::considers(&settings, p.failure.code()) {
             // Answered in the plugin's handler: no task, no log read.
             return Box::pin(std::future::ready(Verdict::Next));
         }
@@ -166,7 +166,9 @@ async fn recover(plugin: Arc<Fallback>, recovery: Recovery) -> Verdict {
         }
     };
     let cooling = plugin.cooling();
-    let failed = Failed { failure: &payload.failure, used: routes.used(), cooling: &cooling };
+    let open = payload.health.open_routes();
+    let failed =
+        Failed { failure: &payload.failure, used: routes.used(), cooling: &cooling, open: &open };
     let decision = match decision::on_failure(&plugin.current(), &failed) {
         Decision::AskDownstream => {
             let answer = recovery.downstream.ask().await;
@@ -246,6 +248,7 @@ mod tests {
             provider: "main".into(),
             failure,
             retry_policy: None,
+            health: Default::default(),
             cancel: CancellationToken::new(),
             log: log.clone(),
         };

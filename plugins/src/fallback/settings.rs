@@ -152,6 +152,12 @@ impl Patchable for FallbackSettings {
         if let Some(v) = fields.get(CODES) {
             let codes = patch::codes(v, CODES)?;
             for (i, code) in codes.iter().enumerate() {
+                if code == failure::CIRCUIT_OPEN {
+                    return Err(FieldError::new(
+                        format!("{CODES}[{i}]"),
+                        format_args!("{code} always switches at once and cannot be listed"),
+                    ));
+                }
                 if HARD_FLOOR.contains(&code.as_str()) {
                     return Err(FieldError::new(
                         format!("{CODES}[{i}]"),

@@ -5,7 +5,15 @@
 //! count from the retry-chain projection and, in always mode, the downstream answer — and performs
 //! the [`Decision`]: `Delegate` answers `Next`, `Schedule` appends `llm/retry` and waits,
 //! `AskDownstream` consults the rest of the chain and calls [`after_downstream`],
-//! `AcceptDownstreamRetry` answers `Retry` and writes nothing.
+//! `AcceptDownstreamRetry` answers `Retry` and writes nothing, `Throttle` appends
+//! `retry/throttled` and answers `Next`.
+//!
+//! # Route health
+//!
+//! `CIRCUIT_OPEN` (the route's breaker refused the attempt) is delegated first thing, in both
+//! modes: nothing retried on that route can succeed before it half-opens; a route switch
+//! (`fallback`) is the only recovery. And [`throttle`] turns a retry the decision would schedule
+//! into a `Throttle` when the payload's health report says the route's retry budget is spent.
 //!
 //! # Why the sample is drawn lazily
 //!
@@ -20,7 +28,7 @@
 //! randomness the actor makes, but *whether* a chain is new is part of the decision, so
 //! [`Schedule::chain`] says [`ChainId::New`] or carries the id to continue.
 
-use rein_runtime::failure::Failure;
+use rein_runtime::failure::{self, Failure};
 use rein_runtime::retry_policy::{Backoff, RetryPolicy};
 
 use crate::backoff;
@@ -36,11 +44,16 @@ pub enum Decision {
     AcceptDownstreamRetry,
     /// Schedule an own retry: append `llm/retry`, wait, append `llm/retry-started`, answer `Retry`.
     Schedule(Schedule),
+    /// A retry it would have scheduled, declined because the route's retry budget is spent:
+    /// append `retry/throttled`, answer `Next`.
+    Throttle,
 }
 
 /// Why a failure is delegated, named after the step of the normal-mode decision that delegates it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Delegation {
+    /// The route's breaker refused the attempt (`CIRCUIT_OPEN`): never retried on that route.
+    CircuitOpen,
     /// Step 1: no effective policy (no adapter served the request).
     NoPolicy,
     /// Step 2: the code is not in `retryableCodes`.
@@ -113,6 +126,9 @@ pub fn on_failure(
     chain: Option<(u64, &str)>,
     sample: impl FnOnce() -> f64,
 ) -> Decision {
+    if failure.code() == failure::CIRCUIT_OPEN {
+        return Decision::Delegate(Delegation::CircuitOpen);
+    }
     let Some(policy) = policy else {
         return Decision::Delegate(Delegation::NoPolicy);
     };
@@ -153,8 +169,21 @@ pub fn after_downstream(
     if downstream == Consulted::Retry {
         return Decision::AcceptDownstreamRetry;
     }
+    if failure.code() == failure::CIRCUIT_OPEN {
+        return Decision::Delegate(Delegation::CircuitOpen);
+    }
     let provider = failure.provider_retry_after_ms().filter(|ms| *ms <= backoff.max_delay_ms());
     Decision::Schedule(schedule(backoff, provider, chain, sample))
+}
+
+/// A decision under the route's retry budget: a retry it would schedule becomes
+/// [`Decision::Throttle`] when `throttled` (the budget holds `maxTokens / 2` or less); every
+/// other decision stands.
+pub fn throttle(decision: Decision, throttled: bool) -> Decision {
+    match decision {
+        Decision::Schedule(_) if throttled => Decision::Throttle,
+        other => other,
+    }
 }
 
 /// Retry `count + 1` of `chain`, waiting `provider` verbatim if given, else the backoff.
@@ -343,6 +372,52 @@ mod tests {
             let (got, drawn) = decide(|s| on_failure(policy, &failure, chain, s), r);
             assert_eq!(got, expected, "{failure:?} chain {chain:?}");
             assert_eq!(drawn, samples, "samples drawn for {failure:?} chain {chain:?}");
+        }
+    }
+
+    #[test]
+    fn circuit_open_is_never_retried_on_its_route_in_either_mode() {
+        let listed = normal(5, &["CIRCUIT_OPEN", "SERVER"], (500.0, 10000.0, 0.0));
+        let policy = always((500.0, 10000.0, 0.0));
+        let open = failure("CIRCUIT_OPEN");
+        let circuit = Decision::Delegate(Delegation::CircuitOpen);
+        for (policy, chain) in
+            [(Some(&listed), None), (Some(&policy), None), (None, Some((1, "a")))]
+        {
+            let (got, drawn) = decide(|s| on_failure(policy, &open, chain, s), 0.5);
+            assert_eq!((got, drawn), (circuit.clone(), 0), "{policy:?}: even when listed");
+        }
+        let curve = Backoff::new(1.0, 4.0, 0.0).unwrap();
+        for consulted in [Consulted::Declined, Consulted::Crashed] {
+            let (got, drawn) = decide(|s| after_downstream(&curve, consulted, &open, None, s), 0.5);
+            assert_eq!((got, drawn), (circuit.clone(), 0), "always mode after {consulted:?}");
+        }
+        let (got, _) = decide(|s| after_downstream(&curve, Consulted::Retry, &open, None, s), 0.5);
+        assert_eq!(got, Decision::AcceptDownstreamRetry, "a downstream switch is accepted");
+    }
+
+    #[test]
+    fn a_spent_budget_turns_a_scheduled_retry_into_a_throttle() {
+        let retry = scheduled(1, 500.0, DelaySource::Backoff, None);
+        let cases = [
+            (retry.clone(), false, retry.clone()),
+            (retry.clone(), true, Decision::Throttle),
+            // Only a retry it would schedule is declined: every other decision stands.
+            (
+                Decision::Delegate(Delegation::NotRetryable),
+                true,
+                Decision::Delegate(Delegation::NotRetryable),
+            ),
+            (
+                Decision::Delegate(Delegation::CircuitOpen),
+                true,
+                Decision::Delegate(Delegation::CircuitOpen),
+            ),
+            (Decision::AskDownstream, true, Decision::AskDownstream),
+            (Decision::AcceptDownstreamRetry, true, Decision::AcceptDownstreamRetry),
+        ];
+        for (decision, throttled, expected) in cases {
+            assert_eq!(throttle(decision.clone(), throttled), expected, "{decision:?} {throttled}");
         }
     }
 

@@ -12,7 +12,9 @@
 //!    start a fresh chain without the plugin remembering anything;
 //! 3. [`decision::on_failure`] decides; in always mode it asks downstream first and
 //!    [`decision::after_downstream`] decides on the answer;
-//! 4. `Delegate` → `Next`; an accepted downstream `Retry` → `Retry`, nothing written; `Schedule` →
+//! 4. [`decision::throttle`]: a retry it would schedule while the route's retry budget is spent
+//!    (the payload's health report) becomes a throttle: `retry/throttled`, then `Next`;
+//! 5. `Delegate` → `Next`; an accepted downstream `Retry` → `Retry`, nothing written; `Schedule` →
 //!    [`schedule::run`]: a new UUID v4 `retryId` for retry 1 (else the chain's), `llm/retry`
 //!    appended before the wait, the wait raced against the turn's cancellation and the plugin's
 //!    disposal, `llm/retry-started`, `Retry`.
@@ -59,6 +61,7 @@ use super::NAME;
 use super::config::LlmRetryConfig;
 use super::decision::{self, ChainId, Consulted, Decision, Schedule};
 use crate::schedule::{self, Scheduled};
+use crate::throttle;
 
 /// The `llm-retry` plugin's configuration: add it to a runtime with
 /// [`RuntimeBuilder::plugin`](rein_runtime::runtime::RuntimeBuilder::plugin) like any plugin, and
@@ -204,8 +207,10 @@ async fn recover(recovery: Recovery) -> Verdict {
         }
     };
     let chain = chains.get(&payload.provider, &policy_key).map(|c| (c.retry, c.retry_id.as_str()));
-    // Drawn only if a decision computes a backoff (one sample per backoff-timed retry).
-    let sample = || jitter.sample();
+    // Drawn only if a decision computes a backoff (one sample per backoff-timed retry; a
+    // throttled retry is not sent and draws none).
+    let throttled = payload.health.retries_throttled(&payload.provider);
+    let sample = || if throttled { 0.0 } else { jitter.sample() };
     let decision = match decision::on_failure(Some(policy), &payload.failure, chain, sample) {
         Decision::AskDownstream => {
             let answer = recovery.downstream.ask().await;
@@ -219,7 +224,8 @@ async fn recover(recovery: Recovery) -> Verdict {
         }
         decided => decided,
     };
-    match decision {
+    match decision::throttle(decision, throttled) {
+        Decision::Throttle => throttle::run(&recovery, NAME).await,
         Decision::Delegate(why) => {
             tracing::debug!(?why, "delegating");
             Verdict::Next
@@ -334,6 +340,7 @@ mod tests {
             provider: provider.into(),
             failure,
             retry_policy,
+            health: Default::default(),
             cancel: CancellationToken::new(),
             log: log.clone(),
         };

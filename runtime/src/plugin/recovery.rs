@@ -13,6 +13,7 @@ use crate::event::{Event, RouteSwitched};
 use crate::failure::Failure;
 use crate::random::Jitter;
 use crate::retry_policy::RetryPolicy;
+use crate::route_health::HealthReport;
 use crate::session_log::{AppendError, SessionLog};
 
 /// The failure offered to the waterfall and its context.
@@ -33,6 +34,10 @@ pub struct RequestErrorPayload {
     /// The route's effective retry policy; `None` when no adapter served the
     /// attempt (`NO_ADAPTER`).
     pub retry_policy: Option<RetryPolicy>,
+    /// Every route's health when the failure was offered (the routes with health settings):
+    /// the failing route's retry budget and breaker (`health.route(&provider)`), and which
+    /// routes are open. Empty when no route has health.
+    pub health: HealthReport,
     /// The turn's cancellation signal (inside a downstream consultation: a child of it, also
     /// cancelled when the consulting plugin is disposed). A plugin must watch it in every wait
     /// and write nothing once it is cancelled.
@@ -171,6 +176,7 @@ mod tests {
             provider: "mock".into(),
             failure: Failure::new("SERVER", "down").unwrap(),
             retry_policy: None,
+            health: HealthReport::new(),
             cancel: cancel.clone(),
             log,
         };

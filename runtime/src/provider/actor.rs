@@ -12,6 +12,10 @@
 //! actor's own stop token, and catches a panicking adapter (→ `UNKNOWN`, the code of an error that
 //! is not a typed failure).
 //!
+//! A route with health settings (`crate::route_health`) first asks its breaker: a refused
+//! attempt is answered at once with `CIRCUIT_OPEN` and never reaches the adapter; an admitted
+//! one counts its outcome in the route's budget and breaker just before its reply.
+//!
 //! # Why chunks bypass the actor
 //!
 //! The adapter's chunks go straight to the step's mailbox: routing each chunk through this
@@ -38,17 +42,28 @@ use crate::failure::{self, Failure};
 use crate::first_poll::{FirstPoll, first_poll};
 use crate::future::BoxFuture;
 use crate::provider::{Adapter, ChunkSink, Request};
+use crate::route_health::cell::HealthCell;
+use crate::route_health::{Admission, circuit_open};
 
-/// The actor of one provider route (its configuration: the adapter).
+/// The actor of one provider route (its configuration: the route's name, its adapter and its
+/// health, if any).
 pub(crate) struct ProviderActor {
+    route: String,
     adapter: Arc<dyn Adapter>,
+    health: Option<Arc<HealthCell>>,
     census: Census,
 }
 
 impl ProviderActor {
-    /// An actor serving `adapter`, counted in `census`.
-    pub(crate) fn new(adapter: Arc<dyn Adapter>, census: Census) -> Self {
-        Self { adapter, census }
+    /// An actor serving route `route` with `adapter` (and `health`: its budget and breaker),
+    /// counted in `census`.
+    pub(crate) fn new(
+        route: String,
+        adapter: Arc<dyn Adapter>,
+        health: Option<Arc<HealthCell>>,
+        census: Census,
+    ) -> Self {
+        Self { route, adapter, health, census }
     }
 }
 
@@ -116,7 +131,22 @@ impl Actor for ProviderActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         match message {
-            ProviderMsg::Call(ProviderCall { request, chunks, cancel, reply }) => {
+            ProviderMsg::Call(ProviderCall { request, chunks, cancel, mut reply }) => {
+                if let Some(health) = &self.health {
+                    match health.admit() {
+                        Admission::Refused { until } => {
+                            reply(Err(circuit_open(&self.route, until)));
+                            return Ok(());
+                        }
+                        Admission::Admitted(ticket) => {
+                            let health = Arc::clone(health);
+                            reply = Box::new(move |outcome| {
+                                health.record(ticket, outcome.as_ref());
+                                reply(outcome);
+                            });
+                        }
+                    }
+                }
                 let adapter = Arc::clone(&self.adapter);
                 let stopping = state.stopping.clone();
                 // Counted from before its first poll, so `post_stop` waits for it either way.
@@ -261,8 +291,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_attempt_that_answers_at_once_needs_no_task_and_one_that_waits_gets_one() {
         let census = Census::new();
-        let (actor, handle) =
-            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let (actor, handle) = Actor::spawn(
+            None,
+            ProviderActor::new("mock".into(), adapter(), None, census.clone()),
+            (),
+        )
+        .await
+        .unwrap();
         // Attempt 99 panics in the adapter before any wait: answered UNKNOWN in the handler.
         let mut instant = call(&actor, 99);
         let failure = instant.outcome.await.unwrap().unwrap_err();
@@ -290,8 +325,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_stalled_request_does_not_hold_the_mailbox_and_cancelling_it_aborts() {
         let census = Census::new();
-        let (actor, handle) =
-            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let (actor, handle) = Actor::spawn(
+            None,
+            ProviderActor::new("mock".into(), adapter(), None, census.clone()),
+            (),
+        )
+        .await
+        .unwrap();
         let mut stalled = call(&actor, 1);
         let mut served = call(&actor, 2);
 
@@ -312,8 +352,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_panicking_adapter_is_an_unknown_failure() {
         let census = Census::new();
-        let (actor, handle) =
-            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let (actor, handle) = Actor::spawn(
+            None,
+            ProviderActor::new("mock".into(), adapter(), None, census.clone()),
+            (),
+        )
+        .await
+        .unwrap();
         let failure = call(&actor, 99).outcome.await.unwrap().unwrap_err();
         assert_eq!(failure.code(), "UNKNOWN");
         assert_eq!(failure.message(), "adapter panicked: adapter bug");
@@ -326,8 +371,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn stopping_the_actor_aborts_in_flight_attempts_and_waits_for_them() {
         let census = Census::new();
-        let (actor, handle) =
-            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let (actor, handle) = Actor::spawn(
+            None,
+            ProviderActor::new("mock".into(), adapter(), None, census.clone()),
+            (),
+        )
+        .await
+        .unwrap();
         let stalled: Vec<Pending> = (0..100).map(|_| call(&actor, 1)).collect();
         tokio::task::yield_now().await;
         actor.stop_and_wait(None, None).await.unwrap();
@@ -342,8 +392,13 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_already_cancelled_turn_never_reaches_the_adapter() {
         let census = Census::new();
-        let (actor, handle) =
-            Actor::spawn(None, ProviderActor::new(adapter(), census.clone()), ()).await.unwrap();
+        let (actor, handle) = Actor::spawn(
+            None,
+            ProviderActor::new("mock".into(), adapter(), None, census.clone()),
+            (),
+        )
+        .await
+        .unwrap();
         let (sink, mut chunks) = ChunkSink::channel();
         let (reply, outcome) = oneshot::channel();
         let cancel = CancellationToken::new();

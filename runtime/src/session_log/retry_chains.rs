@@ -148,9 +148,9 @@ mod tests {
     use super::*;
     use crate::event::{
         AgentIdle, AssistantChunk, AssistantMessage, CancelCause, ConfigChanged, ContextCompacted,
-        LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RouteSwitched, SessionStart,
-        StepRef, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnResumed, TurnStart,
-        UserMessage,
+        LlmRetryStarted, PluginCrashed, RequestError, RequestStart, RetryThrottled, RouteSwitched,
+        SessionStart, StepRef, ToolCallEvent, ToolResult, TurnEnd, TurnEndReason, TurnResumed,
+        TurnStart, UserMessage,
     };
     use crate::failure::Failure;
 
@@ -304,6 +304,17 @@ mod tests {
             // A resumed turn keeps its chains: a resumed retry continues its count.
             (
                 Event::TurnResumed(TurnResumed { turn: 1, step: 1, pending: "retry-wait".into() }),
+                false,
+            ),
+            // A throttled retry is no retry: the chains stand.
+            (
+                Event::RetryThrottled(RetryThrottled {
+                    turn: 1,
+                    step: 1,
+                    provider: "mock".into(),
+                    plugin: "llm-retry".into(),
+                    code: "SERVER".into(),
+                }),
                 false,
             ),
         ]

@@ -37,6 +37,7 @@ fn payload(log: &SessionLog, cancel: &CancellationToken) -> RequestErrorPayload 
         provider: "mock".into(),
         failure: Failure::new("SERVER", "down").unwrap(),
         retry_policy: Some(RetryPolicy::default()),
+        health: Default::default(),
         cancel: cancel.clone(),
         log: log.clone(),
     }

@@ -1,0 +1,356 @@
+//! Route health end to end (`docs/runtime-semantics.md`, "Route health"): many sessions sharing a
+//! route open its breaker, later attempts fail at once with `CIRCUIT_OPEN` without reaching the
+//! adapter, after `openMs` a probe goes through and its success closes the breaker; the retry
+//! budget declines retries with `retry/throttled`; `fallback` switches on `CIRCUIT_OPEN` and skips
+//! open routes. Paused time throughout; every test ends with the invariant check of every session
+//! log it wrote.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::time::Duration;
+
+use rein_plugins::auto_retry::AutoRetry;
+use rein_plugins::fallback::Fallback;
+use rein_plugins::llm_retry::LlmRetry;
+use rein_runtime::clock::VirtualClock;
+use rein_runtime::event::{Envelope, Event, RetryThrottled, TurnEndReason};
+use rein_runtime::provider::prelude::*;
+use rein_runtime::random::Constant;
+use rein_runtime::retry_policy::RetryPolicy;
+use rein_runtime::route_health::{BreakerState, HealthSettings};
+use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
+use rein_runtime::session::Prompt;
+use rein_runtime::store::memory::MemoryStore;
+use rein_testkit::log::{assert_invariants, kinds};
+use rein_testkit::runtime::shut_down;
+use serde_json::json;
+
+/// A provider that fails every request with `code` while it is down, and answers "ok" otherwise,
+/// after `latency`; it counts the requests that reached it.
+struct Outage {
+    down: AtomicBool,
+    code: &'static str,
+    latency: Duration,
+    calls: AtomicU32,
+}
+
+impl Outage {
+    fn new(code: &'static str, latency: Duration) -> Arc<Self> {
+        Arc::new(Self { down: AtomicBool::new(true), code, latency, calls: AtomicU32::new(0) })
+    }
+
+    fn recover(&self) {
+        self.down.store(false, Ordering::SeqCst);
+    }
+
+    fn calls(&self) -> u32 {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+impl Adapter for Outage {
+    fn call(
+        &self,
+        _: Request,
+        chunks: ChunkSink,
+    ) -> BoxFuture<'static, Result<Completion, Failure>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let (down, code, latency) = (self.down.load(Ordering::SeqCst), self.code, self.latency);
+        Box::pin(async move {
+            if !latency.is_zero() {
+                tokio::time::sleep(latency).await;
+            }
+            if down {
+                return Err(Failure::new(code, "the provider is down").unwrap());
+            }
+            let _ = chunks.send("ok".into());
+            Ok(Completion::default())
+        })
+    }
+}
+
+fn health(min_attempts: u32, failure_ratio: f64, open_ms: u64) -> HealthSettings {
+    HealthSettings::new()
+        .with_min_attempts(min_attempts)
+        .and_then(|s| s.with_failure_ratio(failure_ratio))
+        .and_then(|s| s.with_open_ms(open_ms))
+        .unwrap()
+}
+
+fn builder(store: &MemoryStore) -> RuntimeBuilder {
+    Runtime::builder()
+        .store(Arc::new(store.clone()))
+        .clock(Arc::new(VirtualClock::start()))
+        .jitter(Arc::new(Constant::new(0.5).unwrap()))
+}
+
+/// The code a turn failed with, or `completed`.
+fn ended(reason: &TurnEndReason) -> String {
+    match reason {
+        TurnEndReason::Completed => "completed".into(),
+        TurnEndReason::Error { failure } => failure.code().into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Asks one turn on `route` in a session of its own, `id`.
+async fn ask(runtime: &Runtime, id: &str, route: &str) -> String {
+    let session = runtime.session(id).await.unwrap();
+    ended(&session.prompt(Prompt::new("hello").on(route)).unwrap().await.unwrap().reason)
+}
+
+/// Shuts the runtime down and checks the invariants of every session log of the store.
+async fn finish(runtime: Runtime, store: &MemoryStore, ids: &[String]) -> Vec<Vec<Envelope>> {
+    shut_down(&runtime).await;
+    ids.iter()
+        .map(|id| {
+            let events = store.events(id);
+            assert_invariants(&events);
+            events
+        })
+        .collect()
+}
+
+fn throttles(events: &[Envelope]) -> Vec<RetryThrottled> {
+    events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RetryThrottled(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn many_sessions_open_the_breaker_attempts_short_circuit_and_a_probe_closes_it() {
+    let store = MemoryStore::new();
+    let main = Outage::new("SERVER", Duration::from_millis(100));
+    let route = Route::new("main", main.clone()).model("m").health(health(10, 0.5, 5_000));
+    let runtime = builder(&store).route(route).build().await.unwrap();
+    let mut changes = runtime.route_health_changes("main").unwrap();
+    let mut ids = Vec::new();
+    let mut id = || {
+        ids.push(format!("s{}", ids.len()));
+        ids.last().unwrap().clone()
+    };
+
+    // Ten sessions fail at once (no plugin retries): the tenth failure opens the breaker.
+    let turns: Vec<_> = (0..10).map(|_| id()).collect();
+    let mut running = tokio::task::JoinSet::new();
+    for s in &turns {
+        let (runtime, s) = (runtime.clone(), s.clone());
+        running.spawn(async move { ask(&runtime, &s, "main").await });
+    }
+    let outcomes = running.join_all().await;
+    assert_eq!(outcomes, vec!["SERVER"; 10]);
+    let opened = runtime.route_health("main").unwrap();
+    assert_eq!((opened.state, opened.open_until_ms), (BreakerState::Open, Some(5_100)));
+    assert_eq!(opened.tokens, 0.0, "ten failures took the ten tokens");
+    assert!(changes.has_changed().unwrap());
+    assert_eq!(changes.borrow_and_update().state, BreakerState::Open, "the change was published");
+
+    // While open: every attempt fails at once, and none reaches the adapter.
+    for _ in 0..5 {
+        assert_eq!(ask(&runtime, &id(), "main").await, "CIRCUIT_OPEN");
+    }
+    assert_eq!(main.calls(), 10, "no request was sent while open");
+    assert_eq!(runtime.route_health("main").unwrap().tokens, 0.0, "refused attempts count nothing");
+
+    // After openMs the route recovered; the first attempt probes, a second meanwhile is refused.
+    tokio::time::sleep(Duration::from_millis(5_000)).await;
+    assert_eq!(runtime.route_health("main").unwrap().state, BreakerState::HalfOpen);
+    main.recover();
+    let (probe, meanwhile) = (id(), id());
+    let probing = ask(&runtime, &probe, "main");
+    let refused = async {
+        tokio::task::yield_now().await;
+        ask(&runtime, &meanwhile, "main").await
+    };
+    let (probed, refused) = tokio::join!(probing, refused);
+    let mut both = [probed, refused];
+    both.sort();
+    assert_eq!(both, ["CIRCUIT_OPEN", "completed"], "one probe went, the other was refused");
+    let closed = runtime.route_health("main").unwrap();
+    assert_eq!((closed.state, closed.open_until_ms), (BreakerState::Closed, None));
+    assert_eq!(changes.borrow_and_update().state, BreakerState::Closed);
+    assert_eq!(main.calls(), 11, "the probe alone reached the provider");
+    assert_eq!(ask(&runtime, &id(), "main").await, "completed", "closed: attempts go through");
+
+    let logs = finish(runtime, &store, &ids).await;
+    // A short-circuited turn: one attempt, its CIRCUIT_OPEN error, and the turn's end.
+    assert_eq!(
+        kinds(&logs[10])[1..],
+        [
+            "user/message",
+            "turn/start",
+            "step/start",
+            "request/start",
+            "request/error",
+            "step/end",
+            "turn/end",
+            "agent/idle"
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_probe_opens_the_breaker_again_for_open_ms() {
+    let store = MemoryStore::new();
+    let main = Outage::new("TIMEOUT", Duration::ZERO);
+    let route = Route::new("main", main.clone()).model("m").health(health(2, 1.0, 1_000));
+    let runtime = builder(&store).route(route).build().await.unwrap();
+    let ids: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
+    assert_eq!(ask(&runtime, &ids[0], "main").await, "TIMEOUT");
+    assert_eq!(
+        runtime.route_health("main").unwrap().state,
+        BreakerState::Closed,
+        "1 < minAttempts"
+    );
+    assert_eq!(ask(&runtime, &ids[1], "main").await, "TIMEOUT");
+    assert_eq!(runtime.route_health("main").unwrap().open_until_ms, Some(1_000));
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    // The probe fails: open again, until a full openMs after it.
+    assert_eq!(ask(&runtime, &ids[2], "main").await, "TIMEOUT");
+    let reopened = runtime.route_health("main").unwrap();
+    assert_eq!((reopened.state, reopened.open_until_ms), (BreakerState::Open, Some(2_000)));
+    assert_eq!(ask(&runtime, &ids[3], "main").await, "CIRCUIT_OPEN");
+    assert_eq!(main.calls(), 3);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    main.recover();
+    assert_eq!(ask(&runtime, &ids[4], "main").await, "completed");
+    assert_eq!(ask(&runtime, &ids[5], "main").await, "completed");
+    assert_eq!(runtime.route_health("main").unwrap().state, BreakerState::Closed);
+    finish(runtime, &store, &ids).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_spent_budget_declines_retries_with_retry_throttled() {
+    let store = MemoryStore::new();
+    let main = Outage::new("SERVER", Duration::ZERO);
+    // The breaker out of the way (it would need 1,000 attempts): the budget alone.
+    let route = Route::new("main", main.clone()).model("m").health(health(1_000, 0.5, 1_000));
+    let runtime = builder(&store)
+        .plugin(LlmRetry::from_config(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(AutoRetry::from_config(&json!({"jitterRatio": 0})).unwrap())
+        .route(route)
+        .build()
+        .await
+        .unwrap();
+    let ids: Vec<String> = vec!["first".into(), "second".into()];
+    // Attempts 1–5 fail (10 → 5 tokens): llm-retry's two retries, auto-retry's first two; its
+    // third would be attempt 6, but the fifth failure left the budget at half.
+    assert_eq!(ask(&runtime, &ids[0], "main").await, "SERVER");
+    assert_eq!(main.calls(), 5, "without route health: 6");
+    let spent = runtime.route_health("main").unwrap();
+    assert_eq!((spent.tokens, spent.retries_throttled()), (5.0, true));
+    // The next session's first attempt goes (a first attempt is never throttled); both plugins
+    // decline to retry it.
+    assert_eq!(ask(&runtime, &ids[1], "main").await, "SERVER");
+    assert_eq!(main.calls(), 6);
+
+    let logs = finish(runtime, &store, &ids).await;
+    let throttled = |plugin: &str| RetryThrottled {
+        turn: 1,
+        step: 1,
+        provider: "main".into(),
+        plugin: plugin.into(),
+        code: "SERVER".into(),
+    };
+    assert_eq!(throttles(&logs[0]), [throttled("auto-retry")]);
+    assert_eq!(throttles(&logs[1]), [throttled("llm-retry"), throttled("auto-retry")]);
+    let tail: Vec<&str> = kinds(&logs[1])[5..].to_vec();
+    assert_eq!(
+        tail,
+        [
+            "request/error",
+            "retry/throttled",
+            "retry/throttled",
+            "step/end",
+            "turn/end",
+            "agent/idle"
+        ],
+        "throttled right after the failure, no llm/retry"
+    );
+    assert!(!kinds(&logs[1]).contains(&"llm/retry"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn fallback_switches_on_circuit_open_and_skips_open_routes() {
+    let store = MemoryStore::new();
+    // AUTH: counted against the route, retried by nobody (so each turn is one attempt).
+    let main = Outage::new("AUTH", Duration::ZERO);
+    let b1 = Outage::new("AUTH", Duration::ZERO);
+    let b2 = Outage::new("AUTH", Duration::ZERO);
+    b2.recover();
+    let fallback = Fallback::from_config(&json!({"routes": ["b1", "b2"], "codes": ["QUOTA"]}));
+    let runtime = builder(&store)
+        .plugin(fallback.unwrap())
+        .plugin(LlmRetry::from_config(&json!({"jitterRatio": 0})).unwrap())
+        .plugin(AutoRetry::from_config(&json!({"jitterRatio": 0})).unwrap())
+        .route(Route::new("main", main.clone()).model("m").health(health(2, 1.0, 60_000)))
+        .route(Route::new("b1", b1.clone()).model("m1").health(health(2, 1.0, 60_000)))
+        .route(Route::new("b2", b2.clone()).model("m2"))
+        .build()
+        .await
+        .unwrap();
+    let ids: Vec<String> = (0..6).map(|i| format!("s{i}")).collect();
+    for (id, route) in ids[..4].iter().zip(["main", "main", "b1", "b1"]) {
+        assert_eq!(ask(&runtime, id, route).await, "AUTH");
+    }
+    assert_eq!(runtime.route_health("main").unwrap().state, BreakerState::Open);
+    assert_eq!(runtime.route_health("b1").unwrap().state, BreakerState::Open);
+    assert_eq!(runtime.route_health("b2"), None, "b2 has no health settings");
+
+    // main is open: the turn's first attempt fails CIRCUIT_OPEN, fallback switches at once,
+    // skipping b1 (open too), and b2 answers. Nobody retried main.
+    assert_eq!(ask(&runtime, &ids[4], "main").await, "completed");
+    assert_eq!((main.calls(), b1.calls(), b2.calls()), (2, 2, 1));
+
+    // From b1 (open): b1 is the step's own route, so b2.
+    assert_eq!(ask(&runtime, &ids[5], "b1").await, "completed");
+    assert_eq!((main.calls(), b1.calls(), b2.calls()), (2, 2, 2));
+    let logs = finish(runtime, &store, &ids).await;
+    let switched: Vec<(String, String, String, String)> = logs[4]
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RouteSwitched(s) => {
+                Some((s.from.clone(), s.to.clone(), s.code.clone(), s.reason.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(switched, [("main".into(), "b2".into(), "CIRCUIT_OPEN".into(), "eager".into())]);
+    for log in &logs {
+        assert!(!kinds(log).contains(&"llm/retry"), "CIRCUIT_OPEN and AUTH are never retried");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn circuit_open_with_no_route_left_ends_the_turn_unretried() {
+    let store = MemoryStore::new();
+    let main = Outage::new("SERVER", Duration::ZERO);
+    let always = json!({"mode": "always", "backoff": {"jitterRatio": 0}});
+    let runtime = builder(&store)
+        .plugin(LlmRetry::new(RetryPolicy::from_declared(&always, "policy").unwrap()))
+        .plugin(AutoRetry::from_config(&json!({"jitterRatio": 0})).unwrap())
+        .route(Route::new("main", main.clone()).model("m").health(health(1, 1.0, 60_000)))
+        .build()
+        .await
+        .unwrap();
+    let ids = vec!["s".to_owned()];
+    // Always mode retries any code without a budget — but not CIRCUIT_OPEN: the first failure
+    // opens the breaker (minAttempts 1), the retry is refused at once, and nobody retries that.
+    assert_eq!(ask(&runtime, &ids[0], "main").await, "CIRCUIT_OPEN");
+    assert_eq!(main.calls(), 1);
+    let logs = finish(runtime, &store, &ids).await;
+    let codes: Vec<&str> = logs[0]
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RequestError(r) => Some(r.failure.code()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(codes, ["SERVER", "CIRCUIT_OPEN"]);
+}

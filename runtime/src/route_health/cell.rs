@@ -1,0 +1,82 @@
+//! [`HealthCell`]: where one route's [`RouteHealth`] lives while the runtime runs — read and
+//! changed by the route's provider actor (admitting an attempt), by the attempts' tasks (counting
+//! an outcome) and by the runtime's accessors, with the runtime's clock; each change of the
+//! breaker's state is published on a watch channel.
+//!
+//! # Why a lock, not the actor's state
+//!
+//! An attempt's outcome arrives in its own task. Handing it back to the provider actor as a
+//! message would add a mailbox hop to every attempt, and an attempt ending while the actor stops
+//! would lose its reply. The lock is held for a few arithmetic steps and never across an await.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::watch;
+
+use super::{Admission, HealthSettings, HealthSnapshot, RouteHealth, Ticket, counted};
+use crate::clock::Clock;
+use crate::failure::Failure;
+
+/// One route's health, shared. See the module docs.
+pub(crate) struct HealthCell {
+    health: Mutex<RouteHealth>,
+    changes: watch::Sender<HealthSnapshot>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for HealthCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HealthCell").field("now", &self.snapshot()).finish_non_exhaustive()
+    }
+}
+
+impl HealthCell {
+    /// A healthy route with `settings`, on `clock`.
+    pub(crate) fn new(settings: HealthSettings, clock: Arc<dyn Clock>) -> Self {
+        let health = RouteHealth::new(settings);
+        let (changes, _) = watch::channel(health.snapshot(clock.now_ms()));
+        Self { health: Mutex::new(health), changes, clock }
+    }
+
+    /// Applies `change` to the health now, and publishes the snapshot when the breaker's state
+    /// changed.
+    fn with<T>(&self, change: impl FnOnce(&mut RouteHealth, u64) -> T) -> T {
+        let now = self.clock.now_ms();
+        let mut health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = health.snapshot(now).state;
+        let out = change(&mut health, now);
+        let after = health.snapshot(now);
+        drop(health);
+        if after.state != before {
+            tracing::info!(
+                state = after.state.as_str(),
+                tokens = after.tokens,
+                "route health changed"
+            );
+            self.changes.send_replace(after);
+        }
+        out
+    }
+
+    /// Whether an attempt goes through now.
+    pub(crate) fn admit(&self) -> Admission {
+        self.with(|health, now| health.admit(now))
+    }
+
+    /// Counts the outcome of an attempt admitted with `ticket`.
+    pub(crate) fn record<T>(&self, ticket: Ticket, outcome: Result<&T, &Failure>) {
+        let counted = counted(outcome);
+        self.with(|health, now| health.record(ticket, counted, now));
+    }
+
+    /// The health now.
+    pub(crate) fn snapshot(&self) -> HealthSnapshot {
+        let now = self.clock.now_ms();
+        self.health.lock().unwrap_or_else(PoisonError::into_inner).snapshot(now)
+    }
+
+    /// The snapshots published at each change of the breaker's state (the latest first).
+    pub(crate) fn subscribe(&self) -> watch::Receiver<HealthSnapshot> {
+        self.changes.subscribe()
+    }
+}
