@@ -22,7 +22,9 @@ use rein_runtime::retry_policy::RetryPolicy;
 use rein_runtime::route_health::{BreakerState, HealthSettings};
 use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::Prompt;
+use rein_runtime::store::jsonl::JsonlStore;
 use rein_runtime::store::memory::MemoryStore;
+use rein_runtime::store::{Durability, SessionStore};
 use rein_testkit::log::{assert_invariants, kinds};
 use rein_testkit::runtime::shut_down;
 use serde_json::json;
@@ -353,4 +355,135 @@ async fn circuit_open_with_no_route_left_ends_the_turn_unretried() {
         })
         .collect();
     assert_eq!(codes, ["SERVER", "CIRCUIT_OPEN"]);
+}
+
+/// A JSONL store in `dir`.
+fn jsonl(dir: &std::path::Path) -> Arc<JsonlStore> {
+    Arc::new(JsonlStore::open(dir, Durability::Disk).unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn health_settings_change_at_run_time_behind_the_fence_and_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = Outage::new("SERVER", Duration::ZERO);
+    let start = |store: Arc<JsonlStore>| {
+        let route = Route::new("main", main.clone()).model("m").health(health(4, 0.5, 30_000));
+        Runtime::builder()
+            .store(store)
+            .clock(Arc::new(VirtualClock::start()))
+            .route(route)
+            .route(Route::new("plain", main.clone()).model("m"))
+            .build()
+    };
+    let runtime = start(jsonl(dir.path())).await.unwrap();
+    assert_eq!(runtime.health_routes(), ["main"], "only routes built with health have it");
+    let shown = runtime.route_health_settings("main").unwrap();
+    assert_eq!((shown.revision, &shown.settings["openMs"]), (0, &json!(30_000)));
+    let awake = runtime.session("awake").await.unwrap();
+    assert_eq!(ask(&runtime, "awake", "main").await, "SERVER");
+
+    // Refused, naming why; nothing changes.
+    let refused = [
+        (
+            runtime.configure_route_health("main", json!({"failureRatio": 2}), 0).await,
+            "failureRatio: must be within [0, 1], got 2",
+        ),
+        (
+            runtime.configure_route_health("main", json!({"openMs": 5}), 3).await,
+            "stale revision: the patch is based on revision 3, the settings are at 0",
+        ),
+        (
+            runtime.configure_route_health("plain", json!({}), 0).await,
+            "no route named plain has route health",
+        ),
+        (
+            runtime.configure_route_health("nowhere", json!({}), 0).await,
+            "no route named nowhere has route health",
+        ),
+    ];
+    for (got, want) in refused {
+        assert_eq!(got.unwrap_err().to_string(), want);
+    }
+    assert_eq!(runtime.route_health_settings("main").unwrap().revision, 0);
+
+    // Accepted: saved, then in force — the next opening lasts the new openMs; the route keeps
+    // the token it lost.
+    let outcome = runtime
+        .configure_route_health("main", json!({"openMs": 2_000, "probes": 1}), 0)
+        .await
+        .unwrap();
+    assert_eq!((outcome.revision, outcome.changed), (1, vec!["openMs".to_owned()]));
+    assert_eq!(runtime.route_health("main").unwrap().tokens, 9.0, "a change keeps the state");
+    for i in 0..3 {
+        assert_eq!(ask(&runtime, &format!("f{i}"), "main").await, "SERVER");
+    }
+    let opened = runtime.route_health("main").unwrap();
+    assert_eq!((opened.state, opened.open_until_ms), (BreakerState::Open, Some(2_000)));
+    let stale = runtime.configure_route_health("main", json!({"openMs": 9}), 0).await;
+    assert!(matches!(
+        stale,
+        Err(rein_runtime::plugin::ConfigError::StaleRevision { current: 1, .. })
+    ));
+    drop(awake);
+    shut_down(&runtime).await;
+    let changed: Vec<_> = JsonlStore::open(dir.path(), Durability::Disk)
+        .unwrap()
+        .load("awake")
+        .await
+        .unwrap()
+        .unwrap()
+        .events
+        .into_iter()
+        .filter_map(|e| match e.event {
+            Event::ConfigChanged(c) => Some((c.plugin, c.revision, c.changed)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(changed, [("routes.main.health".to_owned(), 1, vec!["openMs".to_owned()])]);
+
+    // A runtime on the same directory starts the route at the saved revision and settings,
+    // healthy again (state is not saved: a new process has not seen the outage).
+    let store = jsonl(dir.path());
+    let again = start(store.clone()).await.unwrap();
+    let shown = again.route_health_settings("main").unwrap();
+    assert_eq!((shown.revision, &shown.settings["openMs"]), (1, &json!(2_000)));
+    assert_eq!(again.saved_revision_at_start("routes.main.health"), Some(1));
+    assert_eq!(again.route_health("main").unwrap().state, BreakerState::Closed);
+    let stale = again.configure_route_health("main", json!({"openMs": 9}), 0).await;
+    assert!(stale.is_err(), "a page opened before the restart names an older revision");
+    again.configure_route_health("main", json!({"minAttempts": 1}), 1).await.unwrap();
+    assert_eq!(ask(&again, "g", "main").await, "SERVER");
+    let opened = again.route_health("main").unwrap();
+    assert_eq!(opened.state, BreakerState::Open, "minAttempts 1 in force");
+    shut_down(&again).await;
+    for id in store.sessions().await.unwrap() {
+        assert_invariants(&store.load(&id).await.unwrap().unwrap().events);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_saved_health_record_this_build_refuses_is_a_warning_and_the_fence_continues() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("routes.main.health.settings.json"),
+        r#"{"plugin":"routes.main.health","revision":4,"settings":{"openMs":0}}"#,
+    )
+    .unwrap();
+    let main = Outage::new("SERVER", Duration::ZERO);
+    let route = Route::new("main", main.clone()).health(health(20, 0.5, 7_000));
+    let runtime = Runtime::builder().store(jsonl(dir.path())).route(route).build().await.unwrap();
+    let warnings: Vec<String> = runtime.config_warnings().iter().map(ToString::to_string).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("routes.main.health") && warnings[0].contains("openMs"),
+        "{warnings:?}"
+    );
+    let shown = runtime.route_health_settings("main").unwrap();
+    assert_eq!(
+        (shown.revision, &shown.settings["openMs"]),
+        (4, &json!(7_000)),
+        "built settings at the store's revision"
+    );
+    runtime.configure_route_health("main", json!({"openMs": 8_000}), 4).await.unwrap();
+    shut_down(&runtime).await;
 }

@@ -60,6 +60,14 @@ impl RouteHealth {
         &self.settings
     }
 
+    /// Takes new `settings` (a run-time change) keeping its state: see [`RetryBudget::resized`]
+    /// and [`Breaker::resized`].
+    pub fn reconfigure(&mut self, settings: HealthSettings) {
+        self.budget = self.budget.resized(&settings);
+        self.breaker = self.breaker.resized(&self.settings, &settings);
+        self.settings = settings;
+    }
+
     /// Whether an attempt at `now` goes through (see [`Breaker::admit`]).
     pub fn admit(&mut self, now: u64) -> Admission {
         self.breaker.admit(&self.settings, now)
@@ -148,5 +156,27 @@ mod tests {
             r#"route "main" is open (circuit breaker) until 102 ms: no request was sent"#
         );
         assert!(circuit_open("main", None).message().contains("half-open"));
+    }
+
+    #[test]
+    fn a_reconfigured_route_keeps_its_state() {
+        let settings = HealthSettings::new().with_min_attempts(1).unwrap();
+        let mut health = RouteHealth::new(settings.clone());
+        let server = Failure::new("SERVER", "down").unwrap();
+        let Admission::Admitted(ticket) = health.admit(0) else { panic!("closed admits") };
+        health.record(ticket, counted::<()>(Err(&server)), 5);
+        assert_eq!(health.snapshot(5).open_until_ms, Some(30_005));
+        // A shorter openMs does not cut the opening short; the tokens stay.
+        health.reconfigure(settings.with_open_ms(10).unwrap().with_window_ms(500).unwrap());
+        let now = health.snapshot(20);
+        assert_eq!(
+            (now.state, now.open_until_ms, now.tokens),
+            (BreakerState::Open, Some(30_005), 9.0)
+        );
+        assert_eq!(health.settings().open_ms(), 10);
+        // The next opening uses it.
+        let Admission::Admitted(probe) = health.admit(30_005) else { panic!("half-open probes") };
+        health.record(probe, counted::<()>(Err(&server)), 30_006);
+        assert_eq!(health.snapshot(30_006).open_until_ms, Some(30_016));
     }
 }

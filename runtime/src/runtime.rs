@@ -474,7 +474,13 @@ impl RuntimeBuilder {
                 return Err(BuildError::SavedSettings(error));
             }
         };
-        let restored = saved_settings::restore(host.chain(), saved);
+        let cells: std::collections::BTreeMap<String, Arc<HealthCell>> = routes
+            .values()
+            .filter_map(|route| {
+                Some((route_health_key(&route.name), Arc::clone(route.health.as_ref()?)))
+            })
+            .collect();
+        let restored = saved_settings::restore(host.chain(), &cells, saved);
         let mut warnings = self.warnings;
         warnings.extend(restored.warnings);
         let shared = Shared {
@@ -698,6 +704,18 @@ impl Runtime {
     ) -> Result<ConfigOutcome, ConfigError> {
         let plugin = self.plugin_in_chain(name)?;
         let settings = settings_of(name, plugin.as_ref())?;
+        self.configure(name, settings, patch, base_revision).await
+    }
+
+    /// Stages `patch` on `settings` (saved under `name`), saves it, commits it and tells every
+    /// awake session (see [`Runtime::configure_plugin`]).
+    async fn configure(
+        &self,
+        name: &str,
+        settings: &dyn Settings,
+        patch: Value,
+        base_revision: u64,
+    ) -> Result<ConfigOutcome, ConfigError> {
         let staged = settings.stage(&patch, base_revision)?;
         let record = SettingsRecord {
             plugin: name.to_owned(),
@@ -735,6 +753,52 @@ impl Runtime {
         };
         self.inner.sessions.directory.broadcast(&|| ClientMsg::ConfigChanged(change.clone()));
         Ok(outcome)
+    }
+
+    /// The routes with route health (their names, in order), whose settings
+    /// [`Runtime::route_health_settings`] shows and [`Runtime::configure_route_health`] changes.
+    pub fn health_routes(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .inner
+            .sessions
+            .shared
+            .routes
+            .values()
+            .filter(|route| route.health.is_some())
+            .map(|route| route.name.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// The health settings of the route named `route` and their revision, in the form
+    /// [`HealthSettings::to_value`] writes ([`ConfigError::NoRouteHealth`] when no route of that
+    /// name has route health).
+    pub fn route_health_settings(&self, route: &str) -> Result<PluginSettings, ConfigError> {
+        Ok(self.health_cell(route)?.shown())
+    }
+
+    /// Applies a run-time patch (some of the keys of [`HealthSettings::from_value`]) to the health
+    /// settings of the route named `route`, based on `base_revision`, exactly as
+    /// [`Runtime::configure_plugin`] changes a plugin's: behind the revision fence, saved durably
+    /// first (under [`route_health_key`]), then committed — the route keeps its state (an open
+    /// breaker stays open until its deadline, the budget keeps its tokens) — and told to every
+    /// awake session as `config/changed {plugin: "routes.NAME.health"}`.
+    pub async fn configure_route_health(
+        &self,
+        route: &str,
+        patch: Value,
+        base_revision: u64,
+    ) -> Result<ConfigOutcome, ConfigError> {
+        let cell = self.health_cell(route)?;
+        self.configure(&route_health_key(route), cell.as_ref(), patch, base_revision).await
+    }
+
+    fn health_cell(&self, route: &str) -> Result<Arc<HealthCell>, ConfigError> {
+        let served = self.inner.sessions.shared.routes.get(route);
+        served
+            .and_then(|served| served.health.clone())
+            .ok_or_else(|| ConfigError::NoRouteHealth(route.to_owned()))
     }
 
     /// The revision the plugin named `name` was restored at from the store when the runtime
@@ -919,6 +983,12 @@ impl Actor for RootActor {
 }
 
 /// The settings of the plugin `name`, or [`ConfigError::Unsupported`] when it has none.
+/// The name a route's health settings are saved and told under (`routes.main.health`): in
+/// the store's settings records, in `config/changed`, in [`Runtime::saved_revision_at_start`].
+pub fn route_health_key(route: &str) -> String {
+    format!("routes.{route}.health")
+}
+
 fn settings_of<'p>(name: &str, plugin: &'p dyn Plugin) -> Result<&'p dyn Settings, ConfigError> {
     plugin.settings().ok_or_else(|| ConfigError::Unsupported(name.to_owned()))
 }

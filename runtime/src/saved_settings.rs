@@ -1,4 +1,4 @@
-//! Plugin settings a store kept, put back when a runtime starts on it.
+//! Plugin and route-health settings a store kept, put back when a runtime starts on it.
 //!
 //! A runtime begins each plugin of its chain at the latest revision the store saved for it
 //! ([`SessionStore::load_settings`](crate::store::SessionStore::load_settings)), so settings
@@ -10,11 +10,17 @@
 //! force with a warning naming the record — but at the revision the store holds, so the next
 //! accepted patch continues the store's revisions (and replaces the record). A record for a
 //! plugin that is not in the chain is left alone.
+//!
+//! A route's health settings are kept the same way, under the name
+//! [`route_health_key`](crate::runtime::route_health_key) gives (`routes.main.health`).
 
 use std::collections::BTreeMap;
 
-use crate::plugin::{ConfigWarning, PluginWarning};
+use std::sync::Arc;
+
+use crate::plugin::{ConfigWarning, PluginWarning, Settings};
 use crate::plugin_host::PluginChain;
+use crate::route_health::cell::HealthCell;
 use crate::store::StoredSettings;
 
 /// What was put back: the revision each plugin was restored at (whether its saved values or,
@@ -25,13 +31,25 @@ pub(crate) struct Restored {
     pub(crate) warnings: Vec<PluginWarning>,
 }
 
-/// Puts `stored` back into the plugins of `chain`.
-pub(crate) fn restore(chain: &PluginChain, stored: Vec<StoredSettings>) -> Restored {
+/// Puts `stored` back into the plugins of `chain` and the route health cells of `routes` (by
+/// their record names).
+pub(crate) fn restore(
+    chain: &PluginChain,
+    routes: &BTreeMap<String, Arc<HealthCell>>,
+    stored: Vec<StoredSettings>,
+) -> Restored {
     let mut restored = Restored::default();
     for record in stored {
         let name = record.plugin().to_owned();
-        let Some(plugin) = chain.plugin(&name) else { continue };
-        let Some(settings) = plugin.settings() else { continue };
+        let plugin = chain.plugin(&name);
+        let settings: &dyn Settings = match (&plugin, routes.get(&name)) {
+            (Some(plugin), _) => match plugin.settings() {
+                Some(settings) => settings,
+                None => continue,
+            },
+            (None, Some(cell)) => cell.as_ref(),
+            (None, None) => continue,
+        };
         let revision = record.revision();
         let refused = match &record {
             StoredSettings::Record(saved) => match settings.restore(&saved.settings, revision) {

@@ -178,6 +178,10 @@ pub enum ConfigError {
         /// The current revision.
         current: u64,
     },
+    /// No route of that name has route health (none has the name, or it was built without
+    /// health settings).
+    #[error("no route named {0} has route health")]
+    NoRouteHealth(String),
     /// A field's value is invalid; `path` names it (`retryableCodes`, `extraRetries`…).
     #[error("{path}: {message}")]
     Invalid {

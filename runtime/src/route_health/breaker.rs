@@ -90,6 +90,19 @@ impl Breaker {
         Self { phase: Phase::Closed, window: Window::new(settings.window_ms()), epoch: 0 }
     }
 
+    /// The same breaker under new `settings` (a run-time change): its state stays — an open
+    /// breaker stays open until the deadline it opened with, a half-open one keeps its probes in
+    /// flight — and a new `windowMs` starts an empty window (attempts counted in buckets of the
+    /// old width cannot be recounted).
+    #[must_use]
+    pub fn resized(&self, old: &HealthSettings, settings: &HealthSettings) -> Self {
+        let mut breaker = self.clone();
+        if old.window_ms() != settings.window_ms() {
+            breaker.window = Window::new(settings.window_ms());
+        }
+        breaker
+    }
+
     /// Whether an attempt at `now` goes through (an open breaker whose time is up half-opens).
     pub fn admit(&mut self, settings: &HealthSettings, now: u64) -> Admission {
         if let Phase::Open { until } = self.phase {

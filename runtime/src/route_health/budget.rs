@@ -38,6 +38,15 @@ impl RetryBudget {
         Self { tokens: max, max, ratio: milli(settings.token_ratio()) }
     }
 
+    /// The same bucket under new `settings` (a run-time change): its capacity and ratio are the
+    /// new ones, the tokens it holds stay (down to the new capacity) — a change does not refill
+    /// a spent budget, nor drain a full one below its new capacity.
+    #[must_use]
+    pub fn resized(&self, settings: &HealthSettings) -> Self {
+        let max = milli(settings.max_tokens());
+        Self { tokens: self.tokens.min(max), max, ratio: milli(settings.token_ratio()) }
+    }
+
     /// Counts one attempt's outcome.
     pub fn record(&mut self, counted: Counted) {
         match counted {
@@ -110,6 +119,29 @@ mod tests {
             assert_eq!(b.tokens(), tokens, "{case}");
             assert_eq!(b.allows_retry(), allowed, "{case}");
             assert_eq!(b.max_tokens(), max, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_resize_keeps_the_tokens_up_to_the_new_capacity() {
+        let settings = |max: f64| HealthSettings::new().with_max_tokens(max).unwrap();
+        let mut b = RetryBudget::new(&settings(10.0));
+        for _ in 0..4 {
+            b.record(Counted::Failure);
+        }
+        let cases = [
+            (20.0, 6.0, 20.0, false),
+            (10.0, 6.0, 10.0, true),
+            (4.0, 4.0, 4.0, true),
+            (12.0, 6.0, 12.0, false),
+        ];
+        for (max, tokens, capacity, allows) in cases {
+            let resized = b.resized(&settings(max));
+            assert_eq!(
+                (resized.tokens(), resized.max_tokens(), resized.allows_retry()),
+                (tokens, capacity, allows),
+                "{max}"
+            );
         }
     }
 }

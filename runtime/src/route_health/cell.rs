@@ -3,6 +3,11 @@
 //! an outcome) and by the runtime's accessors, with the runtime's clock; each change of the
 //! breaker's state is published on a watch channel.
 //!
+//! Its settings are run-time settings like a plugin's: the cell is their [`Settings`] (shown,
+//! staged behind the revision fence, committed, restored), so the runtime changes and saves them
+//! exactly as it does a plugin's. A committed change keeps the route's state
+//! ([`RouteHealth::reconfigure`]).
+//!
 //! # Why a lock, not the actor's state
 //!
 //! An attempt's outcome arrives in its own task. Handing it back to the provider actor as a
@@ -11,15 +16,24 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
+use serde_json::Value;
 use tokio::sync::watch;
 
-use super::{Admission, HealthSettings, HealthSnapshot, RouteHealth, Ticket, counted};
+use super::{Admission, HealthError, HealthSettings, HealthSnapshot, RouteHealth, Ticket, counted};
 use crate::clock::Clock;
 use crate::failure::Failure;
+use crate::plugin::{ConfigError, ConfigOutcome, PluginSettings, Settings, Staged};
+
+/// A route's health and the revision of its settings.
+#[derive(Debug)]
+struct Revisioned {
+    health: RouteHealth,
+    revision: u64,
+}
 
 /// One route's health, shared. See the module docs.
 pub(crate) struct HealthCell {
-    health: Mutex<RouteHealth>,
+    health: Mutex<Revisioned>,
     changes: watch::Sender<HealthSnapshot>,
     clock: Arc<dyn Clock>,
 }
@@ -30,22 +44,30 @@ impl std::fmt::Debug for HealthCell {
     }
 }
 
+fn invalid(error: HealthError) -> ConfigError {
+    ConfigError::Invalid { path: error.path, message: error.reason }
+}
+
 impl HealthCell {
     /// A healthy route with `settings`, on `clock`.
     pub(crate) fn new(settings: HealthSettings, clock: Arc<dyn Clock>) -> Self {
         let health = RouteHealth::new(settings);
         let (changes, _) = watch::channel(health.snapshot(clock.now_ms()));
-        Self { health: Mutex::new(health), changes, clock }
+        Self { health: Mutex::new(Revisioned { health, revision: 0 }), changes, clock }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Revisioned> {
+        self.health.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Applies `change` to the health now, and publishes the snapshot when the breaker's state
     /// changed.
-    fn with<T>(&self, change: impl FnOnce(&mut RouteHealth, u64) -> T) -> T {
+    fn with<T>(&self, change: impl FnOnce(&mut Revisioned, u64) -> T) -> T {
         let now = self.clock.now_ms();
-        let mut health = self.health.lock().unwrap_or_else(PoisonError::into_inner);
-        let before = health.snapshot(now).state;
+        let mut health = self.lock();
+        let before = health.health.snapshot(now).state;
         let out = change(&mut health, now);
-        let after = health.snapshot(now);
+        let after = health.health.snapshot(now);
         drop(health);
         if after.state != before {
             tracing::info!(
@@ -60,23 +82,72 @@ impl HealthCell {
 
     /// Whether an attempt goes through now.
     pub(crate) fn admit(&self) -> Admission {
-        self.with(|health, now| health.admit(now))
+        self.with(|health, now| health.health.admit(now))
     }
 
     /// Counts the outcome of an attempt admitted with `ticket`.
     pub(crate) fn record<T>(&self, ticket: Ticket, outcome: Result<&T, &Failure>) {
         let counted = counted(outcome);
-        self.with(|health, now| health.record(ticket, counted, now));
+        self.with(|health, now| health.health.record(ticket, counted, now));
     }
 
     /// The health now.
     pub(crate) fn snapshot(&self) -> HealthSnapshot {
         let now = self.clock.now_ms();
-        self.health.lock().unwrap_or_else(PoisonError::into_inner).snapshot(now)
+        self.lock().health.snapshot(now)
     }
 
     /// The snapshots published at each change of the breaker's state (the latest first).
     pub(crate) fn subscribe(&self) -> watch::Receiver<HealthSnapshot> {
         self.changes.subscribe()
+    }
+}
+
+impl Settings for HealthCell {
+    fn shown(&self) -> PluginSettings {
+        let health = self.lock();
+        PluginSettings {
+            revision: health.revision,
+            settings: health.health.settings().to_value(),
+            read_only: false,
+        }
+    }
+
+    fn stage(&self, patch: &Value, base_revision: u64) -> Result<Staged, ConfigError> {
+        let health = self.lock();
+        if base_revision != health.revision {
+            return Err(ConfigError::StaleRevision {
+                based_on: base_revision,
+                current: health.revision,
+            });
+        }
+        let (settings, changed) = health.health.settings().patched(patch).map_err(invalid)?;
+        Ok(Staged::new(base_revision, changed, settings.to_value(), settings))
+    }
+
+    fn commit(&self, staged: Staged) -> Result<ConfigOutcome, ConfigError> {
+        let base = staged.base_revision();
+        let (settings, changed) =
+            staged.into_value::<HealthSettings>().map_err(|_| ConfigError::Foreign)?;
+        self.with(|health, _| {
+            if base != health.revision {
+                return Err(ConfigError::StaleRevision {
+                    based_on: base,
+                    current: health.revision,
+                });
+            }
+            health.health.reconfigure(settings);
+            health.revision = base + 1;
+            Ok(ConfigOutcome { revision: health.revision, changed })
+        })
+    }
+
+    fn restore(&self, settings: &Value, revision: u64) -> Result<(), ConfigError> {
+        let settings = HealthSettings::from_value(settings, "").map_err(invalid)?;
+        self.with(|health, _| {
+            health.health.reconfigure(settings);
+            health.revision = revision;
+        });
+        Ok(())
     }
 }

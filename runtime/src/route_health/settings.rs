@@ -72,7 +72,7 @@ impl Default for HealthSettings {
 
 /// A setting refused: the field path and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{path}: {reason}")]
+#[error("{}{reason}", if path.is_empty() { String::new() } else { format!("{path}: ") })]
 pub struct HealthError {
     /// The field path (`maxTokens`; `routes.main.health.maxTokens` once placed).
     pub path: String,
@@ -276,6 +276,23 @@ impl HealthSettings {
         }
     }
 
+    /// These settings with `patch` applied: an object of some of the keys in [`KEYS`], each read
+    /// as [`Self::from_value`] reads it (an unknown key or an invalid value is an error naming
+    /// it), with the keys whose value changes, in [`KEYS`] order. What a run-time change stages.
+    pub fn patched(&self, patch: &Value) -> Result<(Self, Vec<String>), HealthError> {
+        let Value::Object(object) = patch else {
+            return Err(HealthError::new("", format!("a patch must be an object, got {patch}")));
+        };
+        let mut settings = self.clone();
+        for (key, field) in object {
+            settings = settings.with_field(key, field)?;
+        }
+        let (before, after) = (self.to_value(), settings.to_value());
+        let changed =
+            KEYS.iter().filter(|key| before[**key] != after[**key]).map(|key| (*key).to_owned());
+        Ok((settings.clone(), changed.collect()))
+    }
+
     /// The settings as a configuration value (every key, numbers written without a trailing
     /// `.0`), the form [`Self::from_value`] reads.
     pub fn to_value(&self) -> Value {
@@ -416,5 +433,39 @@ mod tests {
             "maxTokens"
         );
         assert_eq!(HealthSettings::new().with_token_ratio(2.0).unwrap_err().path, "tokenRatio");
+    }
+
+    #[test]
+    fn a_patch_changes_some_keys_and_names_them() {
+        let base = HealthSettings::default();
+        let cases: [(Value, Result<Vec<&str>, &str>); 6] = [
+            (json!({}), Ok(vec![])),
+            (json!({"openMs": 30000}), Ok(vec![])),
+            (json!({"probes": 3, "openMs": 5000}), Ok(vec!["openMs", "probes"])),
+            (json!({"failureRatio": 2}), Err("failureRatio: must be within [0, 1], got 2")),
+            (
+                json!({"size": 1}),
+                Err(
+                    "size: unknown key (expected one of maxTokens, tokenRatio, windowMs, failureRatio, minAttempts, openMs, probes)",
+                ),
+            ),
+            (json!([1]), Err("a patch must be an object, got [1]")),
+        ];
+        for (patch, want) in cases {
+            let got = base.patched(&patch);
+            match (got, want) {
+                (Ok((settings, changed)), Ok(want)) => {
+                    assert_eq!(changed, want, "{patch}");
+                    assert_eq!(
+                        HealthSettings::from_value(&settings.to_value(), "").unwrap(),
+                        settings
+                    );
+                }
+                (Err(e), Err(want)) => assert_eq!(e.to_string(), want, "{patch}"),
+                (got, want) => panic!("{patch}: got {got:?}, want {want:?}"),
+            }
+        }
+        let (patched, _) = base.patched(&json!({"probes": 3})).unwrap();
+        assert_eq!((patched.probes(), patched.open_ms()), (3, DEFAULT_OPEN_MS));
     }
 }
