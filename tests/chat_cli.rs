@@ -435,6 +435,34 @@ fn spending_auto_retrys_budget_prints_its_status_lines_and_no_tracing_line_witho
 }
 
 #[test]
+fn route_health_asked_for_in_rein_toml_throttles_the_retry_its_spent_budget_cannot_pay() {
+    let limited =
+        || status_reply(429, &[("retry-after-ms", "10")], r#"{"error":{"message":"slow down"}}"#);
+    let (_rt, server) = serve((0..6).map(|_| limited()).collect());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rein.toml"),
+        "[[routes]]\nprovider = \"deepseek\"\nhealth = true\n",
+    )
+    .unwrap();
+    let owned = deepseek(&server);
+    let run = rein(dir.path(), &["chat", "hello"], &env(&owned), "");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    // Five failures leave the budget at half its ten tokens: the sixth attempt is not sent.
+    assert_eq!(server.seen().len(), 5, "{run:?}");
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    let throttled: Vec<_> = events
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::RetryThrottled(t) => Some((t.plugin.as_str(), t.code.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(throttled, [("auto-retry", "RATE_LIMIT")], "{run:?}");
+    assert!(matches!(turn_ends(&events)[..], [TurnEndReason::Error { .. }]));
+}
+
+#[test]
 fn ctrl_c_during_a_retry_wait_says_the_turn_retried_and_was_cancelled_during_the_wait() {
     let limited =
         status_reply(429, &[("retry-after-ms", "9000")], r#"{"error":{"message":"wait"}}"#);

@@ -67,6 +67,10 @@ fn a_mistake_in_the_file_is_refused_with_its_line_and_nothing_is_written() {
             "bad.toml:4: routes[0].key: a key does not belong in a file",
         ),
         ("store = \"logs\"\nstore2 = 1\n", "bad.toml:2: store2: unknown key"),
+        (
+            "store = \"logs\"\n[[routes]]\nprovider = \"simulated\"\nhealth = { probes = 0 }\n",
+            "bad.toml:4: routes[0].health.probes: must be at least 1, got 0",
+        ),
         ("store = [\n", "bad.toml: not valid TOML"),
     ];
     for (text, want) in cases {
@@ -137,7 +141,7 @@ async fn a_console_restarted_on_its_store_shows_the_saved_settings_at_their_revi
     for line in [
         "configuration: rein.toml",
         "store: logs (rein.toml:1)",
-        "  routes[0]: simulated · model sim-from-file (rein.toml:3)",
+        "  routes[0]: simulated · model sim-from-file · health off (default) (rein.toml:3)",
         "chain: llm-retry, compaction, auto-retry (default)",
         "auto-retry: revision 1",
         "  extraRetries = 6 (saved at revision 1)",

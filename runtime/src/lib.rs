@@ -154,6 +154,7 @@ pub mod random;
 pub mod resume;
 pub use rein_event::retry_policy;
 pub mod route_health;
+mod route_settings;
 pub mod runtime;
 mod saved_settings;
 pub mod session;

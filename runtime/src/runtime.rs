@@ -62,6 +62,7 @@ use crate::resume::Resume;
 use crate::retry_policy::RetryPolicy;
 use crate::route_health::cell::HealthCell;
 use crate::route_health::{HealthSettings, HealthSnapshot};
+use crate::route_settings::RouteSettings;
 use crate::saved_settings;
 use crate::session::Sessions;
 use crate::session::message::{ClientMsg, SessionMsg};
@@ -474,10 +475,13 @@ impl RuntimeBuilder {
                 return Err(BuildError::SavedSettings(error));
             }
         };
-        let cells: std::collections::BTreeMap<String, Arc<HealthCell>> = routes
+        let cells: std::collections::BTreeMap<String, RouteSettings> = routes
             .values()
             .filter_map(|route| {
-                Some((route_health_key(&route.name), Arc::clone(route.health.as_ref()?)))
+                Some((
+                    route_health_key(&route.name),
+                    RouteSettings(Arc::clone(route.health.as_ref()?)),
+                ))
             })
             .collect();
         let restored = saved_settings::restore(host.chain(), &cells, saved);
@@ -775,7 +779,7 @@ impl Runtime {
     /// [`HealthSettings::to_value`] writes ([`ConfigError::NoRouteHealth`] when no route of that
     /// name has route health).
     pub fn route_health_settings(&self, route: &str) -> Result<PluginSettings, ConfigError> {
-        Ok(self.health_cell(route)?.shown())
+        Ok(RouteSettings(self.health_cell(route)?).shown())
     }
 
     /// Applies a run-time patch (some of the keys of [`HealthSettings::from_value`]) to the health
@@ -790,8 +794,8 @@ impl Runtime {
         patch: Value,
         base_revision: u64,
     ) -> Result<ConfigOutcome, ConfigError> {
-        let cell = self.health_cell(route)?;
-        self.configure(&route_health_key(route), cell.as_ref(), patch, base_revision).await
+        let settings = RouteSettings(self.health_cell(route)?);
+        self.configure(&route_health_key(route), &settings, patch, base_revision).await
     }
 
     fn health_cell(&self, route: &str) -> Result<Arc<HealthCell>, ConfigError> {

@@ -16,11 +16,9 @@
 
 use std::collections::BTreeMap;
 
-use std::sync::Arc;
-
 use crate::plugin::{ConfigWarning, PluginWarning, Settings};
 use crate::plugin_host::PluginChain;
-use crate::route_health::cell::HealthCell;
+use crate::route_settings::RouteSettings;
 use crate::store::StoredSettings;
 
 /// What was put back: the revision each plugin was restored at (whether its saved values or,
@@ -35,7 +33,7 @@ pub(crate) struct Restored {
 /// their record names).
 pub(crate) fn restore(
     chain: &PluginChain,
-    routes: &BTreeMap<String, Arc<HealthCell>>,
+    routes: &BTreeMap<String, RouteSettings>,
     stored: Vec<StoredSettings>,
 ) -> Restored {
     let mut restored = Restored::default();
@@ -47,7 +45,7 @@ pub(crate) fn restore(
                 Some(settings) => settings,
                 None => continue,
             },
-            (None, Some(cell)) => cell.as_ref(),
+            (None, Some(cell)) => cell,
             (None, None) => continue,
         };
         let revision = record.revision();

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use rein_runtime::provider::Generation;
 use rein_runtime::random::SeededJitter;
 use rein_runtime::retry_policy::RetryPolicy;
+use rein_runtime::route_health::HealthSettings;
 use rein_runtime::runtime::{Route, Runtime};
 use rein_runtime::store::SessionStore;
 
@@ -71,6 +72,8 @@ pub(crate) struct Planned {
     file: Option<ConfigFile>,
     /// The declared retry policy of the primary and of each fallback, from the file.
     policies: Vec<Option<RetryPolicy>>,
+    /// The route health of the primary and of each fallback: the file's `health`, else off.
+    health: Vec<Option<HealthSettings>>,
 }
 
 /// The routes, built: the primary (the default route) and the fallbacks, in order.
@@ -88,6 +91,8 @@ pub(crate) struct Routes {
     pub(crate) file: Option<ConfigFile>,
     /// The declared retry policy of the primary and of each fallback (by position), from the file.
     policies: Vec<Option<RetryPolicy>>,
+    /// The route health of the primary and of each fallback (by position; `None`: off).
+    health: Vec<Option<HealthSettings>>,
 }
 
 impl Routes {
@@ -171,7 +176,10 @@ fn plan_with(
     let mut policies = vec![first.and_then(|r| declared(r, 0))];
     let declared_fallbacks = routes.iter().enumerate().skip(1).take(fallbacks.len());
     policies.extend(declared_fallbacks.map(|(i, r)| if from_file { declared(r, i) } else { None }));
-    Ok(Planned { primary, fallbacks, also, file, policies })
+    let health = (0..=fallbacks.len())
+        .map(|i| route_health(routes.get(i).filter(|_| i == 0 || from_file), i))
+        .collect();
+    Ok(Planned { primary, fallbacks, also, file, policies, health })
 }
 
 /// Where a provider variable's value comes from when the file configures it.
@@ -227,6 +235,14 @@ fn declared(route: &config_file::FileRoute, i: usize) -> Option<RetryPolicy> {
     RetryPolicy::from_declared(declared, &format!("routes[{i}].retryPolicy")).ok()
 }
 
+/// The route health of route `i`: as the file declares it (checked when the file was read),
+/// else off — an interactive command keeps every retry budget its plugins were given
+/// (`docs/runtime-semantics.md`, "Route health").
+fn route_health(route: Option<&config_file::FileRoute>, i: usize) -> Option<HealthSettings> {
+    let declared = route.and_then(|r| r.health.as_ref())?;
+    config_file::health_of(declared, &format!("routes[{i}].health")).ok().flatten()
+}
+
 /// The store: `--store`, else the file's `store`, else [`sessions::DEFAULT_STORE`].
 pub(crate) fn store(
     flag: Option<&std::path::Path>,
@@ -258,6 +274,7 @@ pub(crate) fn routes(planned: Planned) -> Result<Routes, String> {
         also: planned.also,
         file: planned.file,
         policies: planned.policies,
+        health: planned.health,
     })
 }
 
@@ -283,6 +300,7 @@ pub(crate) async fn build(
             .model(route.model.clone())
             .generation(routes.generation.clone())
             .retry_policy(routes.policies.get(i).cloned().flatten())
+            .health(routes.health.get(i).cloned().flatten())
     };
     let mut builder = Runtime::builder()
         .store(store)

@@ -166,6 +166,12 @@ fn render(
                 if let Some(policy) = &route.retry_policy {
                     parts.push(format!("retryPolicy {policy}"));
                 }
+                parts.push(match &route.health {
+                    None => "health off (default)".to_owned(),
+                    Some(serde_json::Value::Bool(false)) => "health off".to_owned(),
+                    Some(serde_json::Value::Bool(true)) => "health on (defaults)".to_owned(),
+                    Some(declared) => format!("health {declared}"),
+                });
                 let at = from(Some(route.line));
                 writeln!(out, "  routes[{i}]: {} ({at})", parts.join(" · ")).ok();
             }

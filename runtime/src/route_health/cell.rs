@@ -3,9 +3,8 @@
 //! an outcome) and by the runtime's accessors, with the runtime's clock; each change of the
 //! breaker's state is published on a watch channel.
 //!
-//! Its settings are run-time settings like a plugin's: the cell is their [`Settings`] (shown,
-//! staged behind the revision fence, committed, restored), so the runtime changes and saves them
-//! exactly as it does a plugin's. A committed change keeps the route's state
+//! Its settings carry a revision: `crate::route_settings` puts the revision fence of a plugin's
+//! settings in front of [`HealthCell::reconfigure`], which keeps the route's state
 //! ([`RouteHealth::reconfigure`]).
 //!
 //! # Why a lock, not the actor's state
@@ -16,13 +15,11 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde_json::Value;
 use tokio::sync::watch;
 
-use super::{Admission, HealthError, HealthSettings, HealthSnapshot, RouteHealth, Ticket, counted};
+use super::{Admission, HealthSettings, HealthSnapshot, RouteHealth, Ticket, counted};
 use crate::clock::Clock;
 use crate::failure::Failure;
-use crate::plugin::{ConfigError, ConfigOutcome, PluginSettings, Settings, Staged};
 
 /// A route's health and the revision of its settings.
 #[derive(Debug)]
@@ -42,10 +39,6 @@ impl std::fmt::Debug for HealthCell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HealthCell").field("now", &self.snapshot()).finish_non_exhaustive()
     }
-}
-
-fn invalid(error: HealthError) -> ConfigError {
-    ConfigError::Invalid { path: error.path, message: error.reason }
 }
 
 impl HealthCell {
@@ -101,53 +94,28 @@ impl HealthCell {
     pub(crate) fn subscribe(&self) -> watch::Receiver<HealthSnapshot> {
         self.changes.subscribe()
     }
-}
 
-impl Settings for HealthCell {
-    fn shown(&self) -> PluginSettings {
+    /// Its settings and their revision.
+    pub(crate) fn settings(&self) -> (HealthSettings, u64) {
         let health = self.lock();
-        PluginSettings {
-            revision: health.revision,
-            settings: health.health.settings().to_value(),
-            read_only: false,
-        }
+        (health.health.settings().clone(), health.revision)
     }
 
-    fn stage(&self, patch: &Value, base_revision: u64) -> Result<Staged, ConfigError> {
-        let health = self.lock();
-        if base_revision != health.revision {
-            return Err(ConfigError::StaleRevision {
-                based_on: base_revision,
-                current: health.revision,
-            });
-        }
-        let (settings, changed) = health.health.settings().patched(patch).map_err(invalid)?;
-        Ok(Staged::new(base_revision, changed, settings.to_value(), settings))
-    }
-
-    fn commit(&self, staged: Staged) -> Result<ConfigOutcome, ConfigError> {
-        let base = staged.base_revision();
-        let (settings, changed) =
-            staged.into_value::<HealthSettings>().map_err(|_| ConfigError::Foreign)?;
+    /// Takes `settings` at `revision`, keeping the route's state, if the current revision is
+    /// `expected` (any, when `None`); else nothing changes and the current revision is the error.
+    pub(crate) fn reconfigure(
+        &self,
+        settings: HealthSettings,
+        expected: Option<u64>,
+        revision: u64,
+    ) -> Result<(), u64> {
         self.with(|health, _| {
-            if base != health.revision {
-                return Err(ConfigError::StaleRevision {
-                    based_on: base,
-                    current: health.revision,
-                });
+            if expected.is_some_and(|base| base != health.revision) {
+                return Err(health.revision);
             }
             health.health.reconfigure(settings);
-            health.revision = base + 1;
-            Ok(ConfigOutcome { revision: health.revision, changed })
-        })
-    }
-
-    fn restore(&self, settings: &Value, revision: u64) -> Result<(), ConfigError> {
-        let settings = HealthSettings::from_value(settings, "").map_err(invalid)?;
-        self.with(|health, _| {
-            health.health.reconfigure(settings);
             health.revision = revision;
-        });
-        Ok(())
+            Ok(())
+        })
     }
 }

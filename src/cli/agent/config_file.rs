@@ -39,6 +39,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use rein_runtime::route_health::HealthSettings;
 use serde_json::Value;
 
 use super::provider::ProviderKind;
@@ -88,6 +89,9 @@ pub(crate) struct FileRoute {
     pub(crate) key_env: Option<String>,
     /// `retryPolicy`, checked, as declared.
     pub(crate) retry_policy: Option<Value>,
+    /// `health`, checked, as declared: `false` (off), `true` (the defaults) or a table of
+    /// route-health settings.
+    pub(crate) health: Option<Value>,
     /// The line of its `[[routes]]` header (or inline table).
     pub(crate) line: usize,
 }
@@ -310,15 +314,43 @@ fn read_route(
                 }
                 route.retry_policy = Some(declared);
             }
+            "health" => {
+                let declared =
+                    serde_json::to_value(value).map_err(|e| fail(&path, e.to_string()))?;
+                if let Err(e) = health_of(&declared, &path) {
+                    // The error names its own field path (`routes[0].health.openMs`).
+                    return Err(fail(&e.path, e.reason));
+                }
+                route.health = Some(declared);
+            }
             _ => {
                 return Err(fail(
                     &path,
-                    "unknown key; known: provider, model, base_url, key_env, retryPolicy".into(),
+                    "unknown key; known: provider, model, base_url, key_env, retryPolicy, health"
+                        .into(),
                 ));
             }
         }
     }
     Ok(route)
+}
+
+/// The route health a route's declared `health` asks for (`path` names it): `None` for `false`
+/// (off), the defaults for `true`, else the table read strictly. A route that declares nothing
+/// has none ([`FileRoute::health`] is `None`).
+pub(crate) fn health_of(
+    declared: &Value,
+    path: &str,
+) -> Result<Option<HealthSettings>, rein_runtime::route_health::HealthError> {
+    match declared {
+        Value::Bool(false) => Ok(None),
+        Value::Bool(true) => Ok(Some(HealthSettings::default())),
+        Value::Object(_) => HealthSettings::from_value(declared, path).map(Some),
+        other => Err(rein_runtime::route_health::HealthError {
+            path: path.to_owned(),
+            reason: format!("must be true, false or a table, got {other}"),
+        }),
+    }
 }
 
 fn string(value: &toml::Value) -> Option<&str> {
@@ -430,6 +462,22 @@ maxDelayMs = 9000
             (
                 "[[routes]]\nretryPolicy = { mode = \"sometimes\" }",
                 "rein.toml:2: routes[0].retryPolicy.mode:",
+            ),
+            (
+                "[[routes]]\nhealth = { openMs = 0 }",
+                "rein.toml:2: routes[0].health.openMs: must be an integer from 1 to 2147483647, got 0",
+            ),
+            (
+                "[[routes]]\nmodel = \"m\"\n[routes.health]\nprobes = 2\nfailureRatio = 2",
+                "rein.toml:5: routes[0].health.failureRatio: must be within [0, 1], got 2",
+            ),
+            (
+                "[[routes]]\nhealth = { openMS = 5 }",
+                "rein.toml:2: routes[0].health.openMS: unknown key (expected one of maxTokens,",
+            ),
+            (
+                "[[routes]]\nhealth = 3",
+                "rein.toml:2: routes[0].health: must be true, false or a table, got 3",
             ),
             (
                 "[plugins.retrier]\nx = 1",
