@@ -701,6 +701,52 @@ deepseek:deepseek-reasoner</textarea>"#,
     }
 
     #[test]
+    fn a_route_shows_its_breaker_budget_and_changes_or_that_health_is_off() {
+        use rein_runtime::route_health::{BreakerState, HealthHistory, HealthSnapshot};
+
+        use super::super::health::RouteHealth;
+        let open = HealthSnapshot {
+            state: BreakerState::Open,
+            tokens: 4.5,
+            max_tokens: 10.0,
+            open_until_ms: Some(61_000),
+        };
+        let mut history = HealthHistory::new();
+        history.record(1_000, BreakerState::Closed, &open);
+        let views = [
+            RouteView {
+                name: "main<1>".into(),
+                health: Some(RouteHealth {
+                    now: open,
+                    settings: PluginSettings {
+                        revision: 3,
+                        settings: json!({"openMs": 60000}),
+                        read_only: false,
+                    },
+                    history,
+                    now_ms: 2_000,
+                }),
+            },
+            RouteView { name: "spare".into(), health: None },
+        ];
+        let html = route_sections(&views).into_string();
+        for needle in [
+            r#"<section class="route" id="route-main&lt;1&gt;" data-route="main&lt;1&gt;" data-state="open">"#,
+            r#"Open until <time data-ms="61000">1970-01-01 00:01:01 UTC</time>"#,
+            r#"<p class="budget" data-throttled="true">Retry budget: <span class="tokens">4.5</span> of 10 tokens — spent"#,
+            r#"<li data-to="open"><time data-ms="1000">1970-01-01 00:00:01 UTC</time> closed → <strong>open</strong> until"#,
+            "Opened 1 time, closed 0 times since the console started.",
+            r#"(revision 3)"#,
+            r#"<section class="route" id="route-spare" data-route="spare" data-state="off">"#,
+            "Route health off: every attempt goes through",
+        ] {
+            assert!(html.contains(needle), "{needle} in {html}");
+        }
+        let page = routes(&context(), &[]).into_string();
+        assert!(page.contains(r#"<a href="/routes" aria-current="page">Routes</a>"#), "{page}");
+    }
+
+    #[test]
     fn read_only_plugins_and_consoles_show_values_without_a_form() {
         let view = PluginView {
             name: "llm-retry".into(),
