@@ -1,10 +1,10 @@
 //! The simulated provider's outage (`--outage-ms`, `--outage-at-ms`), and what reaches the
 //! provider while the route's breaker is open.
 //!
-//! [`Down`] is the adapter of the run's route when it has an outage or route health: the
+//! `Down` is the adapter of the run's route when it has an outage or route health: the
 //! simulated provider, except that every request of the outage's window fails at once with a
 //! 503 (`SERVER`, the way a provider that is down answers), whatever the seed would have drawn.
-//! The window is set when the agents start ([`Down::start`]), in the runtime clock's ms, so it
+//! The window is set when the agents start (`Down::start`), in the runtime clock's ms, so it
 //! compares with the logs' times; the provider does not know the route's breaker, and the logs
 //! show what the runtime did about the outage.
 //!
@@ -13,7 +13,7 @@
 //! request. A request counts when it arrives after the millisecond the breaker opened and before
 //! its `openUntilMs` (the half-open probes come after); the breaker's state is read from the
 //! route's published changes (`Runtime::route_health_changes`), handed over once the runtime is
-//! built ([`Down::watch`]).
+//! built (`Down::watch`).
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
