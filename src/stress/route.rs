@@ -72,10 +72,10 @@ impl RouteTally {
                     requests = requests.saturating_sub(1);
                     self.last_refused = self.last_refused.max(Some(envelope.time));
                 }
-                Event::AssistantMessage(_) => {
-                    if self.outage_end.is_some_and(|end| envelope.time >= end) {
-                        self.answered_after.push(envelope.time);
-                    }
+                Event::AssistantMessage(_)
+                    if self.outage_end.is_some_and(|end| envelope.time >= end) =>
+                {
+                    self.answered_after.push(envelope.time);
                 }
                 Event::RetryThrottled(_) => self.throttled += 1,
                 Event::TurnEnd(end) => {

@@ -163,7 +163,8 @@ mod tests {
             (2_300, HalfOpen, Closed, None),
         ];
         // (changes, now, timeline newest first)
-        let cases: Vec<(&[_], u64, Vec<(u64, BreakerState, BreakerState)>)> = vec![
+        type Seen = Vec<(u64, BreakerState, BreakerState)>;
+        let cases: Vec<(&[_], u64, Seen)> = vec![
             (&[], 5_000, vec![]),
             (&opened, 500, vec![(100, Closed, Open)]),
             (&opened, 1_100, vec![(1_100, Open, HalfOpen), (100, Closed, Open)]),
