@@ -28,6 +28,9 @@
 //! clock every wait would complete in order on one thread. So the simulated provider runs on
 //! the wall clock, with small latencies ([`StressConfig::latency_ms`],
 //! [`StressConfig::backoff_ms`]) so a run of thousands of agents takes seconds.
+//! The exception is a run about decisions over minutes — an outage, a breaker's `openMs` — in a
+//! test: [`StressConfig::virtual_clock`] puts the runtime on tokio's clock, and on a paused tokio
+//! runtime its virtual seconds pass as fast as the work allows.
 //!
 //! # Why a hung turn is judged after the run
 //!
