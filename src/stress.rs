@@ -14,6 +14,10 @@
 //! - `flaky`: the plugin that crashes on purpose (`crash` rate), and takes its time to decide
 //!   (`decide_ms`).
 //! - `pause`: the tool a turn's answer calls (`tool` rate), taking `tool_ms`.
+//! - [`outage`]: the simulated provider's outage window, and the requests that reach it while
+//!   the route's breaker is open.
+//! - [`route`]: what the route went through, folded from the logs (requests, short-circuits,
+//!   retry amplification, the time back to full service after an outage).
 //! - `jitter`: the plugins' jitter samples (from the seed) and retry ids (never repeated).
 //! - `progress`, [`acks`]: what goes to standard error and to the acknowledgement side channel.
 //!
@@ -24,6 +28,9 @@
 //! clock every wait would complete in order on one thread. So the simulated provider runs on
 //! the wall clock, with small latencies ([`StressConfig::latency_ms`],
 //! [`StressConfig::backoff_ms`]) so a run of thousands of agents takes seconds.
+//! The exception is a run about decisions over minutes — an outage, a breaker's `openMs` — in a
+//! test: [`StressConfig::virtual_clock`] puts the runtime on tokio's clock, and on a paused tokio
+//! runtime its virtual seconds pass as fast as the work allows.
 //!
 //! # Why a hung turn is judged after the run
 //!
@@ -43,7 +50,10 @@ use tokio::task::JoinSet;
 
 use crate::providers::{Simulated, SimulatedConfig};
 use crate::runtime::census::ActorKind;
+use crate::runtime::clock::{Clock, VirtualClock, WallClock};
 use crate::runtime::plugin::BuiltPlugin;
+use crate::runtime::provider::Adapter;
+use crate::runtime::route_health::{BreakerState, HealthHistory, HealthSettings};
 use crate::runtime::runtime::{Route, Runtime};
 use crate::runtime::store::SessionStore;
 
@@ -53,14 +63,18 @@ mod chaos;
 mod flaky;
 mod jitter;
 pub mod limits;
+pub mod outage;
 mod pause;
 pub mod plan;
 mod progress;
+pub mod route;
 pub mod summary;
 
 use agent::{AgentReport, Shared, Watch, session_id};
 use chaos::{Chaos, MakePlugin, PluginSpec};
+use outage::{Down, Outage};
 use plan::Rates;
+use route::{BreakerSummary, OutageWindow, RouteSummary, RouteTally};
 use summary::{Cancellations, HungTurn, LISTED, Latencies, Leaks, Summary, Tally};
 
 /// What a stress run does (the flags of `rein stress`, less the store).
@@ -91,6 +105,16 @@ pub struct StressConfig {
     /// A turn still running this long after the last turn ended is hung (the `rein stress`
     /// default is [`limits::default_hang_deadline_ms`] of the pace).
     pub hang_deadline_ms: u64,
+    /// How long each agent thinks before each of its turns, on average ([`plan::think`]); 0:
+    /// turns follow each other at once.
+    pub think_ms: u64,
+    /// A window in which the simulated provider fails every request (`None`: no outage).
+    pub outage: Option<Outage>,
+    /// The route's health settings (`None`: route health off).
+    pub route_health: Option<HealthSettings>,
+    /// Event times from tokio's clock, in ms from the start of the run, instead of the wall
+    /// clock: for a run on a paused tokio runtime (a test of minutes that takes seconds).
+    pub virtual_clock: bool,
     /// Whether progress goes to standard error.
     pub progress: bool,
 }
@@ -108,6 +132,11 @@ impl StressConfig {
         limits::within("--stall-ms", self.stall_ms, &limits::STALL_MS)?;
         limits::within("--tool-ms", self.tool_ms, &limits::TOOL_MS)?;
         limits::within("--decide-ms", self.decide_ms, &limits::DECIDE_MS)?;
+        limits::within("--think-ms", self.think_ms, &limits::THINK_MS)?;
+        if let Some(outage) = &self.outage {
+            limits::within("--outage-ms", outage.ms, &limits::OUTAGE_MS)?;
+            limits::within("--outage-at-ms", outage.at_ms, &limits::OUTAGE_AT_MS)?;
+        }
         limits::within("--hang-deadline-ms", self.hang_deadline_ms, &limits::HANG_DEADLINE_MS)
     }
 
@@ -192,9 +221,23 @@ pub async fn run(
     let simulated = Simulated::new(config.simulated()).map_err(|e| e.to_string())?;
     let crashes = Arc::new(AtomicU64::new(0));
     let specs = plugin_specs(config, &crashes)?;
+    let clock: Arc<dyn Clock> = match config.virtual_clock {
+        true => Arc::new(VirtualClock::start()),
+        false => Arc::new(WallClock),
+    };
+    // The simulated provider as it is, unless the run watches its route: then behind `Down`.
+    let down = (config.outage.is_some() || config.route_health.is_some())
+        .then(|| Arc::new(Down::new(simulated.clone(), config.outage, Arc::clone(&clock))));
+    let adapter: Arc<dyn Adapter> = match &down {
+        Some(down) => Arc::clone(down) as Arc<dyn Adapter>,
+        None => Arc::new(simulated.clone()),
+    };
+    let route =
+        Route::new(ROUTE, adapter).model(simulated.model()).health(config.route_health.clone());
     let mut builder = Runtime::builder()
         .store(Arc::clone(&store))
-        .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
+        .clock(Arc::clone(&clock))
+        .route(route)
         .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
     if config.rates.tool > 0.0 {
         builder = builder.tool(Arc::new(pause::Pause::new(Duration::from_millis(config.tool_ms))));
@@ -203,6 +246,11 @@ pub async fn run(
         builder = builder.plugin((spec.make)()?);
     }
     let runtime = builder.build().await.map_err(|e| e.to_string())?;
+    if let (Some(down), Some(changes), Some(health)) =
+        (&down, runtime.route_health_changes(ROUTE), &config.route_health)
+    {
+        down.watch(changes, health.open_ms());
+    }
     // What an earlier run (killed) left open in this run's sessions is resumed before the
     // agents start; other logs in the store are not this run's (see the tally below).
     let agents = config.agents;
@@ -224,6 +272,7 @@ pub async fn run(
         seed: config.seed,
         turns: config.turns,
         rates: config.rates,
+        think_ms: config.think_ms,
         cancel_window: plan::cancel_window(latency, backoff),
         progress: if config.progress {
             progress::Progress::new(total_turns)
@@ -246,6 +295,8 @@ pub async fn run(
     let read_cpu_ms =
         || std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| summary::cpu_ms(&s));
     let (started, cpu_before) = (Instant::now(), read_cpu_ms());
+    let start_ms = clock.now_ms();
+    let outage_window = down.as_ref().and_then(|down| down.start());
     let mut agents = JoinSet::new();
     for index in 0..config.agents {
         let task = agent::run(Arc::clone(&shared), index, requests.clone(), acks.clone());
@@ -257,23 +308,27 @@ pub async fn run(
     let mut reports = Vec::with_capacity(config.agents);
     let mut hung = Vec::new();
     loop {
-        let quiet = shared.watch.quiet_for();
+        // Quiet with no turn running: every agent thinks (`--think-ms`), nothing is hung.
+        let nap = deadline.checked_sub(shared.watch.quiet_for()).filter(|d| !d.is_zero());
         tokio::select! {
             joined = agents.join_next() => match joined {
                 Some(Ok(report)) => reports.push(report),
                 Some(Err(error)) => reports.push(AgentReport::failed(format!("an agent task failed: {error}"))),
                 None => break,
             },
-            () = tokio::time::sleep(deadline.saturating_sub(quiet)) => {
+            () = tokio::time::sleep(nap.unwrap_or(deadline)) => {
                 if shared.watch.quiet_for() >= deadline {
                     hung = shared.watch.running();
-                    break;
+                    if !hung.is_empty() {
+                        break;
+                    }
                 }
             }
         }
     }
     let elapsed = started.elapsed();
     let cpu_ms = read_cpu_ms().zip(cpu_before).map(|(after, before)| after.saturating_sub(before));
+    let history = runtime.route_health_history(ROUTE);
     shared.watch.stop();
     let _ = stop.send(true);
     shared.progress.finish();
@@ -315,6 +370,7 @@ pub async fn run(
 
     // Only the logs this run opened are judged; others in the store are left alone.
     let mut tally = Tally::default();
+    let mut route_tally = RouteTally::new(outage_window.as_ref().map(|window| window.end));
     let mut other_logs = 0;
     let mut sessions = store.sessions().await.map_err(|e| format!("cannot list the logs: {e}"))?;
     sessions.sort();
@@ -324,7 +380,9 @@ pub async fn run(
             continue;
         }
         let loaded = store.load(&session).await.map_err(|e| format!("{session}: {e}"))?;
-        tally.add_log(&session, &loaded.map(|l| l.events).unwrap_or_default());
+        let events = loaded.map(|l| l.events).unwrap_or_default();
+        tally.add_log(&session, &events);
+        route_tally.add_log(&events);
     }
 
     let mut latencies = Latencies::default();
@@ -370,10 +428,57 @@ pub async fn run(
         hung_turns,
         cancellations,
         plugins,
+        route: route_summary(config, &route_tally, history.as_ref(), down.as_deref(), start_ms),
         leaks,
         peak_rss_kib,
         acks_error: None,
     })
+}
+
+/// The name of the run's route.
+pub const ROUTE: &str = "simulated";
+
+/// What the run reports of its route: the logs' tally, the outage, the breaker's history (its
+/// times from the agents' start, `start_ms`), the requests the provider saw while it was open.
+fn route_summary(
+    config: &StressConfig,
+    tally: &RouteTally,
+    history: Option<&HealthHistory>,
+    down: Option<&Down>,
+    start_ms: u64,
+) -> RouteSummary {
+    let since_start = |ms: u64| ms.saturating_sub(start_ms);
+    let breaker = history.map(|history| BreakerSummary {
+        opened: history.opened(),
+        closed: history.closed(),
+        first_opened_ms: history
+            .changes()
+            .find(|c| c.to == BreakerState::Open)
+            .map(|c| since_start(c.at_ms)),
+        last_closed_ms: history
+            .changes()
+            .rev()
+            .find(|c| c.to == BreakerState::Closed)
+            .map(|c| since_start(c.at_ms)),
+    });
+    RouteSummary {
+        name: ROUTE.to_owned(),
+        health: config
+            .route_health
+            .as_ref()
+            .map_or_else(|| Value::String("off".into()), HealthSettings::to_value),
+        outage: config.outage.map(|o| OutageWindow { at_ms: o.at_ms, ms: o.ms }),
+        attempts: tally.attempts,
+        requests: tally.requests(),
+        short_circuited: tally.short_circuited,
+        throttled: tally.throttled,
+        failed_turns: tally.failed_turns,
+        requests_of_failed_turns: tally.requests_of_failed_turns,
+        retry_amplification: tally.retry_amplification(),
+        requests_while_open: config.route_health.as_ref().and(down).map(Down::requests_while_open),
+        breaker,
+        recovery_ms: tally.recovery_ms(),
+    }
 }
 
 fn actor_kind(kind: ActorKind) -> &'static str {

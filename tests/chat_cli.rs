@@ -460,6 +460,45 @@ fn route_health_asked_for_in_rein_toml_throttles_the_retry_its_spent_budget_cann
         .collect();
     assert_eq!(throttled, [("auto-retry", "RATE_LIMIT")], "{run:?}");
     assert!(matches!(turn_ends(&events)[..], [TurnEndReason::Error { .. }]));
+    // Said as it happens, and in the panel.
+    let line = "retry throttled · RATE_LIMIT: route deepseek's retry budget is spent · auto-retry";
+    assert!(run.stderr.contains(line), "{run:?}");
+    assert!(run.stderr.contains(", then throttled · finally failed with RATE_LIMIT"), "{run:?}");
+    assert!(
+        run.stderr.contains("retry throttled · auto-retry · turn 1·step 1 · deepseek"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn the_chat_says_when_its_routes_breaker_opens_and_closes() {
+    let limited =
+        || status_reply(429, &[("retry-after-ms", "10")], r#"{"error":{"message":"slow down"}}"#);
+    let (_rt, server) = serve(vec![limited(), limited(), answer(&["back"])]);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rein.toml"),
+        "[[routes]]\nprovider = \"deepseek\"\nhealth = { minAttempts = 2, openMs = 1 }\n",
+    )
+    .unwrap();
+    let owned = deepseek(&server);
+    let run = rein(dir.path(), &["chat", "hello"], &env(&owned), "");
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "back\n", "{run:?}");
+    // The second failure opens the breaker; the retry 10 ms later finds it half-open and probes;
+    // the answer closes it.
+    let opened = run
+        .stderr
+        .find("route deepseek opened (circuit breaker): attempts fail at once with CIRCUIT_OPEN")
+        .unwrap_or_else(|| panic!("{run:?}"));
+    let closed = run
+        .stderr
+        .find("route deepseek closed (circuit breaker): requests go through again\n")
+        .unwrap_or_else(|| panic!("{run:?}"));
+    assert!(opened < closed, "{run:?}");
+    assert_eq!(server.seen().len(), 3, "{run:?}");
+    let events = checked_log(&log_path(dir.path(), &session_id(&run)));
+    assert!(matches!(turn_ends(&events)[..], [TurnEndReason::Completed]));
 }
 
 #[test]

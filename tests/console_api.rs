@@ -7,7 +7,9 @@
 //! field, a read-only plugin refused), a form's staged edits checked and saved; `enabled: false`
 //! ending a turn parked in auto-retry's wait; with `--fallback`, its settings staged (a route
 //! not served refused under `routes`) and saved, and a turn whose primary is out of quota
-//! finishing on the fallback server, the switch in its panel; requests with a foreign `Host`, `Origin` or
+//! finishing on the fallback server, the switch in its panel; a route with route health shown
+//! live on the Routes API as its breaker opens, half-opens and closes, its short-circuited
+//! attempt named in the session's panel; requests with a foreign `Host`, `Origin` or
 //! `Sec-Fetch-Site`, or a write without JSON, refused; a store served read-only followed as it
 //! grows and never written; bad input and a taken port refused with their exit status. Every
 //! console stopped with SIGTERM exits 0, and every log it wrote passes the invariant check.
@@ -478,6 +480,99 @@ async fn with_fallback_its_settings_are_staged_and_saved_and_a_switch_shows_in_t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routes_breaker_is_shown_live_as_it_opens_half_opens_and_closes() {
+    let down = || status_reply(503, &[("retry-after-ms", "20")], r#"{"error":{"message":"down"}}"#);
+    let server = Server::start(vec![down(), down(), answer(&["back"])]).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rein.toml"),
+        "[[routes]]\nprovider = \"deepseek\"\nhealth = { minAttempts = 2, openMs = 300 }\n",
+    )
+    .unwrap();
+    let base = server.base_url();
+    let console =
+        Console::start(dir.path(), &[], &[("DEEPSEEK_API_KEY", KEY), ("DEEPSEEK_BASE_URL", &base)]);
+    let url = console.url.clone();
+    let health = |answer: &Value| answer["routes"][0]["health"].clone();
+
+    let routes = call("GET", &format!("{url}/api/routes"), None).await;
+    assert_eq!((routes.status, routes.body["readOnly"].clone()), (200, json!(false)));
+    assert_eq!(routes.body["routes"][0]["name"], "deepseek");
+    let now = health(&routes.body);
+    assert_eq!(
+        (now["state"].clone(), now["tokens"].clone(), now["throttled"].clone()),
+        (json!("closed"), json!(10.0), json!(false))
+    );
+    assert_eq!(
+        (now["settings"]["openMs"].clone(), now["revision"].clone()),
+        (json!(300), json!(0))
+    );
+    assert_eq!(now["changes"], json!([]));
+    let page = reqwest::get(format!("{url}/routes")).await.unwrap().text().await.unwrap();
+    assert!(page.contains(r#"<section class="route" id="route-deepseek" data-route="deepseek" data-state="closed">"#), "{page}");
+
+    let mut live = Updates::open(&format!("{url}/api/routes/events")).await;
+    let first = live.next().await;
+    assert!(first["html"].as_str().unwrap().contains("Closed: attempts go through."), "{first}");
+
+    // Two attempts fail: the second opens the breaker; the retry after it is short-circuited.
+    let id = call("POST", &format!("{url}/api/sessions"), Some(json!({}))).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut session = Updates::open(&format!("{url}/api/sessions/{id}/events")).await;
+    call("POST", &format!("{url}/api/sessions/{id}/prompt"), Some(json!({"text": "hi"}))).await;
+    let open = live.until("the breaker open", |u| health(u)["state"] == "open").await;
+    let change = &health(&open)["changes"][0];
+    assert_eq!((change["from"].clone(), change["to"].clone()), (json!("closed"), json!("open")));
+    assert!(change["openUntilMs"].as_u64().unwrap() > change["atMs"].as_u64().unwrap());
+    let html = open["html"].as_str().unwrap();
+    assert!(html.contains(r#"data-state="open""#) && html.contains("CIRCUIT_OPEN"), "{html}");
+    let failed = session
+        .until("the turn's end", |u| u["tail"].as_str().unwrap().contains("data-ending=\"failed\""))
+        .await;
+    let tail = failed["tail"].as_str().unwrap();
+    assert!(tail.contains("failed with CIRCUIT_OPEN"), "{tail}");
+    assert!(tail.contains("rein-short-circuited"), "the panel names it: {tail}");
+
+    // openMs later it shows half-open (nothing was appended: time alone), and the next turn's
+    // attempt probes, is answered, and closes it.
+    live.until("half-open", |u| health(u)["state"] == "half-open").await;
+    call("POST", &format!("{url}/api/sessions/{id}/prompt"), Some(json!({"text": "again"}))).await;
+    let closed = live.until("closed", |u| health(u)["closed"] == 1).await;
+    let changes: Vec<(String, String)> = health(&closed)["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["from"].as_str().unwrap().to_owned(), c["to"].as_str().unwrap().to_owned()))
+        .collect();
+    let pair = |from: &str, to: &str| (from.to_owned(), to.to_owned());
+    assert_eq!(
+        changes,
+        [pair("half-open", "closed"), pair("open", "half-open"), pair("closed", "open")],
+        "newest first"
+    );
+    assert_eq!(
+        (health(&closed)["state"].clone(), health(&closed)["opened"].clone()),
+        (json!("closed"), json!(1))
+    );
+    let html = closed["html"].as_str().unwrap();
+    assert!(html.contains("Opened 1 time, closed 1 time"), "{html}");
+
+    stopped(console);
+    let logs = checked_logs(&dir.path().join(".rein/sessions"));
+    let ends: Vec<String> = turn_ends(&logs[0].1)
+        .iter()
+        .map(|end| match end {
+            TurnEndReason::Error { failure } => failure.code().to_owned(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(ends, ["CIRCUIT_OPEN", "Completed"]);
+    assert_eq!(server.seen().len(), 3, "the short-circuited attempt sent no request");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_from_anywhere_but_the_console_are_refused() {
     let server = Server::start(vec![]).await;
     let dir = tempfile::tempdir().unwrap();
@@ -592,6 +687,10 @@ async fn a_store_served_read_only_is_followed_and_never_written() {
     let listed = call("GET", &format!("{url}/api/sessions"), None).await;
     assert_eq!(listed.body["readOnly"], true);
     assert_eq!(listed.body["sessions"][0]["id"], "s1");
+    let routes = call("GET", &format!("{url}/api/routes"), None).await;
+    assert_eq!((routes.status, routes.body), (200, json!({"routes": [], "readOnly": true})));
+    let page = reqwest::get(format!("{url}/routes")).await.unwrap().text().await.unwrap();
+    assert!(page.contains("<p class=\"unavailable\">Unavailable"), "{page}");
     let refusals = [
         ("POST", format!("{url}/api/sessions"), json!({})),
         ("POST", format!("{url}/api/sessions/s1/prompt"), json!({"text": "x"})),

@@ -13,6 +13,8 @@
 //!   auto-retry's wait ending the turn, visibly, in the session view. With `--fallback`, the
 //!   `fallback` form: its routes, one per line; a route the console does not serve blocking the
 //!   save, named under its field; a save.
+//! - The Routes page: a route's breaker shown closed, then open — its state, its deadline, the
+//!   change in its list — as a turn's failure opens it, without a reload.
 //! - Provider text with `<script>` and `<img onerror>` shown as text; nothing of it runs.
 //!
 //! Waits are event-driven (a `MutationObserver` in the page). Screenshots of the sessions list,
@@ -211,6 +213,79 @@ async fn the_session_view_follows_turns_live_and_prompt_and_cancel_work() {
         ends,
         [TurnEndReason::Completed, TurnEndReason::Aborted { cause: CancelCause::User }]
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_routes_page_shows_a_breaker_opening_without_a_reload() {
+    let (chromium, chromedriver) = (browser::chromium(), browser::chromedriver());
+    let shots = browser::screenshots();
+    let down = status_reply(503, &[("retry-after-ms", "10")], r#"{"error":{"message":"down"}}"#);
+    let server = Server::start(vec![down]).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("rein.toml"),
+        "[[routes]]\nprovider = \"deepseek\"\nhealth = { minAttempts = 1, openMs = 60000 }\n",
+    )
+    .unwrap();
+    let base = server.base_url();
+    let console =
+        Console::start(dir.path(), &[], &[("DEEPSEEK_API_KEY", KEY), ("DEEPSEEK_BASE_URL", &base)]);
+    let url = console.url.clone();
+
+    let driver = Driver::start(&chromedriver);
+    let client = driver.session(&chromium, &dir.path().join("profile"), &[]).await;
+    let page_url = url.clone();
+    with_session(client, |client| async move {
+        let url = page_url;
+        client.goto(&format!("{url}/routes")).await.unwrap();
+        assert_eq!(client.title().await.unwrap(), "Routes · rein console");
+        until(&client, "the live routes", "document.body.dataset.routes === 'deepseek:closed'")
+            .await;
+        let now =
+            js(&client, "return document.querySelector('section.route p.now').innerText;", vec![]);
+        assert_eq!(now.await, "Closed: attempts go through.");
+        js(&client, "window.marker = 42; return null;", vec![]).await;
+
+        // A turn fails: its failure opens the breaker, the retry after it is short-circuited.
+        let made = call("POST", &format!("{url}/api/sessions"), Some(json!({}))).await;
+        let id = made.body["id"].as_str().unwrap().to_owned();
+        let prompt = format!("{url}/api/sessions/{id}/prompt");
+        assert_eq!(call("POST", &prompt, Some(json!({"text": "hi"}))).await.status, 202);
+        until(
+            &client,
+            "the breaker open",
+            "document.querySelector('section.route[data-state=\"open\"] ol.changes \
+             li[data-to=\"open\"]')",
+        )
+        .await;
+        let shown = js(
+            &client,
+            "return [window.marker, document.querySelector('section.route p.now').innerText, \
+             document.querySelectorAll('ol.changes li').length, \
+             document.querySelector('.breaker').innerText];",
+            vec![],
+        );
+        let shown = shown.await;
+        assert_eq!((shown[0].clone(), shown[2].clone()), (json!(42), json!(1)), "no reload");
+        assert!(shown[1].as_str().unwrap().starts_with("Open until "), "{shown}");
+        assert_eq!(shown[3], "open");
+        screenshot(&client, &shots.join("console-routes.png")).await;
+    })
+    .await;
+
+    stop(console);
+    let logs = checked_logs(&dir.path().join(".rein/sessions"));
+    let ended: Vec<String> = logs[0]
+        .1
+        .iter()
+        .filter_map(|e| match &e.event {
+            Event::TurnEnd(end) => Some(format!("{:?}", end.reason)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ended.len(), 1);
+    assert!(ended[0].contains("CIRCUIT_OPEN"), "{ended:?}");
+    assert_eq!(server.seen().len(), 1, "the short-circuited retry sent no request");
 }
 
 /// The state of the auto-retry form a page shows.

@@ -320,7 +320,7 @@ fn a_hung_turn_fails_the_run_and_shutdown_still_ends_it() {
 
 #[test]
 fn bad_flags_are_usage_errors() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 9] = [
         (
             &["--cancel-rate", "1.5"],
             "error: invalid value '1.5' for '--cancel-rate <P>': must be a number within [0, 1]",
@@ -337,6 +337,22 @@ fn bad_flags_are_usage_errors() {
         (
             &["--durability", "disk"],
             "error: --durability: only for the jsonl, sqlite and postgres stores",
+        ),
+        (
+            &["--outage-at-ms", "500"],
+            "error: the following required arguments were not provided:\n  --outage-ms <MS>",
+        ),
+        (
+            &["--route-health", "sometimes"],
+            "error: invalid value 'sometimes' for '--route-health <off|on|JSON>': must be off, on, or a JSON object of route-health settings",
+        ),
+        (
+            &["--route-health", r#"{"openMS": 5}"#],
+            "error: invalid value '{\"openMS\": 5}' for '--route-health <off|on|JSON>': openMS: unknown key (expected one of maxTokens,",
+        ),
+        (
+            &["--route-health", r#"{"failureRatio": 2}"#],
+            "error: invalid value '{\"failureRatio\": 2}' for '--route-health <off|on|JSON>': failureRatio: must be within [0, 1], got 2",
         ),
     ];
     for (flags, message) in cases {
@@ -377,6 +393,9 @@ fn every_numeric_flag_refuses_a_value_outside_its_range() {
         ("--dispose-rate", "nan", "[0, 1]"),
         ("--config-rate", "2", "[0, 1]"),
         ("--crash-rate", "inf", "[0, 1]"),
+        ("--think-ms", "3600001", "[0, 3600000]"),
+        ("--outage-ms", "0", "[1, 86400000]"),
+        ("--outage-ms", "86400001", "[1, 86400000]"),
     ];
     for (flag, value, range) in cases {
         let run = rein(&["stress", &format!("{flag}={value}")]);
@@ -393,6 +412,70 @@ fn every_numeric_flag_refuses_a_value_outside_its_range() {
     // The bounds themselves are accepted.
     let run = rein(&["stress", "--agents", "1", "--turns", "1", "--latency-ms", "0", "--json"]);
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}
+
+/// An outage of the simulated provider: with no `--route-health`, route health is on; the JSON
+/// summary reports the route, the outage, the breaker and the retry amplification; with
+/// `--route-health off`, no breaker and every failed turn's whole budget. The outage outlasts the
+/// run (real time on a loaded machine: a turn of a short outage may end after it, recovered), so
+/// every turn after its start fails. (The 1,000-agent run through a 10 s outage, the breaker
+/// opening and closing, is `stress_outage.rs`, on paused time.)
+#[test]
+fn an_outage_is_reported_with_route_health_on_unless_turned_off() {
+    let outage = [
+        "stress",
+        "--agents",
+        "40",
+        "--turns",
+        "6",
+        "--think-ms",
+        "40",
+        "--outage-at-ms",
+        "60",
+        "--outage-ms",
+        "2000",
+        "--fault-rate",
+        "0",
+        "--cancel-rate",
+        "0",
+        "--config-rate",
+        "0",
+        "--dispose-rate",
+        "0",
+        "--json",
+    ];
+    let on =
+        rein(&[&outage[..], &["--route-health", r#"{"openMs": 100, "minAttempts": 5}"#]].concat());
+    assert_eq!(on.code, 0, "{}{}", on.stdout, on.stderr);
+    let route = json_of(&on)["route"].clone();
+    assert_clean(&json_of(&on), 40, 6);
+    assert_eq!(route["name"], "simulated", "{route:#}");
+    assert_eq!(route["health"]["openMs"], 100, "the settings in force: {route:#}");
+    assert_eq!(route["health"]["minAttempts"], 5, "{route:#}");
+    assert_eq!(route["outage"], serde_json::json!({"atMs": 60, "ms": 2000}), "{route:#}");
+    assert_eq!(route["requestsWhileOpen"], 0, "{route:#}");
+    assert!(route["failedTurns"].as_u64().unwrap() > 0, "the outage failed turns: {route:#}");
+    assert!(route["retryAmplification"].as_f64().unwrap() <= 5.0, "{route:#}");
+    assert!(route["breaker"]["opened"].as_u64().unwrap() >= 1, "{route:#}");
+
+    let default = rein(&outage);
+    assert_eq!(default.code, 0, "{}{}", default.stdout, default.stderr);
+    let health = &json_of(&default)["route"]["health"];
+    assert_eq!(health["openMs"], 30_000, "on with its defaults: {health:#}");
+
+    let off = rein(&[&outage[..], &["--route-health", "off"]].concat());
+    assert_eq!(off.code, 0, "{}{}", off.stdout, off.stderr);
+    let route = json_of(&off)["route"].clone();
+    assert_eq!(route["health"], "off", "{route:#}");
+    assert_eq!(route["shortCircuited"], 0, "{route:#}");
+    assert!(route.get("breaker").is_none() && route.get("requestsWhileOpen").is_none());
+    assert_eq!(route["retryAmplification"], 5.0, "1 + 2 + 2 requests: {route:#}");
+
+    // Without an outage: route health off, and the text says so.
+    let plain = rein(&["stress", "--agents", "5", "--turns", "2", "--fault-rate", "0"]);
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    assert!(plain.stdout.contains("route       simulated, route health off: "), "{}", plain.stdout);
+    assert!(!plain.stdout.contains("breaker "), "{}", plain.stdout);
 }
 
 /// Without `--hang-deadline-ms`, a run waits for a quiet turn as long as its pace allows a turn

@@ -45,6 +45,11 @@
 //!   killed (SIGKILL) while most of its agents wait for a retry, then resumed by a fresh runtime:
 //!   the latest resumed wait's next attempt, in ms past its original deadline (or past the
 //!   reopening, when the deadline passed meanwhile); budget 50 ms.
+//! - `retry_amplification_1k_agents_outage`, `retry_amplification_1k_agents_on_vs_off`,
+//!   `recovery_after_outage_ms_vs_open_ms` (`retry_amplification`): 1,000 agents through a 10 s
+//!   outage of their route (1 s with `--quick`): requests per failed turn with route health on
+//!   (budget 1.2) and against it off, and the time back to serving every attempt against
+//!   `openMs` (budget 1).
 //! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
 //!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
 //!   same lines to the same files (`hand_rolled_agents`); and, with no budget,
@@ -97,6 +102,7 @@ mod plain_loop;
 mod postgres_append;
 mod report;
 mod resume_after_kill;
+mod retry_amplification;
 mod round_trip;
 mod sample;
 mod stamped;
@@ -150,6 +156,7 @@ const METRICS: &[(&str, Measure)] = &[
     (stress::NAME, stress::run),
     (stress_postgres::NAME, stress_postgres::run),
     (resume_after_kill::NAME, resume_after_kill::run),
+    (retry_amplification::NAME, retry_amplification::run),
     (agents::NAME, agents::run),
 ];
 

@@ -56,6 +56,10 @@ pub(crate) fn config(agents: usize, turns: u32) -> StressConfig {
         tool_ms: 0,
         decide_ms: 0,
         hang_deadline_ms: 30_000,
+        think_ms: 0,
+        outage: None,
+        route_health: None,
+        virtual_clock: false,
         progress: false,
     }
 }

@@ -26,6 +26,11 @@
 //!   waiting one when the log ends during its wait (the turn still runs) — as are
 //!   route switches, compactions, plugin crashes and settings changes during the turn, and the
 //!   turn's final failure when it is not the failure of its last failed attempt.
+//! - Route health shows: a retry a plugin declined because the route's retry budget was spent
+//!   (`retry/throttled`) is a line of its own ([`Line::Throttled`]) and the summary says the
+//!   turn's retries were throttled; an attempt the route's open breaker refused
+//!   (`CIRCUIT_OPEN`: no request was sent) is marked short-circuited
+//!   ([`Attempt::short_circuited`]).
 //!
 //! # Why the fold never fails
 //!
@@ -35,9 +40,9 @@
 
 use crate::event::{
     CancelCause, ConfigChanged, ContextCompacted, Envelope, Event, LlmRetry, PluginCrashed,
-    RequestError, RequestStart, RouteSwitched, TurnEndReason,
+    RequestError, RequestStart, RetryThrottled, RouteSwitched, TurnEndReason,
 };
-use crate::failure::Failure;
+use crate::failure::{CIRCUIT_OPEN, Failure};
 use crate::{json_number, plural};
 
 /// The panels of every turn of `log` that retried or failed, in turn order.
@@ -87,11 +92,17 @@ impl TurnPanel {
     }
 
     /// The summary's first half: `Retried 3 times this turn`, `Retried 1 time this turn`, or
-    /// `Not retried` ([`TurnPanel::retried`]).
+    /// `Not retried` ([`TurnPanel::retried`]); `, then throttled` (`: throttled` when not
+    /// retried) when a plugin declined a retry because the route's budget was spent.
     pub fn head(&self) -> String {
-        match self.retried() {
-            0 => "Not retried".to_owned(),
-            n => format!("Retried {} this turn", plural::count(n, "time", "times")),
+        let throttled = self.lines.iter().any(|line| matches!(line, Line::Throttled(_)));
+        match (self.retried(), throttled) {
+            (0, false) => "Not retried".to_owned(),
+            (0, true) => "Not retried: throttled".to_owned(),
+            (n, false) => format!("Retried {} this turn", plural::count(n, "time", "times")),
+            (n, true) => {
+                format!("Retried {} this turn, then throttled", plural::count(n, "time", "times"))
+            }
         }
     }
 
@@ -203,6 +214,9 @@ pub enum Line {
     PluginCrashed(PluginCrashed),
     /// A plugin's settings changed while the turn ran.
     ConfigChanged(ConfigChanged),
+    /// A plugin declined a retry because the route's retry budget was spent
+    /// (`retry/throttled`).
+    Throttled(RetryThrottled),
     /// The turn's final failure, when it is not the failure of its last failed attempt (a tool
     /// error, a request that could not be built).
     TurnFailed(Failure),
@@ -237,6 +251,16 @@ pub struct Attempt {
 impl Attempt {
     /// The note of an attempt that followed a restart.
     pub const RESUMED: &'static str = "resumed after a restart";
+
+    /// The note of an attempt the route's open breaker refused.
+    pub const SHORT_CIRCUITED: &'static str =
+        "short-circuited: the route's breaker is open, no request was sent";
+
+    /// Whether the route's open breaker refused it (`CIRCUIT_OPEN`): it failed at once and sent
+    /// no request.
+    pub fn short_circuited(&self) -> bool {
+        self.failure().is_some_and(|failure| failure.code() == CIRCUIT_OPEN)
+    }
 
     /// The failure, when it failed.
     pub fn failure(&self) -> Option<&Failure> {
@@ -483,6 +507,9 @@ impl Fold {
             }
             Event::PluginCrashed(p) => open.lines.push(Line::PluginCrashed(p.clone())),
             Event::ConfigChanged(c) => open.lines.push(Line::ConfigChanged(c.clone())),
+            Event::RetryThrottled(t) if t.turn == open.turn => {
+                open.lines.push(Line::Throttled(t.clone()));
+            }
             Event::TurnResumed(r) if r.turn == open.turn => {
                 open.resumed = true;
                 open.restarted = true;
@@ -535,6 +562,7 @@ impl Fold {
                     | Line::RouteSwitched(_)
                     | Line::Compacted(_)
                     | Line::PluginCrashed(_)
+                    | Line::Throttled(_)
             )
         });
         let failed = matches!(ending, Ending::Failed(_));
@@ -758,6 +786,39 @@ mod tests {
             let panel = TurnPanel { turn: 1, retries, ending, lines };
             assert_eq!(panel.summary(), want);
         }
+    }
+
+    #[test]
+    fn a_throttled_turn_says_so_and_a_short_circuited_attempt_is_named() {
+        let server = Failure::new("SERVER", "down").unwrap();
+        let throttle = Line::Throttled(RetryThrottled {
+            turn: 1,
+            step: 1,
+            provider: "mock".into(),
+            plugin: "llm-retry".into(),
+            code: "SERVER".into(),
+        });
+        let failed = || attempt(1, AttemptEnd::Failed(server.clone()));
+        let cases: Vec<(u32, Vec<Line>, &str)> = vec![
+            (0, vec![failed(), throttle.clone()], "Not retried: throttled · failed with SERVER"),
+            (
+                2,
+                vec![failed(), throttle.clone()],
+                "Retried 2 times this turn, then throttled · finally failed with SERVER",
+            ),
+        ];
+        for (retries, lines, want) in cases {
+            let panel =
+                TurnPanel { turn: 1, retries, ending: Ending::Failed(server.clone()), lines };
+            assert_eq!(panel.summary(), want);
+        }
+        let open = Failure::internal(CIRCUIT_OPEN, "route \"mock\" is open");
+        let Line::Attempt(refused) = attempt(1, AttemptEnd::Failed(open)) else { unreachable!() };
+        assert!(refused.short_circuited());
+        let Line::Attempt(sent) = failed() else { unreachable!() };
+        assert!(!sent.short_circuited());
+        let Line::Attempt(answered) = attempt(2, AttemptEnd::Answered) else { unreachable!() };
+        assert!(!answered.short_circuited());
     }
 
     #[test]

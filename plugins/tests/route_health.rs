@@ -2,8 +2,12 @@
 //! route open its breaker, later attempts fail at once with `CIRCUIT_OPEN` without reaching the
 //! adapter, after `openMs` a probe goes through and its success closes the breaker; the retry
 //! budget declines retries with `retry/throttled`; `fallback` switches on `CIRCUIT_OPEN` and skips
-//! open routes. Paused time throughout; every test ends with the invariant check of every session
-//! log it wrote.
+//! open routes. Also: a cancelled probe frees its place for another session's; an attempt admitted
+//! before the breaker opened and answered after changes nothing in the breaker (it counts in the
+//! budget); successes refill a spent budget a tenth of a token each, until a failure, its own token
+//! taken, leaves more than half; each change is recorded with its time
+//! (`Runtime::route_health_history`). Paused time throughout; every test ends with the
+//! invariant check of every session log it wrote.
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,7 +19,7 @@ use rein_plugins::auto_retry::AutoRetry;
 use rein_plugins::fallback::Fallback;
 use rein_plugins::llm_retry::LlmRetry;
 use rein_runtime::clock::VirtualClock;
-use rein_runtime::event::{Envelope, Event, RetryThrottled, TurnEndReason};
+use rein_runtime::event::{CancelCause, Envelope, Event, RetryThrottled, TurnEndReason};
 use rein_runtime::provider::prelude::*;
 use rein_runtime::random::Constant;
 use rein_runtime::retry_policy::RetryPolicy;
@@ -66,6 +70,46 @@ impl Adapter for Outage {
             }
             if down {
                 return Err(Failure::new(code, "the provider is down").unwrap());
+            }
+            let _ = chunks.send("ok".into());
+            Ok(Completion::default())
+        })
+    }
+}
+
+/// A provider whose requests of sessions named `slow…` take a second and the others none; each
+/// fails with `SERVER` when it ends while the provider is down (read at the end, not at the
+/// start), and answers "ok" otherwise.
+struct Slow {
+    down: Arc<AtomicBool>,
+    calls: AtomicU32,
+}
+
+impl Slow {
+    fn new() -> Arc<Self> {
+        Arc::new(Self { down: Arc::new(AtomicBool::new(true)), calls: AtomicU32::new(0) })
+    }
+
+    fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+}
+
+impl Adapter for Slow {
+    fn call(
+        &self,
+        request: Request,
+        chunks: ChunkSink,
+    ) -> BoxFuture<'static, Result<Completion, Failure>> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let slow = request.session.starts_with("slow");
+        let down = Arc::clone(&self.down);
+        Box::pin(async move {
+            if slow {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            if down.load(Ordering::SeqCst) {
+                return Err(Failure::new("SERVER", "the provider is down").unwrap());
             }
             let _ = chunks.send("ok".into());
             Ok(Completion::default())
@@ -486,4 +530,130 @@ async fn a_saved_health_record_this_build_refuses_is_a_warning_and_the_fence_con
     );
     runtime.configure_route_health("main", json!({"openMs": 8_000}), 4).await.unwrap();
     shut_down(&runtime).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_probe_frees_its_place_for_another_sessions_probe() {
+    let store = MemoryStore::new();
+    let main = Slow::new();
+    let route = Route::new("main", main.clone()).model("m").health(health(2, 0.5, 1_000));
+    let runtime = builder(&store).route(route).build().await.unwrap();
+    let ids: Vec<String> = ["a", "b", "slow-probe", "refused", "probe"].map(String::from).to_vec();
+    assert_eq!(ask(&runtime, &ids[0], "main").await, "SERVER");
+    assert_eq!(ask(&runtime, &ids[1], "main").await, "SERVER");
+    assert_eq!(runtime.route_health("main").unwrap().open_until_ms, Some(1_000));
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    main.set_down(false);
+
+    // A slow probe goes; meanwhile another session is refused: the one probe is in flight.
+    let slow = runtime.session(&ids[2]).await.unwrap();
+    let probing = slow.prompt("hello").unwrap();
+    tokio::task::yield_now().await;
+    let refused = runtime.session(&ids[3]).await.unwrap();
+    let outcome = refused.prompt("hello").unwrap().await.unwrap();
+    let TurnEndReason::Error { failure } = &outcome.reason else { panic!("{outcome:?}") };
+    assert_eq!(failure.code(), "CIRCUIT_OPEN");
+    assert!(failure.message().contains("half-open"), "{}", failure.message());
+
+    // The probe's turn is cancelled: its attempt ends ABORTED, which says nothing of the route,
+    // and its place goes to the next attempt, which probes and closes the breaker.
+    assert!(slow.cancel(CancelCause::User).await.unwrap());
+    assert!(matches!(probing.await.unwrap().reason, TurnEndReason::Aborted { .. }));
+    assert_eq!(runtime.route_health("main").unwrap().state, BreakerState::HalfOpen);
+    assert_eq!(ask(&runtime, &ids[4], "main").await, "completed");
+    assert_eq!(runtime.route_health("main").unwrap().state, BreakerState::Closed);
+    assert_eq!(main.calls.load(Ordering::SeqCst), 4, "a, b, the cancelled probe, the probe");
+
+    // The history: opened at 0, closed by the second probe at 1,000 (virtual ms).
+    let history = runtime.route_health_history("main").unwrap();
+    let changes: Vec<(u64, BreakerState, BreakerState)> =
+        history.changes().map(|c| (c.at_ms, c.from, c.to)).collect();
+    assert_eq!(
+        changes,
+        [
+            (0, BreakerState::Closed, BreakerState::Open),
+            (1_000, BreakerState::HalfOpen, BreakerState::Closed)
+        ]
+    );
+    assert_eq!((history.opened(), history.closed()), (1, 1));
+    finish(runtime, &store, &ids).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_sent_before_the_breaker_opened_and_answered_after_leaves_it_open() {
+    let store = MemoryStore::new();
+    let main = Slow::new();
+    let route = Route::new("main", main.clone()).model("m").health(health(3, 0.5, 5_000));
+    let runtime = builder(&store).route(route).build().await.unwrap();
+    let ids: Vec<String> = ["slow", "a", "b", "c"].map(String::from).to_vec();
+
+    // A slow attempt is sent while the breaker is closed; three fast failures then open it.
+    let slow = runtime.session(&ids[0]).await.unwrap();
+    let slow_turn = slow.prompt("hello").unwrap();
+    tokio::task::yield_now().await;
+    for id in &ids[1..] {
+        assert_eq!(ask(&runtime, id, "main").await, "SERVER");
+    }
+    let opened = runtime.route_health("main").unwrap();
+    assert_eq!((opened.state, opened.tokens), (BreakerState::Open, 7.0));
+
+    // The provider is back when the slow attempt ends: its success is what the route was, not
+    // what it is — the breaker stays open until its deadline; the budget takes its 0.1.
+    main.set_down(false);
+    assert!(matches!(slow_turn.await.unwrap().reason, TurnEndReason::Completed));
+    let after = runtime.route_health("main").unwrap();
+    assert_eq!((after.state, after.open_until_ms), (BreakerState::Open, Some(5_000)));
+    assert!((after.tokens - 7.1).abs() < 1e-9, "{after:?}");
+    assert_eq!(runtime.route_health_history("main").unwrap().changes().len(), 1, "opened only");
+    finish(runtime, &store, &ids).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn successes_refill_a_spent_budget_a_tenth_of_a_token_each() {
+    let store = MemoryStore::new();
+    let main = Slow::new();
+    // The breaker out of the way: the budget alone.
+    let route = Route::new("main", main.clone()).model("m").health(health(1_000, 0.5, 1_000));
+    let llm_retry = LlmRetry::from_config(&json!({"jitterRatio": 0, "maxTransientRetries": 1}));
+    let runtime = builder(&store).plugin(llm_retry.unwrap()).route(route).build().await.unwrap();
+    let mut ids = Vec::new();
+    let mut ask_next = async |runtime: &Runtime| {
+        ids.push(format!("s{}", ids.len()));
+        ask(runtime, ids.last().unwrap(), "main").await
+    };
+    // Two turns of two failed attempts, and a third turn: 10 → 5 tokens, its retry throttled.
+    for _ in 0..3 {
+        assert_eq!(ask_next(&runtime).await, "SERVER");
+    }
+    let tokens = |runtime: &Runtime| runtime.route_health("main").unwrap().tokens;
+    assert_eq!(tokens(&runtime), 5.0);
+    // Ten successes give back a token: 6. A failure takes its own token before it is decided,
+    // so at 5 its retry is still throttled; one success more, and at 5.1 it is retried.
+    main.set_down(false);
+    for _ in 0..10 {
+        assert_eq!(ask_next(&runtime).await, "completed");
+    }
+    assert!((tokens(&runtime) - 6.0).abs() < 1e-9, "{}", tokens(&runtime));
+    main.set_down(true);
+    assert_eq!(ask_next(&runtime).await, "SERVER");
+    main.set_down(false);
+    for _ in 0..11 {
+        assert_eq!(ask_next(&runtime).await, "completed");
+    }
+    main.set_down(true);
+    assert_eq!(ask_next(&runtime).await, "SERVER");
+    let ids = ids.clone();
+    let logs = finish(runtime, &store, &ids).await;
+    let retried = |log: &[Envelope]| kinds(log).contains(&"llm/retry");
+    let throttled = |log: &[Envelope]| !throttles(log).is_empty();
+    let failed: Vec<(bool, bool)> = logs
+        .iter()
+        .filter(|log| kinds(log).contains(&"request/error"))
+        .map(|log| (retried(log), throttled(log)))
+        .collect();
+    assert_eq!(
+        failed,
+        [(true, false), (true, false), (false, true), (false, true), (true, false)],
+        "retried, retried, throttled at 5 tokens, throttled after 10 successes, retried after 11"
+    );
 }

@@ -150,6 +150,14 @@ fn line(out: &mut String, line: &Line) {
                 c.changed.join(", ")
             );
         }
+        Line::Throttled(t) => {
+            let _ = writeln!(
+                out,
+                "    {YELLOW}retry throttled{YELLOW:#} · {} · {DIM}turn {}·step {}{DIM:#} · {} · {}: \
+                 the route's retry budget is spent",
+                t.plugin, t.turn, t.step, t.provider, t.code
+            );
+        }
         Line::TurnFailed(failure) => {
             let _ = write!(out, "    {RED}turn failed{RED:#}");
             failure_fields(out, failure);
@@ -180,7 +188,12 @@ fn attempt(out: &mut String, attempt: &Attempt) {
         let _ = write!(out, " · {YELLOW}{}{YELLOW:#}", Attempt::RESUMED);
     }
     match &attempt.outcome {
-        AttemptEnd::Failed(failure) => failure_fields(out, failure),
+        AttemptEnd::Failed(failure) => {
+            failure_fields(out, failure);
+            if attempt.short_circuited() {
+                let _ = write!(out, " · {YELLOW}{}{YELLOW:#}", Attempt::SHORT_CIRCUITED);
+            }
+        }
         AttemptEnd::Answered => {
             let _ = write!(out, " · {GREEN}answered{GREEN:#}");
         }
@@ -271,6 +284,64 @@ mod tests {
         let mut out = String::new();
         self::attempt(&mut out, &attempt(false));
         assert!(!out.contains("resumed"), "{out}");
+    }
+
+    /// `text` without its styles (`ESC [ … m`).
+    fn plain(text: &str) -> String {
+        let mut out = String::new();
+        let mut chars = text.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                chars.by_ref().find(|c| *c == 'm');
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_short_circuited_attempt_and_a_throttled_retry_are_named() {
+        let refused = Failure::internal(
+            rein_runtime::failure::CIRCUIT_OPEN,
+            "route \"main\" is open (circuit breaker) until 5000 ms: no request was sent",
+        );
+        let attempt = Attempt {
+            turn: 1,
+            step: 1,
+            attempt: 1,
+            provider: "main".into(),
+            model: "m".into(),
+            time: 0,
+            origin: Origin::Harness,
+            outcome: AttemptEnd::Failed(refused),
+            streamed: String::new(),
+            resumed: false,
+        };
+        let mut out = String::new();
+        self::attempt(&mut out, &attempt);
+        let out = plain(&out);
+        assert!(
+            out.starts_with(
+                "    harness · turn 1·step 1 · main · failed CIRCUIT_OPEN · short-circuited: the \
+                 route's breaker is open, no request was sent\n"
+            ),
+            "{out}"
+        );
+        let mut out = String::new();
+        let throttled = rein_runtime::event::RetryThrottled {
+            turn: 1,
+            step: 2,
+            provider: "main".into(),
+            plugin: "auto-retry".into(),
+            code: "SERVER".into(),
+        };
+        line(&mut out, &Line::Throttled(throttled));
+        assert_eq!(
+            plain(&out),
+            "    retry throttled · auto-retry · turn 1·step 2 · main · SERVER: the route's retry \
+             budget is spent\n"
+        );
     }
 
     #[test]

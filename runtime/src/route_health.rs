@@ -12,6 +12,7 @@
 //! - `window`: [`Window`], the attempts and failures of the last `windowMs`, in buckets;
 //! - `breaker`: [`Breaker`], closed → open → half-open → closed;
 //! - `snapshot`: [`HealthSnapshot`] and [`HealthReport`], what plugins and consoles read;
+//! - `history`: [`HealthHistory`], the latest changes of state with their times, and the counts;
 //! - here: [`RouteHealth`], the budget and the breaker of one route together, and
 //!   [`circuit_open`], the failure of an attempt an open breaker refused.
 //!
@@ -21,6 +22,7 @@
 mod breaker;
 mod budget;
 pub(crate) mod cell;
+mod history;
 mod outcome;
 mod settings;
 mod snapshot;
@@ -28,6 +30,7 @@ mod window;
 
 pub use breaker::{Admission, Breaker, BreakerState, Ticket, trips};
 pub use budget::RetryBudget;
+pub use history::{HealthChange, HealthHistory, KEPT};
 pub use outcome::{Counted, NEUTRAL_CODES, counted};
 pub use settings::{
     DEFAULT_FAILURE_RATIO, DEFAULT_MAX_TOKENS, DEFAULT_MIN_ATTEMPTS, DEFAULT_OPEN_MS,

@@ -61,7 +61,7 @@ use crate::random::{Jitter, SeededJitter};
 use crate::resume::Resume;
 use crate::retry_policy::RetryPolicy;
 use crate::route_health::cell::HealthCell;
-use crate::route_health::{HealthSettings, HealthSnapshot};
+use crate::route_health::{HealthHistory, HealthSettings, HealthSnapshot};
 use crate::route_settings::RouteSettings;
 use crate::saved_settings;
 use crate::session::Sessions;
@@ -926,6 +926,14 @@ impl Runtime {
     ) -> Option<tokio::sync::watch::Receiver<HealthSnapshot>> {
         let route = self.inner.sessions.shared.routes.get(name)?;
         route.health.as_ref().map(|cell| cell.subscribe())
+    }
+
+    /// The latest changes of the route named `name`'s breaker, each with when it happened, and
+    /// how many times it opened and closed since the runtime started (see
+    /// [`HealthHistory`]); `None` when no route has that name or its health is off.
+    pub fn route_health_history(&self, name: &str) -> Option<HealthHistory> {
+        let route = self.inner.sessions.shared.routes.get(name)?;
+        route.health.as_ref().map(|cell| cell.history())
     }
 
     /// How many sessions are awake (hold actors) right now.

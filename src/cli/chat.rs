@@ -34,6 +34,7 @@ use super::agent::generation::{self, GenerationArgs};
 use super::agent::{self, ProviderArgs, sessions};
 use super::show::ColorWhen;
 
+mod breakers;
 mod console;
 mod input;
 pub(crate) mod signals;
@@ -226,12 +227,15 @@ async fn chat(args: &ChatArgs) -> u8 {
         console.note(&pending.describe());
     }
     let mut spans = Spans::new(&place.id, &routes.primary.name, &routes.primary.model);
-    let shown = turn::Shown { expand: args.expand, watchdogs: routes.watchdogs() };
+    let breakers = breakers::Breakers::of(&runtime);
+    let mut shown = turn::Shown { expand: args.expand, watchdogs: routes.watchdogs(), breakers };
     // The resumed turn is shown to its end first (Ctrl-C cancels it); the prompt runs after it.
     let resumed = match session.resumed().await {
         Ok(Some(handle)) => {
             let shows = &mut console;
-            turn::follow(&session, handle, &mut signals, &mut spans, shows, &shown).await.map(Some)
+            turn::follow(&session, handle, &mut signals, &mut spans, shows, &mut shown)
+                .await
+                .map(Some)
         }
         Ok(None) => Ok(None),
         Err(e) => Err(e),
@@ -244,9 +248,9 @@ async fn chat(args: &ChatArgs) -> u8 {
         Ok(Some(ran)) if ran.quit => Ok(Some(ran.reason)),
         Ok(_) => match &args.prompt {
             Some(prompt) => {
-                one_shot(&session, prompt, &mut signals, &mut spans, &mut console, &shown).await
+                one_shot(&session, prompt, &mut signals, &mut spans, &mut console, &mut shown).await
             }
-            None => interactive(&session, &mut signals, &mut spans, &mut console, &shown).await,
+            None => interactive(&session, &mut signals, &mut spans, &mut console, &mut shown).await,
         },
     };
     drop(spans);
@@ -337,7 +341,7 @@ async fn one_shot(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    shown: &turn::Shown,
+    shown: &mut turn::Shown,
 ) -> Result<Option<TurnEndReason>, u8> {
     match turn::run(session, prompt.to_owned(), signals, spans, console, shown).await {
         Ok(ran) => Ok(Some(ran.reason)),
@@ -354,7 +358,7 @@ async fn interactive(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    shown: &turn::Shown,
+    shown: &mut turn::Shown,
 ) -> Result<Option<TurnEndReason>, u8> {
     let mut lines = input::read_stdin();
     let terminal = console.input_is_terminal();

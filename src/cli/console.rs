@@ -10,7 +10,8 @@
 //!
 //! Pure core: [`guard`] (who may talk to it), [`request`] (request bodies), [`staged`] (a
 //! settings patch from a form's staged edits), [`status`] (what a session is doing), [`tail`]
-//! (what of a log can still change on a page), [`drawn`] (the settings a form was drawn from).
+//! (what of a log can still change on a page), [`drawn`] (the settings a form was drawn from),
+//! [`health`] (what the Routes page shows of a route's health).
 //! Shells: [`connections`] (HTTP on each socket, timeouts, a stop bounded in time), [`body`]
 //! (reading a body within its size and time), [`server`] (routes), [`pages`] (markup),
 //! [`feed`] (how it learns a log grew), [`logs`] (where it reads logs: through the store, any
@@ -38,6 +39,7 @@ mod drawn;
 mod feed;
 mod follow;
 mod guard;
+mod health;
 mod logs;
 mod pages;
 mod reader;
@@ -310,6 +312,7 @@ async fn start(
     if let Some(fallbacks) = routes.fallback_labels() {
         label.push_str(&format!(" · fallback: {fallbacks}"));
     }
+    let routes = std::iter::once(&routes.primary).chain(&routes.fallbacks);
     let live = server::Live {
         runtime,
         store,
@@ -318,6 +321,7 @@ async fn start(
         drawn: drawn::Drawn::default(),
         built,
         file_keys,
+        routes: routes.map(|route| route.name.clone()).collect(),
     };
     Ok((live, label))
 }

@@ -9,11 +9,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use rein::runtime::route_health::HealthSettings;
 use rein::runtime::store::jsonl::JsonlStore;
 use rein::runtime::store::memory::MemoryStore;
 use rein::runtime::store::postgres::PostgresStore;
 use rein::runtime::store::sqlite::SqliteStore;
 use rein::runtime::store::{Durability, SessionStore};
+use rein_cli::stress::outage::Outage;
 use rein_cli::stress::plan::Rates;
 use rein_cli::stress::summary::Summary;
 use rein_cli::stress::{StressConfig, acks, limits};
@@ -34,7 +36,22 @@ What runs:
   a plugin is disposed and registered again a moment later; a plugin with run-time settings
   gets a patch (one in ten on a stale revision, which must be refused). With --tool-rate > 0,
   the pause tool (taking --tool-ms) is offered and that share of the turns' answers call it.
+  With --think-ms, each agent waits before each of its turns (drawn within [MS/2, 3 MS/2]).
   All random choices come from --seed; the interleaving is the scheduler's.
+
+Outage and route health:
+  With --outage-ms, the simulated provider fails every request with a 503 (SERVER) for that
+  long, from --outage-at-ms after the agents start (0 by default); give the run a pace
+  (--think-ms) and turns enough to span it. The route (`simulated`) has route health (a retry
+  budget and a circuit breaker shared by every session, see docs/runtime-semantics.md) as
+  --route-health says: off, on (the defaults: maxTokens 10, tokenRatio 0.1, windowMs 10000,
+  failureRatio 0.5, minAttempts 20, openMs 30000, probes 1), or a JSON object of some of those
+  keys ('{\"openMs\": 5000}'); on by default with --outage-ms, off otherwise. The summary's
+  `route` line counts attempts, the requests sent, those the breaker short-circuited
+  (CIRCUIT_OPEN) and the retries the spent budget declined (retry/throttled), and the requests
+  per failed turn (retry amplification); with route health, how often the breaker opened and
+  closed and the requests that reached the provider while it was open (0: a short-circuited
+  attempt sends none); with an outage, how long after it the route served every attempt again.
 
 Checked at the end:
   every session log this run opened against every invariant (as a finished log; other logs in
@@ -44,7 +61,8 @@ Checked at the end:
 
 Limits:
   --agents and --turns [1, 1000000], --latency-ms [0, 600000], --backoff-ms [1, 100000],
-  --stall-ms [0, 3600000], --tool-ms and --decide-ms [0, 600000], --hang-deadline-ms
+  --stall-ms [0, 3600000], --tool-ms and --decide-ms [0, 600000], --think-ms [0, 3600000],
+  --outage-ms [1, 86400000], --outage-at-ms [0, 86400000], --hang-deadline-ms
   [1, 604800000], the rates [0, 1]; a value outside
   (or not a number) is a usage error naming the flag, the value and the range.
 
@@ -54,8 +72,9 @@ Output:
            to the turn's durable turn/end (p50, p99, max), plugin disposals, registrations,
            removals and restarts (plugin/crashed), settings patches by result, invariant
            violations (the first 10 named), hung turns, actors and tasks alive after shutdown,
-           peak RSS; the last line is `ok` or `FAILED: <why>`. With --json, one JSON object on
-           one line instead (`ok`, `tally`, `cancellations`, `plugins`, `hung`, `leaks`,
+           the route, the breaker and the outage (above), peak RSS; the last line is `ok` or
+           `FAILED: <why>`. With --json, one JSON object on one line instead (`ok`, `tally`,
+           `cancellations`, `plugins`, `route` with `retryAmplification`, `hung`, `leaks`,
            `peakRssKib`, ...). With --acks -, the ack lines come first.
   stderr   progress: a bar on a terminal, else a line at each tenth of the turns; `error: ...`.
   --acks   one line `ack SESSION SEQ` per event the run saw acknowledged by its log (durable
@@ -161,6 +180,21 @@ pub(crate) struct StressArgs {
     /// How long the `flaky` plugin takes to decide each failure (above 0: it is in the chain).
     #[arg(long, default_value_t = 0, value_name = "MS", value_parser = whole(limits::DECIDE_MS))]
     decide_ms: u64,
+    /// How long each agent thinks before each of its turns, on average (drawn within [MS/2,
+    /// 3 MS/2]): a pace of about AGENTS / MS turns per ms.
+    #[arg(long, default_value_t = 0, value_name = "MS", value_parser = whole(limits::THINK_MS))]
+    think_ms: u64,
+    /// The simulated provider fails every request for MS (a 503), from --outage-at-ms.
+    #[arg(long, value_name = "MS", value_parser = whole(limits::OUTAGE_MS))]
+    outage_ms: Option<u64>,
+    /// When the outage starts, in ms after the agents start [default: 0].
+    #[arg(long, value_name = "MS", requires = "outage_ms", value_parser = whole(limits::OUTAGE_AT_MS))]
+    outage_at_ms: Option<u64>,
+    /// The route's health: off, on (the defaults), or a JSON object of its settings (maxTokens,
+    /// tokenRatio, windowMs, failureRatio, minAttempts, openMs, probes) [default: on with
+    /// --outage-ms, else off].
+    #[arg(long, value_name = "off|on|JSON", value_parser = route_health)]
+    route_health: Option<RouteHealthArg>,
     /// A turn still running this long after the last turn ended is hung [default: twice the
     /// longest a turn can take at this pace — 7 attempts of --latency-ms + --stall-ms +
     /// --decide-ms, 6 retry waits of 20 × --backoff-ms; twice that and --tool-ms with tools —
@@ -202,6 +236,14 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         stall_ms: args.stall_ms,
         tool_ms: args.tool_ms,
         decide_ms: args.decide_ms,
+        think_ms: args.think_ms,
+        outage: args.outage_ms.map(|ms| Outage { at_ms: args.outage_at_ms.unwrap_or(0), ms }),
+        // With an outage, on unless asked otherwise: the comparison is what the outage is for.
+        route_health: match &args.route_health {
+            Some(RouteHealthArg(health)) => health.clone(),
+            None => args.outage_ms.map(|_| HealthSettings::default()),
+        },
+        virtual_clock: false,
         hang_deadline_ms: args.hang_deadline_ms.unwrap_or_else(|| {
             limits::default_hang_deadline_ms(limits::Pace {
                 latency_ms: args.latency_ms,
@@ -285,6 +327,26 @@ fn whole(
         number.ok_or_else(|| {
             format!("must be a whole number within [{}, {}]", range.start(), range.end())
         })
+    }
+}
+
+/// `--route-health`: the route's health settings, `None` for off.
+#[derive(Debug, Clone)]
+pub(crate) struct RouteHealthArg(Option<HealthSettings>);
+
+/// A parser of `--route-health`: `off`, `on` (the defaults), or a JSON object of some of the
+/// settings, read strictly (an unknown key or a bad value names the key).
+fn route_health(text: &str) -> Result<RouteHealthArg, String> {
+    match text.trim() {
+        "off" => Ok(RouteHealthArg(None)),
+        "on" => Ok(RouteHealthArg(Some(HealthSettings::default()))),
+        json if json.starts_with('{') => {
+            let value: serde_json::Value =
+                serde_json::from_str(json).map_err(|e| format!("not a JSON object: {e}"))?;
+            let settings = HealthSettings::from_value(&value, "").map_err(|e| e.to_string())?;
+            Ok(RouteHealthArg(Some(settings)))
+        }
+        _ => Err("must be off, on, or a JSON object of route-health settings".to_owned()),
     }
 }
 

@@ -126,6 +126,18 @@ fn line(line: &Line) -> Markup {
                 }
             }
         },
+        Line::Throttled(t) => html! {
+            li.rein-line.rein-throttled {
+                div.rein-fields {
+                    span.rein-origin { "retry throttled" } (sep())
+                    span.rein-origin data-origin=(t.plugin) { (t.plugin) } (sep())
+                    span.rein-where { "turn " (t.turn) "·step " (t.step) } (sep())
+                    span.rein-provider { (t.provider) } (sep())
+                    span.rein-code { (t.code) } (sep())
+                    span.rein-reason { "the route's retry budget is spent" }
+                }
+            }
+        },
         Line::TurnFailed(f) => html! {
             li.rein-line.rein-turn-failed data-outcome="failed" {
                 div.rein-fields {
@@ -156,7 +168,12 @@ fn attempt(a: &Attempt) -> Markup {
                     (sep()) span.rein-resumed { (Attempt::RESUMED) }
                 }
                 @match &a.outcome {
-                    AttemptEnd::Failed(failure) => (failure_fields(failure)),
+                    AttemptEnd::Failed(failure) => {
+                        (failure_fields(failure))
+                        @if a.short_circuited() {
+                            (sep()) span.rein-short-circuited { (Attempt::SHORT_CIRCUITED) }
+                        }
+                    }
                     other => {
                         (sep())
                         span.rein-outcome data-outcome=(other.kind()) { (other.kind()) }
@@ -283,6 +300,37 @@ mod tests {
         );
         assert_eq!(html.matches("rein-resumed").count(), 1, "only that attempt: {html}");
         assert!(!panel(&sample()).into_string().contains("rein-resumed"));
+    }
+
+    #[test]
+    fn a_short_circuited_attempt_and_a_throttled_retry_are_named() {
+        let mut panel = sample();
+        if let Some(Line::Attempt(attempt)) = panel.lines.last_mut() {
+            let message =
+                "route \"mock\" is open (circuit breaker) until 9 ms: no request was sent";
+            attempt.outcome =
+                AttemptEnd::Failed(Failure::internal(rein_runtime::failure::CIRCUIT_OPEN, message));
+        }
+        panel.lines.insert(
+            1,
+            Line::Throttled(rein_runtime::event::RetryThrottled {
+                turn: 1,
+                step: 1,
+                provider: "mock".into(),
+                plugin: "auto-retry".into(),
+                code: "SERVER".into(),
+            }),
+        );
+        let html = self::panel(&panel).into_string();
+        for needle in [
+            r#"<span class="rein-panel-head">Retried 1 time this turn, then throttled</span>"#,
+            r#"<li class="rein-line rein-throttled"><div class="rein-fields"><span class="rein-origin">retry throttled</span>"#,
+            r#"<span class="rein-reason">the route's retry budget is spent</span>"#,
+            r#"<span class="rein-code">CIRCUIT_OPEN</span><span class="rein-sep"> · </span><span class="rein-short-circuited">short-circuited: the route's breaker is open, no request was sent</span>"#,
+        ] {
+            assert!(html.contains(needle), "{needle} in {html}");
+        }
+        assert_eq!(html.matches("rein-short-circuited").count(), 1, "only that attempt: {html}");
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! One agent of a stress run: a session that runs its turns one after another, cancelling some
-//! of them at a random moment and asking the chaos task for plugin disposals and settings
-//! changes, as its [`plan::turn`] says.
+//! One agent of a stress run: a session that runs its turns one after another (thinking before
+//! each, [`plan::think`], when the run has a think time), cancelling some of them at a random
+//! moment and asking the chaos task for plugin disposals and settings changes, as its
+//! [`plan::turn`] says.
 //!
 //! [`Watch`] is what the run reads to find hung turns: which turn each agent is waiting for, and
-//! when a turn last ended anywhere.
+//! when a turn last began or ended anywhere.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -42,6 +43,8 @@ pub(crate) struct Shared {
     pub(crate) turns: u32,
     /// The per-turn rates.
     pub(crate) rates: Rates,
+    /// The mean think time before a turn, in ms.
+    pub(crate) think_ms: u64,
     /// A cancellation lands within this long of its prompt.
     pub(crate) cancel_window: Duration,
     /// Ended turns.
@@ -50,10 +53,10 @@ pub(crate) struct Shared {
     pub(crate) watch: Watch,
 }
 
-/// Which turn each agent waits for, and when a turn last ended.
+/// Which turn each agent waits for, and when a turn last began or ended.
 pub(crate) struct Watch {
     origin: Instant,
-    last_end_ms: AtomicU64,
+    last_ms: AtomicU64,
     running: Vec<AtomicU32>,
     stopping: AtomicBool,
 }
@@ -63,7 +66,7 @@ impl Watch {
     pub(crate) fn new(agents: usize) -> Self {
         Self {
             origin: Instant::now(),
-            last_end_ms: AtomicU64::new(0),
+            last_ms: AtomicU64::new(0),
             running: (0..agents).map(|_| AtomicU32::new(0)).collect(),
             stopping: AtomicBool::new(false),
         }
@@ -71,17 +74,24 @@ impl Watch {
 
     fn begin(&self, agent: usize, turn: u32) {
         self.running[agent].store(turn, Ordering::Release);
+        self.stir();
     }
 
     fn end(&self, agent: usize) {
         self.running[agent].store(0, Ordering::Release);
-        let now = self.origin.elapsed().as_millis() as u64;
-        self.last_end_ms.fetch_max(now, Ordering::AcqRel);
+        self.stir();
     }
 
-    /// How long since a turn last ended (or since the start).
+    /// A turn began or ended now.
+    fn stir(&self) {
+        let now = self.origin.elapsed().as_millis() as u64;
+        self.last_ms.fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// How long since a turn last began or ended (or since the start): a turn that began after
+    /// agents thought for longer than the deadline is not taken for hung.
     pub(crate) fn quiet_for(&self) -> Duration {
-        let last = Duration::from_millis(self.last_end_ms.load(Ordering::Acquire));
+        let last = Duration::from_millis(self.last_ms.load(Ordering::Acquire));
         self.origin.elapsed().saturating_sub(last)
     }
 
@@ -162,6 +172,10 @@ pub(crate) async fn run(
     let mut rng = plan::agent_rng(shared.seed, index);
     for turn in 1..=shared.turns {
         let plan = plan::turn(&mut rng, &shared.rates, shared.cancel_window);
+        let think = plan::think(shared.seed, index, turn, shared.think_ms);
+        if !think.is_zero() {
+            tokio::time::sleep(think).await;
+        }
         if shared.watch.stopping() {
             break;
         }
@@ -282,6 +296,7 @@ mod tests {
             seed: 1,
             turns: 1,
             rates,
+            think_ms: 0,
             cancel_window: Duration::from_millis(10),
             progress: Progress::hidden(),
             watch: Watch::new(1),

@@ -1,7 +1,7 @@
 //! How large a stress run's numbers may be, and how long a turn of it may legitimately take.
 //!
 //! - [`AGENTS`], [`TURNS`], [`LATENCY_MS`], [`BACKOFF_MS`], [`STALL_MS`], [`TOOL_MS`],
-//!   [`DECIDE_MS`], [`HANG_DEADLINE_MS`]:
+//!   [`DECIDE_MS`], [`THINK_MS`], [`OUTAGE_MS`], [`OUTAGE_AT_MS`], [`HANG_DEADLINE_MS`]:
 //!   the inclusive bounds of the numeric settings, each named by its `rein stress` flag in
 //!   [`within`]'s refusal.
 //! - [`default_hang_deadline_ms`]: the hang deadline a run gets when none is given, derived from
@@ -41,6 +41,12 @@ pub const STALL_MS: RangeInclusive<u64> = 0..=3_600_000;
 pub const TOOL_MS: RangeInclusive<u64> = 0..=600_000;
 /// `--decide-ms` (10 minutes).
 pub const DECIDE_MS: RangeInclusive<u64> = 0..=600_000;
+/// `--think-ms` (an hour).
+pub const THINK_MS: RangeInclusive<u64> = 0..=3_600_000;
+/// `--outage-ms` (a day).
+pub const OUTAGE_MS: RangeInclusive<u64> = 1..=86_400_000;
+/// `--outage-at-ms` (a day).
+pub const OUTAGE_AT_MS: RangeInclusive<u64> = 0..=86_400_000;
 /// `--hang-deadline-ms` (a week).
 pub const HANG_DEADLINE_MS: RangeInclusive<u64> = 1..=604_800_000;
 

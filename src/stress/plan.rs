@@ -8,6 +8,8 @@
 //!   known (`auto-retry`, `compaction`), empty for any other.
 //! - [`crashes`]: whether the `flaky` plugin panics on a failure, a function of the seed and
 //!   the attempt (so a replay crashes on the same attempts, whatever the scheduling).
+//! - [`think`]: how long an agent thinks before a turn (`--think-ms`), a function of the seed,
+//!   the agent and the turn.
 //! - [`agent_rng`], [`chaos_rng`]: the RNGs, one per agent and one for the plugin chaos, all
 //!   derived from the seed, so an agent's choices do not depend on how the others are scheduled.
 
@@ -126,19 +128,43 @@ pub fn fault_model(fault_rate: f64) -> FaultModel {
 /// Whether the `flaky` plugin crashes on the failure of (`session`, `turn`, `step`, `attempt`):
 /// a draw keyed by the seed and the attempt (FNV-1a into ChaCha8), below `rate`.
 pub fn crashes(seed: u64, session: &str, turn: u32, step: u32, attempt: u32, rate: f64) -> bool {
+    let key = fnv1a(
+        seed,
+        &[
+            session.as_bytes(),
+            &[0xff],
+            &turn.to_le_bytes(),
+            &step.to_le_bytes(),
+            &attempt.to_le_bytes(),
+        ],
+    );
+    ChaCha8Rng::seed_from_u64(key).random::<f64>() < rate
+}
+
+/// How long agent `agent` thinks before its turn `turn` (`--think-ms`, the mean `think_ms`): a
+/// time drawn within `[think_ms / 2, 3 × think_ms / 2]`, keyed by the seed, the agent and the
+/// turn (its own draw: the turn plans and the other draws stay what they are without it), so
+/// the agents' turns spread out instead of coming in waves. Zero when `think_ms` is.
+pub fn think(seed: u64, agent: usize, turn: u32, think_ms: u64) -> Duration {
+    if think_ms == 0 {
+        return Duration::ZERO;
+    }
+    let key = fnv1a(seed ^ THINK_KEY, &[&(agent as u64).to_le_bytes(), &turn.to_le_bytes()]);
+    let ms = think_ms as f64 * (0.5 + ChaCha8Rng::seed_from_u64(key).random::<f64>());
+    Duration::from_secs_f64(ms / 1000.0)
+}
+
+/// Mixed into the seed of [`think`]'s draws.
+const THINK_KEY: u64 = 0x7417_7417_7417_7417;
+
+/// FNV-1a over `parts`, from a basis mixed with `seed`.
+fn fnv1a(seed: u64, parts: &[&[u8]]) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
-    let mut eat = |bytes: &[u8]| {
-        for b in bytes {
-            hash ^= u64::from(*b);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
-    };
-    eat(session.as_bytes());
-    eat(&[0xff]);
-    eat(&turn.to_le_bytes());
-    eat(&step.to_le_bytes());
-    eat(&attempt.to_le_bytes());
-    ChaCha8Rng::seed_from_u64(hash).random::<f64>() < rate
+    for b in parts.iter().flat_map(|part| part.iter()) {
+        hash ^= u64::from(*b);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 /// A run-time settings patch for the plugin named `plugin`: one field, a valid value, for the
@@ -270,6 +296,21 @@ mod tests {
             crashes(1, "agent-00001", 1, 1, a, 0.5) != crashes(1, "agent-00002", 1, 1, a, 0.5)
         });
         assert!(differs, "the session is part of the key");
+    }
+
+    #[test]
+    fn thinking_times_spread_around_their_mean_and_replay() {
+        assert_eq!(think(1, 0, 1, 0), Duration::ZERO, "no think time");
+        let times: Vec<Duration> = (0..1000).map(|agent| think(1, agent, 1, 1000)).collect();
+        let (low, high) = (Duration::from_millis(500), Duration::from_millis(1500));
+        assert!(times.iter().all(|t| (low..=high).contains(t)), "within [MS/2, 3MS/2]");
+        let mean = times.iter().sum::<Duration>() / 1000;
+        assert!((950..=1050).contains(&mean.as_millis()), "{mean:?}");
+        let early = times.iter().filter(|t| **t < Duration::from_millis(750)).count();
+        assert!((200..=300).contains(&early), "uniform: a quarter in the first quarter, {early}");
+        assert_eq!(think(1, 7, 3, 1000), think(1, 7, 3, 1000), "the same draw replays");
+        assert_ne!(think(1, 7, 3, 1000), think(1, 7, 4, 1000), "each turn draws its own");
+        assert_ne!(think(1, 7, 3, 1000), think(2, 7, 3, 1000), "another seed, another time");
     }
 
     #[test]

@@ -20,6 +20,8 @@ use crate::runtime::plural::count;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use super::route::RouteSummary;
+
 /// How many violations, errors and hung turns a summary lists by name (all are counted).
 pub const LISTED: usize = 10;
 
@@ -279,6 +281,9 @@ pub struct Summary {
     pub cancellations: Cancellations,
     /// Plugin chaos.
     pub plugins: PluginChaos,
+    /// What the route went through: requests, short-circuits, retry amplification, the outage
+    /// and the breaker.
+    pub route: RouteSummary,
     /// What shutdown left.
     pub leaks: Leaks,
     /// Peak resident set size, KiB (`VmHWM`; absent where `/proc` has none).
@@ -372,6 +377,7 @@ impl Summary {
             c.latency.max_ms,
             c.latency.samples
         );
+        route_lines(&mut out, &self.route);
         let p = &self.plugins;
         let _ = writeln!(
             out,
@@ -451,6 +457,56 @@ impl Summary {
             let _ = writeln!(out, "FAILED: {}", failures.join("; "));
         }
         out
+    }
+}
+
+/// The route's lines: always what it was sent and what failed turns cost; the breaker's with
+/// route health; the outage's with one.
+fn route_lines(out: &mut String, r: &RouteSummary) {
+    let health = if r.health_on() { "route health on" } else { "route health off" };
+    let amplification = match r.retry_amplification {
+        Some(per) => format!(": {per:.2} per failed turn (retry amplification)"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "route       {}, {health}: {}, {} sent, {} short-circuited, {} throttled; {} failed, {} for them{amplification}",
+        r.name,
+        count(r.attempts, "attempt", "attempts"),
+        count(r.requests, "request", "requests"),
+        r.short_circuited,
+        count(r.throttled, "retry", "retries"),
+        count(r.failed_turns, "turn", "turns"),
+        count(r.requests_of_failed_turns, "request", "requests"),
+    );
+    if let Some(b) = &r.breaker {
+        let mut when = Vec::new();
+        if let Some(ms) = b.first_opened_ms {
+            when.push(format!("first opened at {}", seconds(ms)));
+        }
+        if let Some(ms) = b.last_closed_ms {
+            when.push(format!("last closed at {}", seconds(ms)));
+        }
+        let when = if when.is_empty() { String::new() } else { format!(" ({})", when.join(", ")) };
+        let _ = writeln!(
+            out,
+            "breaker     opened {}, closed {}{when}; {} sent while open",
+            count(b.opened, "time", "times"),
+            count(b.closed, "time", "times"),
+            count(r.requests_while_open.unwrap_or(0), "request", "requests"),
+        );
+    }
+    if let Some(o) = &r.outage {
+        let back = match r.recovery_ms {
+            Some(ms) => format!("every attempt served again {} after it", seconds(ms)),
+            None => "the route did not serve every attempt again before the run ended".to_owned(),
+        };
+        let _ = writeln!(
+            out,
+            "outage      {} from {} after the start: every request failed 503; {back}",
+            seconds(o.ms),
+            seconds(o.at_ms)
+        );
     }
 }
 

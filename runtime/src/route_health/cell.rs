@@ -1,7 +1,7 @@
 //! [`HealthCell`]: where one route's [`RouteHealth`] lives while the runtime runs — read and
 //! changed by the route's provider actor (admitting an attempt), by the attempts' tasks (counting
 //! an outcome) and by the runtime's accessors, with the runtime's clock; each change of the
-//! breaker's state is published on a watch channel.
+//! breaker's state is published on a watch channel and kept in the route's [`HealthHistory`].
 //!
 //! Its settings carry a revision: `crate::route_settings` puts the revision fence of a plugin's
 //! settings in front of [`HealthCell::reconfigure`], which keeps the route's state
@@ -17,15 +17,18 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use super::{Admission, HealthSettings, HealthSnapshot, RouteHealth, Ticket, counted};
+use super::{
+    Admission, HealthHistory, HealthSettings, HealthSnapshot, RouteHealth, Ticket, counted,
+};
 use crate::clock::Clock;
 use crate::failure::Failure;
 
-/// A route's health and the revision of its settings.
+/// A route's health, the revision of its settings, and its changes of state.
 #[derive(Debug)]
 struct Revisioned {
     health: RouteHealth,
     revision: u64,
+    history: HealthHistory,
 }
 
 /// One route's health, shared. See the module docs.
@@ -46,21 +49,23 @@ impl HealthCell {
     pub(crate) fn new(settings: HealthSettings, clock: Arc<dyn Clock>) -> Self {
         let health = RouteHealth::new(settings);
         let (changes, _) = watch::channel(health.snapshot(clock.now_ms()));
-        Self { health: Mutex::new(Revisioned { health, revision: 0 }), changes, clock }
+        let state = Revisioned { health, revision: 0, history: HealthHistory::new() };
+        Self { health: Mutex::new(state), changes, clock }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Revisioned> {
         self.health.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Applies `change` to the health now, and publishes the snapshot when the breaker's state
-    /// changed.
+    /// Applies `change` to the health now; when the breaker's state changed, records the change
+    /// in the history and publishes the snapshot.
     fn with<T>(&self, change: impl FnOnce(&mut Revisioned, u64) -> T) -> T {
         let now = self.clock.now_ms();
         let mut health = self.lock();
         let before = health.health.snapshot(now).state;
         let out = change(&mut health, now);
         let after = health.health.snapshot(now);
+        health.history.record(now, before, &after);
         drop(health);
         if after.state != before {
             tracing::info!(
@@ -88,6 +93,11 @@ impl HealthCell {
     pub(crate) fn snapshot(&self) -> HealthSnapshot {
         let now = self.clock.now_ms();
         self.lock().health.snapshot(now)
+    }
+
+    /// Its latest changes of state, and how many times it opened and closed.
+    pub(crate) fn history(&self) -> HealthHistory {
+        self.lock().history.clone()
     }
 
     /// The snapshots published at each change of the breaker's state (the latest first).

@@ -10,8 +10,10 @@
 //! until then. A second Ctrl-C while the cancellation settles, or a SIGTERM, also ends the chat.
 //!
 //! On a terminal, the loop also wakes when the waiting line ([`Stall`]) changes: an attempt that
-//! produced nothing for a while is shown waiting, the seconds counting.
+//! produced nothing for a while is shown waiting, the seconds counting. It also wakes when a
+//! route's breaker opens or closes ([`Breakers`]), for a status line.
 
+use rein_runtime::clock::{Clock, WallClock};
 use rein_runtime::event::{CancelCause, Envelope, TurnEndReason};
 use rein_runtime::panel::panels;
 use rein_runtime::session::{Session, SessionError, TurnHandle};
@@ -20,6 +22,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::breakers::Breakers;
 use super::console::Console;
 use super::signals::Signal;
 use super::stall::Stall;
@@ -35,12 +38,15 @@ pub(crate) struct Ran {
     pub(crate) quit: bool,
 }
 
-/// How a turn is shown: the panel expanded, each route's watchdog (for the waiting line).
+/// How a turn is shown: the panel expanded, each route's watchdog (for the waiting line), the
+/// routes' breakers (for a status line when one opens or closes).
 pub(crate) struct Shown {
     /// Expand every panel.
     pub(crate) expand: bool,
     /// Each route's dead-air watchdog, by route name.
     pub(crate) watchdogs: Vec<(String, Duration)>,
+    /// The breakers of the routes with route health.
+    pub(crate) breakers: Breakers,
 }
 
 /// Runs the turn of `prompt` to its end.
@@ -50,7 +56,7 @@ pub(crate) async fn run(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    shown: &Shown,
+    shown: &mut Shown,
 ) -> Result<Ran, SessionError> {
     follow(session, session.prompt(prompt)?, signals, spans, console, shown).await
 }
@@ -62,7 +68,7 @@ pub(crate) async fn follow(
     signals: &mut mpsc::UnboundedReceiver<Signal>,
     spans: &mut Spans,
     console: &mut Console,
-    shown: &Shown,
+    shown: &mut Shown,
 ) -> Result<Ran, SessionError> {
     let (tx, mut events) = mpsc::unbounded_channel::<Envelope>();
     let forward = tokio::spawn(async move {
@@ -95,6 +101,9 @@ pub(crate) async fn follow(
                 }
                 None => break,
             },
+            (route, now) = shown.breakers.changed() => {
+                console.show(view.health(&route, &now, WallClock.now_ms()));
+            },
             () = tokio::time::sleep_until(wake.unwrap_or_else(Instant::now)), if wake.is_some() => {
                 if let Some(stall) = &stall {
                     draw(stall, &mut view, console);
@@ -112,6 +121,10 @@ pub(crate) async fn follow(
         }
     }
     console.waiting(None);
+    // A breaker that changed as the turn ended.
+    for (route, now) in shown.breakers.unseen() {
+        console.show(view.health(&route, &now, WallClock.now_ms()));
+    }
     console.show(view.close());
     let outcome = forward.await.map_err(|_| SessionError::Stopped)??;
     tail(&seen, outcome.turn, &outcome.reason, console, shown.expand);

@@ -8,17 +8,21 @@
 //!   text, written when its attempt answered, so a file or a program reading it never holds a
 //!   failed attempt's text.
 //! - Everything else is a line for stderr ([`Out::Note`]): one status line per scheduled retry
-//!   (`retry 1/2 in 1.5 s · RATE_LIMIT 429`), tool calls and results, route switches (`switched
-//!   to openai:gpt-4o-mini · QUOTA`), compactions, plugin crashes.
+//!   (`retry 1/2 in 1.5 s · RATE_LIMIT 429`), per retry the route's spent budget declined
+//!   (`retry throttled · RATE_LIMIT 429: route deepseek's retry budget is spent`), tool calls and
+//!   results, route switches (`switched to openai:gpt-4o-mini · QUOTA`), compactions, plugin
+//!   crashes, and each change of a route's breaker ([`health_line`]: `route deepseek opened
+//!   (circuit breaker) …`, `route deepseek closed …`).
 //! - A note never lands on the same line as answer text: an open answer line is ended first.
 //!
 //! When stdout is a terminal, control characters in the answer (other than newline and tab) are
 //! written as escapes (`\u{1b}`), as `rein show` does with provider text: a model's output must
 //! not drive the terminal. Piped, the answer is written verbatim.
 
-use rein_runtime::event::{CancelCause, Event, LlmRetry, TurnEndReason};
+use rein_runtime::event::{CancelCause, Event, LlmRetry, RetryThrottled, TurnEndReason};
 use rein_runtime::failure::Failure;
 use rein_runtime::plural::count;
+use rein_runtime::route_health::{BreakerState, HealthSnapshot};
 use rein_runtime::session::{Answer, AnswerDelta};
 
 use rein::show::escape;
@@ -70,6 +74,9 @@ impl View {
         }
         match event {
             Event::LlmRetry(retry) => self.note(&mut out, Tone::Status, retry_line(retry)),
+            Event::RetryThrottled(throttled) => {
+                self.note(&mut out, Tone::Warning, throttled_line(throttled));
+            }
             Event::ToolCall(call) => {
                 let arguments = shorten(&call.arguments.to_string());
                 self.note(
@@ -130,6 +137,15 @@ impl View {
         out.push(Out::Answer(text));
     }
 
+    /// The line of a change of `route`'s breaker to `now` (its snapshot), at `now_ms` (the
+    /// runtime clock's).
+    pub(crate) fn health(&mut self, route: &str, now: &HealthSnapshot, now_ms: u64) -> Vec<Out> {
+        let mut out = Vec::new();
+        let tone = if now.state == BreakerState::Closed { Tone::Status } else { Tone::Warning };
+        self.note(&mut out, tone, health_line(route, now, now_ms));
+        out
+    }
+
     /// Ends an open answer line on a terminal, before a status line is drawn on it (piped,
     /// stdout is elsewhere).
     pub(crate) fn before_status(&mut self) -> Option<Out> {
@@ -164,6 +180,45 @@ pub(crate) fn retry_line(retry: &LlmRetry) -> String {
         line.push_str(&format!(" · {}", retry.plugin));
     }
     line
+}
+
+/// The status line of a retry the route's spent budget declined: `retry throttled · SERVER:
+/// route deepseek's retry budget is spent`, the plugin named when it is not `llm-retry`.
+pub(crate) fn throttled_line(throttled: &RetryThrottled) -> String {
+    let mut line = format!(
+        "retry throttled · {}: route {}'s retry budget is spent",
+        escape(&throttled.code),
+        escape(&throttled.provider)
+    );
+    if throttled.plugin != rein_plugins::llm_retry::NAME {
+        line.push_str(&format!(" · {}", throttled.plugin));
+    }
+    line
+}
+
+/// The status line of a change of `route`'s breaker to `now`, at `now_ms`: `route deepseek
+/// opened (circuit breaker): attempts fail at once with CIRCUIT_OPEN for 30.0 s`, `route deepseek
+/// closed (circuit breaker): requests go through again`.
+pub(crate) fn health_line(route: &str, now: &HealthSnapshot, now_ms: u64) -> String {
+    let route = escape(route);
+    match (now.state, now.open_until_ms) {
+        (BreakerState::Open, Some(until)) => format!(
+            "route {route} opened (circuit breaker): attempts fail at once with CIRCUIT_OPEN for \
+             {}, then one probes",
+            wait(until.saturating_sub(now_ms) as f64)
+        ),
+        (BreakerState::Open, None) => {
+            format!(
+                "route {route} opened (circuit breaker): attempts fail at once with CIRCUIT_OPEN"
+            )
+        }
+        (BreakerState::HalfOpen, _) => {
+            format!("route {route} half-open (circuit breaker): its next attempt probes")
+        }
+        (BreakerState::Closed, _) => {
+            format!("route {route} closed (circuit breaker): requests go through again")
+        }
+    }
 }
 
 /// `RATE_LIMIT 429`, or the code alone when no HTTP status came with it.
@@ -290,6 +345,58 @@ mod tests {
         for (retry, want) in cases {
             assert_eq!(retry_line(&retry), want);
         }
+    }
+
+    #[test]
+    fn a_throttle_and_each_change_of_a_breaker_are_one_status_line() {
+        let throttled = |plugin: &str| RetryThrottled {
+            turn: 1,
+            step: 1,
+            provider: "deepseek".into(),
+            plugin: plugin.into(),
+            code: "SERVER".into(),
+        };
+        assert_eq!(
+            throttled_line(&throttled("llm-retry")),
+            "retry throttled · SERVER: route deepseek's retry budget is spent"
+        );
+        assert_eq!(
+            throttled_line(&throttled("auto-retry")),
+            "retry throttled · SERVER: route deepseek's retry budget is spent · auto-retry"
+        );
+        let snapshot = |state, open_until_ms| HealthSnapshot {
+            state,
+            tokens: 3.0,
+            max_tokens: 10.0,
+            open_until_ms,
+        };
+        let cases = [
+            (
+                snapshot(BreakerState::Open, Some(31_000)),
+                "route deepseek opened (circuit breaker): attempts fail at once with CIRCUIT_OPEN \
+                 for 30.0 s, then one probes",
+            ),
+            (
+                snapshot(BreakerState::Closed, None),
+                "route deepseek closed (circuit breaker): requests go through again",
+            ),
+            (
+                snapshot(BreakerState::HalfOpen, None),
+                "route deepseek half-open (circuit breaker): its next attempt probes",
+            ),
+        ];
+        for (now, want) in cases {
+            assert_eq!(health_line("deepseek", &now, 1_000), want);
+        }
+        // A status line never lands on an open answer line; an opening is a warning.
+        let mut view = View::new(true);
+        view.on(&start(1));
+        assert_eq!(view.on(&chunk(1, "half")), [Out::Answer("half".into())]);
+        let out = view.health("deepseek", &snapshot(BreakerState::Open, Some(2_000)), 1_000);
+        assert_eq!(out[0], Out::Answer("\n".into()));
+        assert!(matches!(&out[1], Out::Note(Tone::Warning, line) if line.contains("for 1.0 s")));
+        let out = view.health("deepseek", &snapshot(BreakerState::Closed, None), 3_000);
+        assert!(matches!(&out[..], [Out::Note(Tone::Status, _)]), "{out:?}");
     }
 
     fn chunk(attempt: u32, text: &str) -> Event {

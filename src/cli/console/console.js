@@ -313,7 +313,23 @@
     for (const form of forms) form.reset();
   }
 
+  // ---- the Routes page ----
+
+  function routesPage() {
+    const sections = document.getElementById("route-sections");
+    if (!sections) return; // read-only: no runtime, no routes
+    localTimes(sections);
+    follow("/api/routes/events", (update) => {
+      sections.innerHTML = update.html;
+      localTimes(sections);
+      document.body.dataset.routes = update.routes
+        .map((route) => route.name + ":" + (route.health ? route.health.state : "off"))
+        .join(",");
+    });
+  }
+
   if (page === "sessions") sessionsPage();
   else if (page === "session") sessionPage();
   else if (page === "plugins") pluginsPage();
+  else if (page === "routes") routesPage();
 })();

@@ -10,7 +10,9 @@
 //!   time) of a JSONL directory, or, for a store read through its API (PostgreSQL), by reading
 //!   on from where it stopped (a read that finds nothing new sends nothing).
 //!
-//! [`Changes`] is what a stream waits on: the feed's counter or the poll.
+//! [`Changes`] is what a stream waits on: the feed's counter or the poll — or both, for what
+//! changes with every append and also with time alone (a route's breaker half-opens at its
+//! deadline).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -33,6 +35,8 @@ pub(crate) enum Changes {
     Files { target: PathBuf, dir: bool, last: Fingerprint, tick: tokio::time::Interval },
     /// Once per [`POLL`]: the reader finds out whether anything is new.
     Ticks(tokio::time::Interval),
+    /// The feed's counter, and once per [`POLL`] besides.
+    FeedOrTick(watch::Receiver<u64>, tokio::time::Interval),
 }
 
 impl Changes {
@@ -46,6 +50,11 @@ impl Changes {
     /// Once per [`POLL`].
     pub(crate) fn ticks() -> Self {
         Changes::Ticks(interval())
+    }
+
+    /// At each change of `feed`, and once per [`POLL`] besides.
+    pub(crate) fn feed_or_tick(feed: watch::Receiver<u64>) -> Self {
+        Changes::FeedOrTick(feed, interval())
     }
 
     /// Resolves at the next change (never, for a feed that is gone).
@@ -66,6 +75,16 @@ impl Changes {
             },
             Changes::Ticks(tick) => {
                 tick.tick().await;
+            }
+            Changes::FeedOrTick(rx, tick) => {
+                tokio::select! {
+                    changed = rx.changed() => {
+                        if changed.is_err() {
+                            tick.tick().await; // the feed is gone: the ticks go on
+                        }
+                    }
+                    _ = tick.tick() => {}
+                }
             }
         }
     }

@@ -7,6 +7,9 @@
 //!   prompt box and the cancel button.
 //! - [`plugins`]: the Plugins page, one section per plugin of the chain ([`plugin`], swapped in
 //!   after a save), with a settings form for the plugins whose settings change at run time.
+//! - [`routes`]: the Routes page, each route's health ([`route_sections`] is its live body):
+//!   the breaker's state, the retry budget's tokens, until when it is open, its changes of
+//!   state, the settings in force.
 //!
 //! Pages load `/assets/console.css` and `/assets/console.js` only (no inline script or style, no
 //! other origin): the server's `Content-Security-Policy` forbids anything else. The `data-*`
@@ -22,6 +25,7 @@ use rein_runtime::plugin::PluginSettings;
 use rein_runtime::transcript::transcript;
 use serde_json::Value;
 
+use super::health::{RouteView, timeline};
 use super::staged::{Field, Kind};
 use super::status::{self, State, Summary};
 use super::tail::Tail;
@@ -67,6 +71,7 @@ fn layout(
                     nav {
                         a href="/" aria-current=[current(matches!(page, "sessions" | "session"))] { "Sessions" }
                         a href="/plugins" aria-current=[current(page == "plugins")] { "Plugins" }
+                        a href="/routes" aria-current=[current(page == "routes")] { "Routes" }
                     }
                     span.mode data-mode=(if context.read_only() { "read-only" } else { "live" }) {
                         @match &context.live {
@@ -490,6 +495,117 @@ fn group_name(group: CodeGroup) -> &'static str {
     }
 }
 
+/// The Routes page: each route's health, updated live.
+pub(crate) fn routes(context: &Context, routes: &[RouteView]) -> Markup {
+    let body = html! {
+        div.page-head { h1 { "Routes" } }
+        @if context.read_only() {
+            p.unavailable {
+                "Unavailable: this console serves a store read-only, with no runtime, so there \
+                 are no routes to show. Run " code { "rein console" } " without "
+                code { "--read-only" } " to see them."
+            }
+        } @else {
+            p.meta {
+                "Each provider route and its health, live: the circuit breaker (closed: attempts \
+                 go through; open: they fail at once with " code { "CIRCUIT_OPEN" } " and no \
+                 request is sent; half-open: the next attempt probes the provider) and the retry \
+                 budget every session on the route shares (at half its tokens or fewer, \
+                 llm-retry and auto-retry decline to retry on the route: " code { "retry/throttled" }
+                "). Shared by the sessions of this console, kept in memory: a restart starts \
+                 every route healthy."
+            }
+            p.error #page-error role="alert" hidden {}
+            div #route-sections { (route_sections(routes)) }
+        }
+    };
+    layout(context, "Routes", "routes", &[], body)
+}
+
+/// The routes' sections (replaced live).
+pub(crate) fn route_sections(routes: &[RouteView]) -> Markup {
+    html! {
+        @for route in routes {
+            section.route #(format!("route-{}", route.name)) data-route=(route.name)
+                data-state=(route.state()) {
+                h2 {
+                    (route.name) " "
+                    span.breaker data-state=(route.state()) { (route.state()) }
+                }
+                @match &route.health {
+                    None => p.meta {
+                        "Route health off: every attempt goes through and no retry is throttled. \
+                         Turn it on with " code { "health = true" } " (or a table of settings) \
+                         under the route in " code { "rein.toml" } "."
+                    },
+                    Some(health) => {
+                        @let now = &health.now;
+                        p.now {
+                            @match now.state.as_str() {
+                                "open" => {
+                                    "Open"
+                                    @if let Some(until) = now.open_until_ms {
+                                        " until " (time_tag(until))
+                                    }
+                                    ": attempts fail at once with " code { "CIRCUIT_OPEN" }
+                                    ", no request is sent; then the next attempt probes."
+                                }
+                                "half-open" => "Half-open: the next attempt probes the provider; \
+                                                its success closes the breaker, its failure opens \
+                                                it again.",
+                                _ => "Closed: attempts go through.",
+                            }
+                        }
+                        p.budget data-throttled=(now.retries_throttled()) {
+                            "Retry budget: " span.tokens { (number(now.tokens)) } " of "
+                            (number(now.max_tokens)) " tokens"
+                            @if now.retries_throttled() {
+                                " — spent: retries on this route are throttled until successes \
+                                 fill it above " (number(now.max_tokens / 2.0)) "."
+                            } @else {
+                                " — retries allowed (throttled at " (number(now.max_tokens / 2.0))
+                                " or fewer)."
+                            }
+                        }
+                        h3 { "Changes" }
+                        @let entries = timeline(&health.history, health.now_ms);
+                        @if entries.is_empty() {
+                            p.meta.no-changes { "None since the console started." }
+                        } @else {
+                            ol.changes {
+                                @for entry in &entries {
+                                    li data-to=(entry.to.as_str()) {
+                                        (time_tag(entry.at_ms)) " "
+                                        (entry.from.as_str()) " → " strong { (entry.to.as_str()) }
+                                        @if let Some(until) = entry.open_until_ms {
+                                            " until " (time_tag(until))
+                                        }
+                                        @if let Some(tokens) = entry.tokens {
+                                            span.muted { " · " (number(tokens)) " tokens" }
+                                        }
+                                    }
+                                }
+                            }
+                            p.meta.counts {
+                                "Opened " (rein_runtime::plural::count(health.history.opened(), "time", "times"))
+                                ", closed " (rein_runtime::plural::count(health.history.closed(), "time", "times"))
+                                " since the console started."
+                            }
+                        }
+                        h3 { "Settings " span.muted { "(revision " (health.settings.revision) ")" } }
+                        (values(&health.settings.settings, &BTreeMap::new()))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A number as a person reads it: `3.5`, `10`.
+fn number(value: f64) -> String {
+    rein_runtime::json_number::format((value * 1000.0).round() / 1000.0)
+}
+
 /// A page that says what went wrong: a path nothing serves, a session that does not exist, a
 /// log that cannot be read.
 pub(crate) fn problem(context: &Context, title: &str, what: &str) -> Markup {
@@ -582,6 +698,52 @@ deepseek:deepseek-reasoner</textarea>"#,
             assert!(html.contains(needle), "{needle} in {html}");
         }
         assert!(!html.contains("On by default"), "auto-retry's groups are not fallback's: {html}");
+    }
+
+    #[test]
+    fn a_route_shows_its_breaker_budget_and_changes_or_that_health_is_off() {
+        use rein_runtime::route_health::{BreakerState, HealthHistory, HealthSnapshot};
+
+        use super::super::health::RouteHealth;
+        let open = HealthSnapshot {
+            state: BreakerState::Open,
+            tokens: 4.5,
+            max_tokens: 10.0,
+            open_until_ms: Some(61_000),
+        };
+        let mut history = HealthHistory::new();
+        history.record(1_000, BreakerState::Closed, &open);
+        let views = [
+            RouteView {
+                name: "main<1>".into(),
+                health: Some(RouteHealth {
+                    now: open,
+                    settings: PluginSettings {
+                        revision: 3,
+                        settings: json!({"openMs": 60000}),
+                        read_only: false,
+                    },
+                    history,
+                    now_ms: 2_000,
+                }),
+            },
+            RouteView { name: "spare".into(), health: None },
+        ];
+        let html = route_sections(&views).into_string();
+        for needle in [
+            r#"<section class="route" id="route-main&lt;1&gt;" data-route="main&lt;1&gt;" data-state="open">"#,
+            r#"Open until <time data-ms="61000">1970-01-01 00:01:01 UTC</time>"#,
+            r#"<p class="budget" data-throttled="true">Retry budget: <span class="tokens">4.5</span> of 10 tokens — spent"#,
+            r#"<li data-to="open"><time data-ms="1000">1970-01-01 00:00:01 UTC</time> closed → <strong>open</strong> until"#,
+            "Opened 1 time, closed 0 times since the console started.",
+            r#"(revision 3)"#,
+            r#"<section class="route" id="route-spare" data-route="spare" data-state="off">"#,
+            "Route health off: every attempt goes through",
+        ] {
+            assert!(html.contains(needle), "{needle} in {html}");
+        }
+        let page = routes(&context(), &[]).into_string();
+        assert!(page.contains(r#"<a href="/routes" aria-current="page">Routes</a>"#), "{page}");
     }
 
     #[test]

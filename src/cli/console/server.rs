@@ -3,7 +3,7 @@
 //!
 //! | route | answers |
 //! |---|---|
-//! | `GET /`, `/sessions/{id}`, `/plugins` | the pages |
+//! | `GET /`, `/sessions/{id}`, `/plugins`, `/routes` | the pages |
 //! | `GET /assets/console.css`, `/assets/console.js` | the page's only assets, embedded |
 //! | `GET /api/sessions` | every session's row (`{"sessions": [...], "readOnly": bool}`) |
 //! | `POST /api/sessions` | a new session (`{"id"}` optional) → 201 `{"id", "url"}` |
@@ -16,6 +16,8 @@
 //! | `PATCH /api/plugins/{name}` | `{"revision", "patch"}` → the runtime's settings API |
 //! | `POST /api/plugins/{name}/staged` | a form's staged edits → what Save would send, and what blocks it (nothing applied) |
 //! | `POST /api/plugins/{name}/save` | a form's staged edits → saved (only the changed fields, under the form's revision) |
+//! | `GET /api/routes` | every route's health: breaker state, tokens, until when open, settings and revision, its changes (`health.rs`) |
+//! | `GET /api/routes/events` | server-sent `update` events: the routes (`routes`, and the page's `html`) at once, then whenever they changed (looked at on every append and once a second) |
 //!
 //! Errors are `{"error": {"kind", "message", …}}`: `badRequest` 400, `forbidden` 403 (a foreign
 //! `Host` or `Origin`), `readOnly` 403, `notFound` 404, `timeout` 408 (a body that did not
@@ -53,6 +55,7 @@ use super::drawn::Drawn;
 use super::feed::{Changes, Feed};
 use super::follow;
 use super::guard::{self, Own};
+use super::health::{RouteHealth, RouteView};
 use super::logs::Logs;
 use super::pages::{self, Context, PluginView, SessionView};
 use super::request::{self, BadRequest};
@@ -101,6 +104,8 @@ pub(crate) struct Live {
     pub(crate) built: BTreeMap<String, Value>,
     /// Where the configuration file sets each plugin's keys (`PATH:LINE`) and to what, by plugin.
     pub(crate) file_keys: BTreeMap<String, BTreeMap<String, (String, Value)>>,
+    /// The routes, in order (the primary first).
+    pub(crate) routes: Vec<String>,
 }
 
 /// Everything a request can reach.
@@ -127,6 +132,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/", get(sessions_page))
         .route("/sessions/{id}", get(session_page))
         .route("/plugins", get(plugins_page))
+        .route("/routes", get(routes_page))
         .route("/assets/console.css", get(stylesheet))
         .route("/assets/console.js", get(script))
         .route("/api/sessions", get(list_sessions).post(new_session))
@@ -139,6 +145,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/plugins/{name}", get(one_plugin).patch(patch_plugin))
         .route("/api/plugins/{name}/staged", post(check_form))
         .route("/api/plugins/{name}/save", post(save_form))
+        .route("/api/routes", get(list_routes))
+        .route("/api/routes/events", get(route_events))
         .fallback(not_found)
         .layer(middleware::from_fn_with_state(Arc::clone(&app), guarded))
         .with_state(app)
@@ -764,6 +772,58 @@ async fn save_form(State(app): Shared, Path(name): Path<String>, Body(body): Bod
         }
         Err(e) => config_error(&name, e),
     }
+}
+
+// ---- routes ----
+
+/// Every route of the runtime as the Routes page shows it now.
+fn route_views(live: &Live) -> Vec<RouteView> {
+    let runtime = &live.runtime;
+    let now_ms = rein_runtime::clock::Clock::now_ms(&rein_runtime::clock::WallClock);
+    live.routes
+        .iter()
+        .map(|name| {
+            let health = runtime.route_health(name).and_then(|now| {
+                Some(RouteHealth {
+                    now,
+                    settings: runtime.route_health_settings(name).ok()?,
+                    history: runtime.route_health_history(name)?,
+                    now_ms,
+                })
+            });
+            RouteView { name: name.clone(), health }
+        })
+        .collect()
+}
+
+async fn routes_page(State(app): Shared) -> Response {
+    let views = app.live.as_ref().map(route_views).unwrap_or_default();
+    page(pages::routes(&app.context, &views))
+}
+
+async fn list_routes(State(app): Shared) -> Response {
+    let Some(live) = &app.live else {
+        return axum::Json(json!({"routes": [], "readOnly": true})).into_response();
+    };
+    let routes: Vec<Value> = route_views(live).iter().map(RouteView::to_json).collect();
+    axum::Json(json!({"routes": routes, "readOnly": false})).into_response()
+}
+
+async fn route_events(State(app): Shared) -> Response {
+    let Some(live) = &app.live else { return read_only_console() };
+    let changes = Changes::feed_or_tick(live.feed.all());
+    // The last update sent: a look that finds the routes as they were sends nothing.
+    let follower = (Arc::clone(&app), None::<Value>);
+    updates(Arc::clone(&app), changes, SESSION_GAP, follower, |(app, last)| async move {
+        let Some(live) = &app.live else { return ((app, last), None) };
+        let views = route_views(live);
+        let routes: Vec<Value> = views.iter().map(RouteView::to_json).collect();
+        let update = json!({"routes": routes, "html": pages::route_sections(&views).into_string()});
+        if last.as_ref() == Some(&update) {
+            return ((app, last), None);
+        }
+        ((app, Some(update.clone())), Some(update))
+    })
 }
 
 #[cfg(test)]
