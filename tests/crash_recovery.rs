@@ -467,14 +467,8 @@ fn run_and_kill(
         Err(e) => {
             let _ = child.kill();
             let status = child.wait();
-            let said = std::fs::read_to_string(stderr.path()).unwrap_or_default();
-            let said: Vec<&str> = said.lines().rev().take(20).collect();
-            let said: Vec<&str> = said.into_iter().rev().collect();
-            panic!(
-                "{context}: no acknowledgement {what}: {e}; the child ended {status:?}, its stderr \
-                 ends:\n{}",
-                said.join("\n")
-            );
+            let said = last_lines(stderr.path());
+            panic!("{context}: no acknowledgement {what}: {e}; the child ended {status:?}: {said}");
         }
     };
     if !early || restart {
@@ -490,7 +484,11 @@ fn run_and_kill(
     std::thread::sleep(pause);
     child.kill().unwrap(); // SIGKILL
     let status = child.wait().unwrap();
-    assert!(!status.success(), "{context}: the child ended by itself: {status}");
+    assert!(
+        !status.success(),
+        "{context}: the child ended by itself: {status}: {}",
+        last_lines(stderr.path())
+    );
     reader.join().unwrap();
     acks.extend(received.try_iter());
     acks.iter()
@@ -502,6 +500,14 @@ fn run_and_kill(
             words.next().is_none().then_some((session, seq))
         })
         .collect()
+}
+
+/// The last lines of a child's stderr, for a failure message.
+fn last_lines(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let last = &lines[lines.len().saturating_sub(20)..];
+    format!("its stderr ends:\n{}", last.join("\n"))
 }
 
 /// No tool call of the log has two results (a tool the kill caught is never run again).
