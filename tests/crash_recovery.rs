@@ -52,7 +52,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
@@ -108,8 +108,24 @@ struct StopsPostgres;
 
 impl Drop for StopsPostgres {
     fn drop(&mut self) {
-        drop(POSTGRES.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let cluster = POSTGRES.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let _spawning = spawning();
+        drop(cluster);
     }
+}
+
+/// Held while this process starts a child process (`rein stress`, and the PostgreSQL tools).
+///
+/// Between its fork and its exec a child holds a copy of every file this process has open,
+/// the stores' lock files included (see the runtime's `store::lock_file`): a lock this process
+/// has just released stays held by that child for the moment, and a `rein stress` started on the
+/// store then finds it held by another process and refuses to run. The tests of this file run in
+/// parallel, each starting children; a spawn returns once its child has exec'd, so taking this
+/// once after a store is released waits out every child that may hold a copy of its locks.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+fn spawning() -> MutexGuard<'static, ()> {
+    SPAWNING.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Store {
@@ -148,7 +164,10 @@ impl Store {
 
     /// Restarts the database at once, as a crash of the server would.
     fn restart(self) {
-        with_postgres(|cluster, _| cluster.restart_immediate());
+        with_postgres(|cluster, _| {
+            let _spawning = spawning();
+            cluster.restart_immediate();
+        });
     }
 
     /// Waits until no connection but its own holds an advisory lock in the database (a killed
@@ -329,8 +348,14 @@ fn killed_stress_runs_on_sqlite_lose_no_acknowledged_event() {
 
 #[test]
 fn killed_stress_runs_on_postgres_and_database_restarts_lose_no_acknowledged_event() {
-    let Some(cluster) = PgCluster::start() else { return };
-    let url = cluster.create_database("crash");
+    let started = {
+        let _spawning = spawning();
+        PgCluster::start().map(|cluster| {
+            let url = cluster.create_database("crash");
+            (cluster, url)
+        })
+    };
+    let Some((cluster, url)) = started else { return };
     *POSTGRES.lock().unwrap_or_else(PoisonError::into_inner) = Some((cluster, url));
     let _stops = StopsPostgres;
     crash_and_recover(Store::Postgres);
@@ -397,8 +422,10 @@ fn crash_and_recover(store: Store) {
         }
         // The next child must find the sessions (and a SQLite database) unlocked: wait until the
         // last reference to this process's store is gone (an actor task of the runtime that was
-        // shut down may still be letting go of one), so that its locks are released.
+        // shut down may still be letting go of one), so that its locks are released, and until
+        // no child started meanwhile still holds a copy of them (see `SPAWNING`).
         tokio.block_on(released(opened));
+        drop(spawning());
     }
     eprintln!("{context}: {kills} kills: {seen:?}; aimed kills that hit: {aimed:?}");
     assert!(seen.acks > 0, "{context}: the children acknowledged nothing: {seen:?}");
@@ -440,16 +467,19 @@ fn run_and_kill(
     store.quiesce();
     // What the child says on stderr, for the failure message of a child that ended by itself.
     let stderr = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
+    command
         .args(["stress", "--agents", "6", "--turns", "1000000"])
         .args(store.args(dir))
         .args(["--durability", "disk", "--acks", "-"])
         .args(["--seed", &seed])
         .args(moment.flags())
         .stdout(Stdio::piped())
-        .stderr(stderr.reopen().unwrap())
-        .spawn()
-        .unwrap();
+        .stderr(stderr.reopen().unwrap());
+    let mut child = {
+        let _spawning = spawning();
+        command.spawn().unwrap()
+    };
     let stdout = child.stdout.take().unwrap();
     let (lines, received) = mpsc::channel();
     let reader = std::thread::spawn(move || {
