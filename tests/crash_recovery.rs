@@ -37,8 +37,9 @@
 //! Size: `REIN_CRASH_KILLS` kills per store (default 25, so 50 in CI for JSONL and SQLite);
 //! PostgreSQL gets two fifths of that (10 by default, 3 of them with a database restart);
 //! `REIN_CRASH_SEED` picks the kill moments and the children's seeds (default fixed; the failure
-//! message names it). Without PostgreSQL installed its test says how to install it and passes;
-//! with `CI=true` it fails.
+//! message names it, and shows the last events of the log that failed a check, or the stderr of
+//! a child that ended by itself). Without PostgreSQL installed its test says how to install it
+//! and passes; with `CI=true` it fails.
 //!
 //! And without a process crash: a plugin whose actor crashes mid-chain (it panics once in its
 //! recovery) is restarted, and the retry chain it owns continues its count from the log.
@@ -51,7 +52,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use rand::{Rng, SeedableRng};
@@ -107,8 +108,24 @@ struct StopsPostgres;
 
 impl Drop for StopsPostgres {
     fn drop(&mut self) {
-        drop(POSTGRES.lock().unwrap_or_else(PoisonError::into_inner).take());
+        let cluster = POSTGRES.lock().unwrap_or_else(PoisonError::into_inner).take();
+        let _spawning = spawning();
+        drop(cluster);
     }
+}
+
+/// Held while this process starts a child process (`rein stress`, and the PostgreSQL tools).
+///
+/// Between its fork and its exec a child holds a copy of every file this process has open,
+/// the stores' lock files included (see the runtime's `store::lock_file`): a lock this process
+/// has just released stays held by that child for the moment, and a `rein stress` started on the
+/// store then finds it held by another process and refuses to run. The tests of this file run in
+/// parallel, each starting children; a spawn returns once its child has exec'd, so taking this
+/// once after a store is released waits out every child that may hold a copy of its locks.
+static SPAWNING: Mutex<()> = Mutex::new(());
+
+fn spawning() -> MutexGuard<'static, ()> {
+    SPAWNING.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Store {
@@ -147,7 +164,10 @@ impl Store {
 
     /// Restarts the database at once, as a crash of the server would.
     fn restart(self) {
-        with_postgres(|cluster, _| cluster.restart_immediate());
+        with_postgres(|cluster, _| {
+            let _spawning = spawning();
+            cluster.restart_immediate();
+        });
     }
 
     /// Waits until no connection but its own holds an advisory lock in the database (a killed
@@ -328,8 +348,14 @@ fn killed_stress_runs_on_sqlite_lose_no_acknowledged_event() {
 
 #[test]
 fn killed_stress_runs_on_postgres_and_database_restarts_lose_no_acknowledged_event() {
-    let Some(cluster) = PgCluster::start() else { return };
-    let url = cluster.create_database("crash");
+    let started = {
+        let _spawning = spawning();
+        PgCluster::start().map(|cluster| {
+            let url = cluster.create_database("crash");
+            (cluster, url)
+        })
+    };
+    let Some((cluster, url)) = started else { return };
     *POSTGRES.lock().unwrap_or_else(PoisonError::into_inner) = Some((cluster, url));
     let _stops = StopsPostgres;
     crash_and_recover(Store::Postgres);
@@ -396,8 +422,10 @@ fn crash_and_recover(store: Store) {
         }
         // The next child must find the sessions (and a SQLite database) unlocked: wait until the
         // last reference to this process's store is gone (an actor task of the runtime that was
-        // shut down may still be letting go of one), so that its locks are released.
+        // shut down may still be letting go of one), so that its locks are released, and until
+        // no child started meanwhile still holds a copy of them (see `SPAWNING`).
         tokio.block_on(released(opened));
+        drop(spawning());
     }
     eprintln!("{context}: {kills} kills: {seen:?}; aimed kills that hit: {aimed:?}");
     assert!(seen.acks > 0, "{context}: the children acknowledged nothing: {seen:?}");
@@ -437,16 +465,21 @@ fn run_and_kill(
 ) -> Vec<(String, u64)> {
     let seed = seed.to_string();
     store.quiesce();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rein"))
+    // What the child says on stderr, for the failure message of a child that ended by itself.
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rein"));
+    command
         .args(["stress", "--agents", "6", "--turns", "1000000"])
         .args(store.args(dir))
         .args(["--durability", "disk", "--acks", "-"])
         .args(["--seed", &seed])
         .args(moment.flags())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        .stderr(stderr.reopen().unwrap());
+    let mut child = {
+        let _spawning = spawning();
+        command.spawn().unwrap()
+    };
     let stdout = child.stdout.take().unwrap();
     let (lines, received) = mpsc::channel();
     let reader = std::thread::spawn(move || {
@@ -463,8 +496,9 @@ fn run_and_kill(
         Ok(line) => line,
         Err(e) => {
             let _ = child.kill();
-            let _ = child.wait();
-            panic!("{context}: no acknowledgement {what}: {e}");
+            let status = child.wait();
+            let said = last_lines(stderr.path());
+            panic!("{context}: no acknowledgement {what}: {e}; the child ended {status:?}: {said}");
         }
     };
     if !early || restart {
@@ -480,7 +514,11 @@ fn run_and_kill(
     std::thread::sleep(pause);
     child.kill().unwrap(); // SIGKILL
     let status = child.wait().unwrap();
-    assert!(!status.success(), "{context}: the child ended by itself: {status}");
+    assert!(
+        !status.success(),
+        "{context}: the child ended by itself: {status}: {}",
+        last_lines(stderr.path())
+    );
     reader.join().unwrap();
     acks.extend(received.try_iter());
     acks.iter()
@@ -492,6 +530,14 @@ fn run_and_kill(
             words.next().is_none().then_some((session, seq))
         })
         .collect()
+}
+
+/// The last lines of a child's stderr, for a failure message.
+fn last_lines(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let last = &lines[lines.len().saturating_sub(20)..];
+    format!("its stderr ends:\n{}", last.join("\n"))
 }
 
 /// No tool call of the log has two results (a tool the kill caught is never run again).
@@ -517,16 +563,96 @@ async fn idle_again(
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let events = handle.events().await.unwrap();
-        // A log that is only its `session/start` (the kill came before the first turn) is idle
-        // too.
-        let idle = events.last().is_some_and(|e| e.kind() == "agent/idle")
-            || events.iter().map(Envelope::kind).eq(["session/start"]);
-        if events.len() >= old && idle && open_turn(&events).is_none() {
+        if is_idle_again(&events, old) {
             return events;
         }
-        assert!(std::time::Instant::now() < deadline, "{context}: {session} never idle again");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{context}: {session} never idle again; the log ends (its first {old} events were \
+             there before reopening):\n{}",
+            log_tail(&events, old)
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Whether a reopened log, whose first `old` events were there before reopening, is idle again:
+/// no turn is open, and what reopening appended — a resumed turn's events, the repair of a turn
+/// not resumed, or the `agent/idle` a kill kept from following the last `turn/end` — ends with
+/// `agent/idle` (or is the `session/start` of a log the kill left empty).
+///
+/// A log reopened with no turn open may get nothing, and then ends with whatever its session
+/// wrote last between turns: `agent/idle`, only `session/start`, or `config/changed` — a settings
+/// change reaches every awake session, also one that is idle or has not started its first turn,
+/// and the kill may come right after it.
+fn is_idle_again(events: &[Envelope], old: usize) -> bool {
+    let appended = &events[old.min(events.len())..];
+    let settled = appended.is_empty()
+        || appended.last().is_some_and(|e| e.kind() == "agent/idle")
+        || events.iter().map(Envelope::kind).eq(["session/start"]);
+    events.len() >= old && open_turn(events).is_none() && settled
+}
+
+#[test]
+fn a_reopened_log_is_idle_again_once_nothing_is_open_and_what_closed_it_ended_idle() {
+    let line = |seq: usize, event: &str| -> Envelope {
+        serde_json::from_str(&format!(r#"{{"seq":{seq},"time":1,{event}}}"#)).unwrap()
+    };
+    let log = |kinds: &[&str]| -> Vec<Envelope> {
+        let event = |kind: &str| match kind {
+            "start" => r#""type":"session/start","data":{"session":"s","format":1}"#,
+            "config" => {
+                r#""type":"config/changed","data":{"plugin":"p","revision":1,"changed":["x"]}"#
+            }
+            "turn" => r#""type":"turn/start","data":{"turn":1}"#,
+            "resumed" => r#""type":"turn/resumed","data":{"turn":1,"step":0,"pending":"loop"}"#,
+            "end" => r#""type":"turn/end","data":{"turn":1,"reason":{"kind":"interrupted"}}"#,
+            "idle" => r#""type":"agent/idle","data":{}"#,
+            other => panic!("{other}"),
+        };
+        kinds.iter().enumerate().map(|(seq, kind)| line(seq, event(kind))).collect()
+    };
+    // (the log after reopening, how many events it had before, idle again)
+    let cases: [(&[&str], usize, bool); 10] = [
+        (&["start"], 1, true),
+        // Created by reopening: the kill came before `session/start` was durable.
+        (&["start"], 0, true),
+        (&["start", "turn", "end", "idle"], 4, true),
+        // A settings change reached the session before its first turn, or while it was idle.
+        (&["start", "config"], 2, true),
+        (&["start", "turn", "end", "idle", "config"], 5, true),
+        // The kill came between a turn's end and its `agent/idle`: reopening writes the idle.
+        (&["start", "turn", "end", "config", "idle"], 4, true),
+        // A turn left open: idle once reopening closed it, `agent/idle` last.
+        (&["start", "turn"], 2, false),
+        (&["start", "turn", "resumed"], 2, false),
+        (&["start", "turn", "resumed", "end", "idle"], 2, true),
+        (&["start", "turn", "end"], 2, false),
+    ];
+    for (kinds, old, idle) in cases {
+        assert_eq!(is_idle_again(&log(kinds), old), idle, "{kinds:?} after {old}");
+    }
+}
+
+/// The last events of a log, one JSON line each, numbered, with a line where reopening began
+/// (after the first `old`): what a failure message shows of a log that went wrong.
+fn log_tail(events: &[Envelope], old: usize) -> String {
+    const SHOWN: usize = 30;
+    const WIDTH: usize = 400;
+    let mut tail = String::new();
+    for (i, event) in events.iter().enumerate().skip(events.len().saturating_sub(SHOWN)) {
+        if i == old {
+            tail.push_str("  --- reopened ---\n");
+        }
+        let line = serde_json::to_string(event).unwrap();
+        let cut: String = line.chars().take(WIDTH).collect();
+        let more = if cut.len() < line.len() { " …" } else { "" };
+        tail.push_str(&format!("  {i:>5} {cut}{more}\n"));
+    }
+    if old >= events.len() {
+        tail.push_str("  --- reopened (nothing appended) ---\n");
+    }
+    tail
 }
 
 /// Resolves once `store` is the last reference to its store, then drops it.
@@ -607,7 +733,11 @@ async fn reopen_and_check(
         let events = idle_again(&handle, old.len(), context, session).await;
         assert_eq!(&events[..old.len()], &old[..], "{context}: {session}: reopening only appends");
         let violations = check_finished_log(&events);
-        assert!(violations.is_empty(), "{context}: {session}: {violations:?}");
+        assert!(
+            violations.is_empty(),
+            "{context}: {session}: {violations:?}\n{}",
+            log_tail(&events, old.len())
+        );
         let Some(turn) = open_turn(old) else { continue };
         seen.open += 1;
         let tail = &events[old.len()..];
@@ -631,7 +761,11 @@ async fn reopen_and_check(
                     }
                     _ => false,
                 };
-                assert!(real, "{context}: {session}: the resumed turn {turn} ended {ended:?}");
+                assert!(
+                    real,
+                    "{context}: {session}: the resumed turn {turn} ended {ended:?}\n{}",
+                    log_tail(&events, old.len())
+                );
                 if let Some(retry) = pending_retry(old) {
                     let started = tail.iter().find_map(|e| match &e.event {
                         Event::LlmRetryStarted(s) if s.retry_id == retry.retry_id => Some(e.time),
@@ -664,7 +798,10 @@ async fn reopen_and_check(
                 assert_eq!(end.reason, TurnEndReason::Interrupted, "{context}: {session}");
                 seen.interrupted += 1;
             }
-            other => panic!("{context}: {session}: turn {turn} left open, reopened with {other:?}"),
+            other => panic!(
+                "{context}: {session}: turn {turn} left open, reopened with {other:?}\n{}",
+                log_tail(&events, old.len())
+            ),
         }
         assert_no_tool_ran_twice(&events, context, session);
 
@@ -707,7 +844,11 @@ async fn reopen_and_check(
             "{context}: {session}: fresh budgets"
         );
         let violations = check_finished_log(&after);
-        assert!(violations.is_empty(), "{context}: {session}: {violations:?}");
+        assert!(
+            violations.is_empty(),
+            "{context}: {session}: {violations:?}\n{}",
+            log_tail(&after, old.len())
+        );
         seen.retried += 1;
     }
     runtime.shutdown().await;

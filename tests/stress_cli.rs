@@ -267,7 +267,17 @@ fn durable_stores_leave_logs_that_check_clean() {
 }
 
 /// 20 agents whose every attempt fails, a tenth of them stalling for ten minutes (turns that
-/// never end on their own); the run is over 300 ms after the last turn ended.
+/// never end on their own: about half of the turns stall once in their attempts); the run is
+/// over a second after the last turn ended.
+///
+/// The other turns must end well within that second, or they are judged hung too — and one that
+/// ends on its own between that judgement and the shutdown is counted hung and not aborted. So
+/// they run at the fastest pace (no latency, 1 ms backoffs: what they take is mostly
+/// scheduling). At the default pace (first words within 10 ms, backoffs from 5 ms up to 100 ms)
+/// they took up to a third of a second, and with a deadline of 300 ms on a loaded machine no
+/// turn had ended in time: every turn was judged hung. The deadline also bounds the shutdown
+/// that must end the hung turns (an actor still alive then is a leak); 300 ms was once too short
+/// for that too.
 const HUNG: &[&str] = &[
     "stress",
     "--agents",
@@ -284,8 +294,12 @@ const HUNG: &[&str] = &[
     "0",
     "--stall-ms",
     "600000",
+    "--latency-ms",
+    "0",
+    "--backoff-ms",
+    "1",
     "--hang-deadline-ms",
-    "300",
+    "1000",
 ];
 
 #[test]
@@ -305,12 +319,13 @@ fn a_hung_turn_fails_the_run_and_shutdown_still_ends_it() {
     assert_eq!(summary["tally"]["violations"], 0, "{summary:#}");
     assert_eq!(
         (summary["leaks"]["actors"].as_u64(), summary["leaks"]["tasks"].as_u64()),
-        (Some(0), Some(0))
+        (Some(0), Some(0)),
+        "{summary:#}"
     );
 
     // A run of its own: how many turns miss the deadline may differ from the run above.
     let text = rein(HUNG);
-    assert_eq!(text.code, 1);
+    assert_eq!(text.code, 1, "{}{}", text.stdout, text.stderr);
     let line = text.stdout.lines().find(|l| l.starts_with("hung        ")).unwrap();
     let hung: u64 = line["hung        ".len()..].split(' ').next().unwrap().parse().unwrap();
     assert!(hung >= 1, "{}", text.stdout);
@@ -491,7 +506,9 @@ fn the_default_hang_deadline_follows_the_pace() {
     assert_eq!(deadline(&[]), 30_000);
     // 2 × (7 × (10 + 100) + 6 × 20 × 5000)
     assert_eq!(deadline(&["--backoff-ms", "5000"]), 1_201_540);
-    assert_eq!(deadline(&["--backoff-ms", "5000", "--hang-deadline-ms", "400"]), 400);
+    // An explicit deadline is taken as it is (a long one: with 400 ms, the quick turn missed it
+    // on a loaded machine, and the run failed as hung).
+    assert_eq!(deadline(&["--backoff-ms", "5000", "--hang-deadline-ms", "45000"]), 45_000);
 }
 
 /// A second run on a directory with fewer agents judges only the sessions it opened: a turn a
