@@ -168,6 +168,32 @@ pub enum StoreError {
         /// Who holds it, as the lock file records it (`None`: not recorded yet, or unreadable).
         holder: Option<Holder>,
     },
+    /// An append of a node that no longer owns the session's partition: another node took the
+    /// partition over (a later epoch) while this one was paused, cut off, or slow to renew its
+    /// lease. Nothing was written; the session continues on its new owner (SPEC §12).
+    #[error(
+        "{session}: partition {partition} moved to another node (epoch {epoch} is no longer this \
+         node's): nothing was written; the session continues on its new owner"
+    )]
+    Fenced {
+        /// The session.
+        session: String,
+        /// Its partition.
+        partition: u32,
+        /// The epoch this node claimed the session under.
+        epoch: u64,
+    },
+    /// A session whose partition this node does not hold: it is served by another node (a
+    /// request for it is forwarded there). Nothing was read or written.
+    #[error("{session}: its partition {partition} is not held by node {node}")]
+    NotOwned {
+        /// The session.
+        session: String,
+        /// Its partition.
+        partition: u32,
+        /// This node.
+        node: String,
+    },
     /// An append that does not continue the session's log (a duplicate or a gap in `seq`).
     /// Nothing was written.
     #[error("{session}: append out of order: got seq {found}, the log's next seq is {expected}")]

@@ -12,7 +12,11 @@
 //! - `writer`: the single group-commit writer task, its durability, its reconnection.
 //! - `batch`: the writer's pure decisions (which requests continue their log; backoff).
 //! - `locks`: one writer per session across processes (advisory locks on a dedicated
-//!   connection).
+//!   connection) — for a store opened alone ([`PostgresStore::open`]).
+//! - [`partition`] and [`fence`]: for a store opened as a node of a cluster
+//!   ([`PostgresStore::open_node`], SPEC §12): sessions belong to partitions, a session may be
+//!   claimed only while this node holds its partition, and every batch checks its partitions'
+//!   epochs in its own transaction instead of advisory locks.
 //! - `rows`: decoding a session's rows, its `seq`s checked.
 //!
 //! # Connections
@@ -53,13 +57,17 @@ use crate::event::Envelope;
 use crate::future::BoxFuture;
 
 mod batch;
+pub mod fence;
 mod heads;
 mod locks;
+pub mod partition;
 mod rows;
 mod schema;
 mod target;
 mod writer;
 
+pub(crate) use batch::backoff;
+pub use fence::Fence;
 pub use target::{Target, redact};
 pub use writer::Counters;
 
@@ -90,6 +98,8 @@ pub struct PostgresStore {
     locks: Locks,
     counters: Arc<Counters>,
     schema_found: Option<u32>,
+    /// A node's fence (`None`: a store opened alone, one writer per session by advisory locks).
+    fence: Option<Arc<Fence>>,
 }
 
 impl PostgresStore {
@@ -104,6 +114,27 @@ impl PostgresStore {
 
     /// [`PostgresStore::open`] with a parsed URL.
     pub async fn open_target(target: Target, durability: Durability) -> Result<Self, StoreError> {
+        Self::open_with(target, durability, None).await
+    }
+
+    /// Opens the store as a node of a cluster (SPEC §12): sessions are claimed under `fence`
+    /// (held by the node's partition keeper, `crate::cluster`), not by advisory locks, and every
+    /// append batch checks its partitions' epochs in its own transaction
+    /// ([`StoreError::Fenced`]); every batch also notifies `rein_appended` with its partitions,
+    /// so other nodes following a session learn of its appends.
+    pub async fn open_node(
+        target: Target,
+        durability: Durability,
+        fence: Arc<Fence>,
+    ) -> Result<Self, StoreError> {
+        Self::open_with(target, durability, Some(fence)).await
+    }
+
+    async fn open_with(
+        target: Target,
+        durability: Durability,
+        fence: Option<Arc<Fence>>,
+    ) -> Result<Self, StoreError> {
         let shown = target.shown().to_owned();
         let failed =
             |e: tokio_postgres::Error| StoreError::Postgres(format!("{shown}: {}", message(&e)));
@@ -124,6 +155,8 @@ impl PostgresStore {
             heads: Default::default(),
             counters: counters.clone(),
             locks: locks.clone(),
+            fence: fence.clone(),
+            epochs: Default::default(),
         };
         tokio::spawn(writer.run(requests));
         Ok(Self {
@@ -136,7 +169,18 @@ impl PostgresStore {
             locks,
             counters,
             schema_found,
+            fence,
         })
+    }
+
+    /// The node's fence, when the store was opened as a node.
+    pub fn fence(&self) -> Option<&Arc<Fence>> {
+        self.fence.as_ref()
+    }
+
+    /// The target it connects to (password included in its configuration, never shown).
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// The URL, without its password.
@@ -239,7 +283,10 @@ pub fn message(e: &tokio_postgres::Error) -> String {
 
 /// Connects to `target`, running the connection on its own task, with `synchronous_commit` for
 /// `durability`.
-async fn connect(target: &Target, durability: Durability) -> Result<Client, tokio_postgres::Error> {
+pub(crate) async fn connect(
+    target: &Target,
+    durability: Durability,
+) -> Result<Client, tokio_postgres::Error> {
     Ok(connect_watched(target, durability).await?.0)
 }
 
@@ -303,6 +350,10 @@ impl SessionStore for PostgresStore {
         Box::pin(async move {
             check_session_id(session)?;
             let held = self.claims.take(session).await;
+            if let Some(fence) = &self.fence {
+                let fenced = fence.claim(session)?;
+                return Ok(Claim::new((fenced, held)));
+            }
             let lock = self.locks.take(session).await?;
             // The lock is released before the in-process claim lets the next claimant in.
             Ok(Claim::new((lock, held)))
@@ -397,6 +448,12 @@ impl SessionStore for PostgresStore {
             }
             .map_err(|e| self.error(e))?;
             if written == 1 {
+                if self.fence.is_some() {
+                    // The other nodes of the cluster put it in force (a missed notice is made
+                    // up for when their listener reconnects).
+                    let notify = "SELECT pg_notify('rein_settings', $1)";
+                    let _ = client.execute(notify, &[&record.plugin]).await;
+                }
                 return Ok(());
             }
             let row = client
