@@ -141,8 +141,14 @@ pub enum LostBy {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum NodeEvent {
-    /// It took these partitions (`(partition, epoch)`; an epoch above 1 had an owner before).
-    Took(Vec<(u32, u64)>),
+    /// It took these partitions.
+    Took {
+        /// The partitions.
+        partitions: Vec<u32>,
+        /// Those of them taken over from a node whose lease had run out (killed, paused, cut
+        /// off), with that node.
+        over: Vec<(u32, String)>,
+    },
     /// It resumed the open turns of the sessions of partitions it took.
     Resumed {
         /// The partitions.
@@ -175,7 +181,7 @@ pub enum NodeEvent {
 /// What a node counted since it joined.
 #[derive(Debug, Default)]
 pub struct NodeStats {
-    /// Partitions taken that another node held before (epoch above 1).
+    /// Partitions taken over from a node whose lease had run out.
     pub takeovers: AtomicU64,
     /// Partitions taken in all.
     pub taken: AtomicU64,

@@ -204,12 +204,17 @@ impl PartitionKeeper {
         if taken.is_empty() {
             return;
         }
-        core.fence.hold(&taken);
-        let takeovers = taken.iter().filter(|h| h.epoch > 1).count() as u64;
+        let held: Vec<Held> = taken.iter().map(|t| t.held).collect();
+        core.fence.hold(&held);
+        let over: Vec<(u32, String)> =
+            taken.iter().filter_map(|t| Some((t.held.partition, t.from.clone()?))).collect();
         NodeStats::add(&core.stats.taken, taken.len() as u64);
-        NodeStats::add(&core.stats.takeovers, takeovers);
-        core.event(NodeEvent::Took(taken.iter().map(|h| (h.partition, h.epoch)).collect()));
-        let partitions: BTreeSet<u32> = taken.iter().map(|h| h.partition).collect();
+        NodeStats::add(&core.stats.takeovers, over.len() as u64);
+        core.event(NodeEvent::Took {
+            partitions: held.iter().map(|h| h.partition).collect(),
+            over,
+        });
+        let partitions: BTreeSet<u32> = held.iter().map(|h| h.partition).collect();
         let core = Arc::clone(core);
         self.core.tasks.spawn(async move {
             if let Some(runtime) = core.runtime.get() {

@@ -108,6 +108,13 @@ pub(crate) async fn round(
     Ok(Round { renewed, live: usize::try_from(live).unwrap_or(1).max(1) })
 }
 
+/// A partition taken: held at its new epoch, and the node whose lease on it had run out (`None`:
+/// it was free — never held, or given back).
+pub(crate) struct Taken {
+    pub(crate) held: Held,
+    pub(crate) from: Option<String>,
+}
+
 /// Takes at most `count` free or expired partitions (skipping any a batch holds right now),
 /// bumping each one's epoch: what this node now holds.
 pub(crate) async fn take(
@@ -116,16 +123,16 @@ pub(crate) async fn take(
     addr: &str,
     lease: Duration,
     count: usize,
-) -> Result<Vec<Held>, Error> {
+) -> Result<Vec<Taken>, Error> {
     let count = i64::try_from(count).unwrap_or(i64::MAX);
     let rows = client
         .query(
             "UPDATE partitions p SET node = $1, addr = $2, epoch = p.epoch + 1,
                  expires_at = now() + make_interval(secs => $3)
-             FROM (SELECT partition FROM partitions WHERE expires_at < now()
+             FROM (SELECT partition, node AS was FROM partitions WHERE expires_at < now()
                    ORDER BY random() LIMIT $4 FOR UPDATE SKIP LOCKED) AS t
              WHERE p.partition = t.partition
-             RETURNING p.partition, p.epoch",
+             RETURNING p.partition, p.epoch, t.was",
             &[&node, &addr, &seconds(lease), &count],
         )
         .await?;
@@ -133,10 +140,11 @@ pub(crate) async fn take(
         .map(|row| {
             let partition: i32 = row.try_get(0)?;
             let epoch: i64 = row.try_get(1)?;
-            Ok(Held {
+            let held = Held {
                 partition: u32::try_from(partition).unwrap_or(u32::MAX),
                 epoch: u64::try_from(epoch).unwrap_or(0),
-            })
+            };
+            Ok(Taken { held, from: row.try_get(2)? })
         })
         .collect()
 }

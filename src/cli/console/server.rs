@@ -88,6 +88,8 @@ const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; conn
 pub(crate) struct Live {
     /// The runtime.
     pub(crate) runtime: Runtime,
+    /// The node it is, when it is one of a cluster (`rein node`).
+    pub(crate) node: Option<rein_runtime::cluster::Node>,
     /// Its store (for fresh session ids).
     pub(crate) store: Arc<dyn SessionStore>,
     /// Told of every append.
