@@ -298,9 +298,19 @@ async fn a_prompt_and_a_cancel_sent_to_a_node_that_does_not_serve_the_session_re
         turn_ends(&events),
         [TurnEndReason::Completed, TurnEndReason::Aborted { cause: CancelCause::User }]
     );
-    // a's API reads the session b serves.
+    // a's API reads the session b serves, and its sessions list says b serves it; so does a
+    // console on the cluster's database.
     let one = call("GET", &format!("{}/api/sessions/{session}", a.url), None).await;
     assert_eq!(one.body["turns"], json!(2), "{:?}", one.body);
+    let listed = call("GET", &format!("{}/api/sessions", a.url), None).await;
+    assert_eq!(listed.body["sessions"][0]["node"], json!("b"), "{:?}", listed.body);
+    let console =
+        Console::start(cluster.dir.path(), &["--store", &cluster.url, "--read-only"], &[]);
+    let listed = call("GET", &format!("{}/api/sessions", console.url), None).await;
+    assert_eq!(listed.body["sessions"][0]["node"], json!("b"), "{:?}", listed.body);
+    let page = reqwest::get(format!("{}/", console.url)).await.unwrap().text().await.unwrap();
+    assert!(page.contains("<th>Node</th>") && page.contains("<td class=\"node\">b</td>"), "{page}");
+    drop(console);
     checked(&events);
     stop(a);
     stop(b);

@@ -60,6 +60,7 @@ mod batch;
 pub mod fence;
 mod heads;
 mod locks;
+mod owners;
 pub mod partition;
 mod rows;
 mod schema;
@@ -68,6 +69,7 @@ mod writer;
 
 pub(crate) use batch::backoff;
 pub use fence::Fence;
+pub use owners::Owners;
 pub use target::{Target, redact};
 pub use writer::Counters;
 
@@ -176,6 +178,34 @@ impl PostgresStore {
     /// The node's fence, when the store was opened as a node.
     pub fn fence(&self) -> Option<&Arc<Fence>> {
         self.fence.as_ref()
+    }
+
+    /// Which node serves each session of the cluster on this database now (`None`: the database
+    /// is no cluster's: no node ever joined it).
+    pub async fn owners(&self) -> Result<Option<Owners>, StoreError> {
+        let client = self.reader().await?;
+        let rows = client
+            .query(
+                "SELECT partition, CASE WHEN expires_at > now() THEN node END FROM partitions \
+                 ORDER BY partition",
+                &[],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut by_partition = vec![None; rows.len()];
+        for row in rows {
+            let partition: i32 = row.try_get(0).map_err(|e| self.error(e))?;
+            let node: Option<String> = row.try_get(1).map_err(|e| self.error(e))?;
+            if let Some(slot) =
+                usize::try_from(partition).ok().and_then(|p| by_partition.get_mut(p))
+            {
+                *slot = node;
+            }
+        }
+        Ok(Some(Owners { by_partition }))
     }
 
     /// The target it connects to (password included in its configuration, never shown).
