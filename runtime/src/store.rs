@@ -286,6 +286,19 @@ pub trait SessionStore: Send + Sync + 'static {
         })
     }
 
+    /// The heads of the sessions with an open turn (and those whose head cannot be read), in
+    /// session-id order: what [`SessionStore::heads`] returns, less the sessions with nothing
+    /// open. `Runtime::resume_pending` reads this; a store that knows its open sessions without
+    /// listing every session (the PostgreSQL store) answers in a time that follows them, which a
+    /// node taking partitions over pays at every takeover. The default filters `heads`.
+    fn pending_heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let mut heads = self.heads().await?;
+            heads.retain(|h| h.head.as_ref().map_or(true, |head| head.open_turn.is_some()));
+            Ok(heads)
+        })
+    }
+
     /// Saves a plugin's accepted settings, durably, based on revision `base`: a
     /// compare-and-set ([`settings_record::check_base`]) refused with
     /// [`StoreError::SettingsConflict`] when the stored record is not at `base`. Resolves once

@@ -311,6 +311,22 @@ pub fn message(e: &tokio_postgres::Error) -> String {
     text
 }
 
+/// How every connection of rein's to `target` is made: a cut network is noticed — keepalives on
+/// an idle connection, a limit on how long sent data may stay unacknowledged (Linux) — besides
+/// the writer's and the keeper's own bounds on what they wait for.
+pub(crate) fn client_config(target: &Target) -> tokio_postgres::Config {
+    let mut config = target.config.clone();
+    config
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .keepalives(true)
+        .keepalives_idle(std::time::Duration::from_secs(5))
+        .keepalives_interval(std::time::Duration::from_secs(2))
+        .keepalives_retries(3);
+    #[cfg(target_os = "linux")]
+    config.tcp_user_timeout(std::time::Duration::from_secs(10));
+    config
+}
+
 /// Connects to `target`, running the connection on its own task, with `synchronous_commit` for
 /// `durability`.
 pub(crate) async fn connect(
@@ -325,7 +341,7 @@ async fn connect_watched(
     target: &Target,
     durability: Durability,
 ) -> Result<(Client, oneshot::Receiver<()>), tokio_postgres::Error> {
-    let (client, connection) = target.config.connect(NoTls).await?;
+    let (client, connection) = client_config(target).connect(NoTls).await?;
     let (ended, closed) = oneshot::channel();
     tokio::spawn(async move {
         // Its error is the next query's error, reported there.
@@ -439,6 +455,13 @@ impl SessionStore for PostgresStore {
         Box::pin(async move {
             let client = self.reader().await?;
             heads::read_all(&*client).await.map_err(|e| self.error(e))
+        })
+    }
+
+    fn pending_heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let client = self.reader().await?;
+            heads::read_open(&*client).await.map_err(|e| self.error(e))
         })
     }
 
