@@ -208,7 +208,8 @@ fn wait_and_start(events: &[Envelope]) -> (u64, u64, String, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_killed_in_a_retry_wait_has_its_turn_resumed_by_another_at_the_original_deadline() {
-    let script = vec![error(503, "overloaded"), answer(&["resumed", " elsewhere"])];
+    let script =
+        vec![error(503, "overloaded"), answer(&["resumed", " elsewhere"]), answer(&["then"])];
     let Some(cluster) = Cluster::start("killed", script).await else { return };
     let (a, b) = pair(&cluster);
     let session = cluster.session_on("a", "killed").await;
@@ -216,20 +217,34 @@ async fn a_node_killed_in_a_retry_wait_has_its_turn_resumed_by_another_at_the_or
     prompt(&b, &session, "hello").await;
     cluster.log_until(&session, "the retry wait", has("llm/retry")).await;
     a.signal("KILL");
+    // A prompt sent while nobody serves the session waits for the partition's next owner.
+    let again = call(
+        "POST",
+        &format!("{}/api/sessions/{session}/prompt", b.url),
+        Some(json!({"text": "and then?"})),
+    )
+    .await;
+    assert_eq!(again.status, 202, "{:?}", again.body);
     assert!(
         b.wait_for_stderr("taken over from a", WAIT) && b.wait_for_stderr("resumed 1 turn", WAIT),
         "{}",
         b.stderr()
     );
-    let events = cluster.log_until(&session, "the resumed turn's end", ended).await;
-    assert_eq!(turn_ends(&events), [TurnEndReason::Completed]);
+    let events = cluster
+        .log_until(&session, "both turns' ends", |e| turn_ends(e).len() == 2 && ended(e))
+        .await;
+    assert_eq!(turn_ends(&events), [TurnEndReason::Completed, TurnEndReason::Completed]);
     assert!(events.iter().any(|e| e.kind() == "turn/resumed"), "{events:?}");
     let (deadline, begun, retry_id, started_ids) = wait_and_start(&events);
     assert_eq!(started_ids, [retry_id], "one start, of the same chain");
     assert!(begun >= deadline, "started {} ms early", deadline - begun);
     let late = begun - deadline;
     assert!(late <= LEASE_MS + 1000, "started {late} ms after its deadline");
-    assert_eq!(cluster.server.seen().len(), 2, "one failed attempt, one after the wait");
+    assert_eq!(
+        cluster.server.seen().len(),
+        3,
+        "a failed attempt, one after the wait, the next turn"
+    );
     checked(&events);
     stop(b);
 }
