@@ -194,6 +194,19 @@ pub enum StoreError {
         /// This node.
         node: String,
     },
+    /// A session of a cluster's database (SPEC §12) claimed through a store opened alone: only
+    /// the cluster's nodes write its sessions, each under its partition's lease. Nothing was
+    /// read or written.
+    #[error(
+        "{session}: {url} is the database of a cluster of rein nodes: its sessions are written by \
+         its nodes only (ask one: rein node, its console or API)"
+    )]
+    Clustered {
+        /// The session.
+        session: String,
+        /// The database, without its password.
+        url: String,
+    },
     /// An append that does not continue the session's log (a duplicate or a gap in `seq`).
     /// Nothing was written.
     #[error("{session}: append out of order: got seq {found}, the log's next seq is {expected}")]

@@ -102,6 +102,9 @@ pub struct PostgresStore {
     schema_found: Option<u32>,
     /// A node's fence (`None`: a store opened alone, one writer per session by advisory locks).
     fence: Option<Arc<Fence>>,
+    /// The database was a cluster's when the store opened: a store opened alone writes none of
+    /// its sessions (their nodes do).
+    clustered: bool,
 }
 
 impl PostgresStore {
@@ -144,6 +147,11 @@ impl PostgresStore {
         let schema_found = schema::migrate(&mut client)
             .await
             .map_err(|e| StoreError::Postgres(format!("{shown}: {e}")))?;
+        let clustered = client
+            .query_one("SELECT EXISTS (SELECT 1 FROM cluster)", &[])
+            .await
+            .and_then(|row| row.try_get::<_, bool>(0))
+            .map_err(failed)?;
         let reader = connect(&target, Durability::Os).await.map_err(failed)?;
         let (lock_client, closed) =
             connect_watched(&target, Durability::Os).await.map_err(failed)?;
@@ -171,6 +179,7 @@ impl PostgresStore {
             locks,
             counters,
             schema_found,
+            clustered,
             fence,
         })
     }
@@ -399,6 +408,12 @@ impl SessionStore for PostgresStore {
             if let Some(fence) = &self.fence {
                 let fenced = fence.claim(session)?;
                 return Ok(Claim::new((fenced, held)));
+            }
+            if self.clustered {
+                return Err(StoreError::Clustered {
+                    session: session.to_owned(),
+                    url: self.target.shown().to_owned(),
+                });
             }
             let lock = self.locks.take(session).await?;
             // The lock is released before the in-process claim lets the next claimant in.
