@@ -9,6 +9,8 @@
 //! - [`show`]: `rein show LOG…` — turn-tail panels in the terminal.
 //! - [`report`]: `rein report LOG… -o FILE` — a self-contained HTML report.
 //! - [`codes`]: `rein codes` — the failure codes `auto-retry` knows, in their three groups.
+//! - [`node`]: `rein node` — one node of a cluster sharing a PostgreSQL database: the console
+//!   and its API, serving any session of the cluster.
 //! - [`stress`]: `rein stress` — many agents under faults, cancellations and plugin chaos, then
 //!   every guarantee checked.
 //!
@@ -27,6 +29,7 @@ pub(crate) mod config;
 pub(crate) mod console;
 pub(crate) mod demo;
 pub(crate) mod logs;
+pub(crate) mod node;
 pub(crate) mod output_file;
 pub(crate) mod report;
 pub(crate) mod scenario;

@@ -33,6 +33,12 @@ enum Command {
     /// --read-only, none: the store's logs are shown and followed, nothing is written.
     #[command(after_help = cli::console::CONSOLE_HELP)]
     Console(cli::console::ConsoleArgs),
+    /// Run one node of a cluster of rein processes sharing one PostgreSQL database.
+    ///
+    /// Its console and API on http://127.0.0.1:PORT/; it takes a fair share of the cluster's
+    /// partitions, resumes the turns of a node that died, and serves any session of the cluster.
+    #[command(after_help = cli::node::NODE_HELP)]
+    Node(cli::node::NodeArgs),
     /// Run the embedded demo scenario (retries, a tool call, a manual retry) and write its log.
     #[command(after_help = cli::demo::DEMO_HELP)]
     Demo(cli::demo::DemoArgs),
@@ -72,6 +78,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Chat(args) => cli::chat::run(&args),
         Command::Console(args) => cli::console::run(&args),
+        Command::Node(args) => cli::node::run(&args),
         Command::Demo(args) => cli::demo::run(&args),
         Command::Check(args) => cli::check::run(&args),
         Command::Scenario(args) => cli::scenario::run(&args),

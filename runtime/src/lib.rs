@@ -131,6 +131,8 @@ pub(crate) mod agent_loop;
 pub mod cancel;
 pub mod census;
 pub mod clock;
+#[cfg(feature = "postgres")]
+pub mod cluster;
 mod context;
 pub(crate) mod crash;
 pub use rein_event::event;

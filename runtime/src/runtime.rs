@@ -64,8 +64,8 @@ use crate::route_health::cell::HealthCell;
 use crate::route_health::{HealthHistory, HealthSettings, HealthSnapshot};
 use crate::route_settings::RouteSettings;
 use crate::saved_settings;
-use crate::session::Sessions;
 use crate::session::message::{ClientMsg, SessionMsg};
+use crate::session::{Placement, Sessions};
 use crate::session::{Session, SessionError};
 use crate::store::memory::MemoryStore;
 use crate::store::{SessionStore, SettingsRecord, StoreError};
@@ -227,6 +227,7 @@ pub struct RuntimeBuilder {
     idle_grace: Duration,
     faults: Faults,
     resume: Resume,
+    placement: Option<Placement>,
 }
 
 /// How long an idle session stays awake by default before it hibernates.
@@ -266,6 +267,7 @@ impl Default for RuntimeBuilder {
             idle_grace: DEFAULT_IDLE_GRACE,
             faults: Faults::none(),
             resume: Resume::default(),
+            placement: None,
         }
     }
 }
@@ -381,6 +383,15 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Where its sessions are served, for a node of a cluster that shares its store with other
+    /// nodes (SPEC §12): a request for a session another node serves is forwarded there. Made by
+    /// the node (`cluster::Node::placement`, cargo feature `postgres`); without it, every
+    /// session is served here.
+    pub fn placement(mut self, placement: Placement) -> Self {
+        self.placement = Some(placement);
+        self
+    }
+
     /// Crashes to inject into the runtime's own step and turn actors, to test their supervision
     /// (see [`Faults`]). Never set outside tests.
     pub fn faults(mut self, faults: Faults) -> Self {
@@ -475,15 +486,7 @@ impl RuntimeBuilder {
                 return Err(BuildError::SavedSettings(error));
             }
         };
-        let cells: std::collections::BTreeMap<String, RouteSettings> = routes
-            .values()
-            .filter_map(|route| {
-                Some((
-                    route_health_key(&route.name),
-                    RouteSettings(Arc::clone(route.health.as_ref()?)),
-                ))
-            })
-            .collect();
+        let cells = route_cells(&routes);
         let restored = saved_settings::restore(host.chain(), &cells, saved);
         let mut warnings = self.warnings;
         warnings.extend(restored.warnings);
@@ -504,7 +507,7 @@ impl RuntimeBuilder {
             faults: self.faults,
             resume: self.resume,
         };
-        let sessions = Arc::new(Sessions::new(Arc::new(shared)));
+        let sessions = Arc::new(Sessions::new(Arc::new(shared), self.placement));
         for PluginWarning { plugin, warning } in &warnings {
             tracing::warn!(%plugin, path = %warning.path, "plugin configuration: {}", warning.message);
         }
@@ -521,6 +524,18 @@ impl RuntimeBuilder {
         let guard = Arc::new(DropGuard(Arc::clone(&inner)));
         Ok(Runtime { inner, _guard: guard })
     }
+}
+
+/// The health settings of every route that has route health, by record name.
+fn route_cells(
+    routes: &HashMap<String, Arc<ServedRoute>>,
+) -> std::collections::BTreeMap<String, RouteSettings> {
+    routes
+        .values()
+        .filter_map(|route| {
+            Some((route_health_key(&route.name), RouteSettings(Arc::clone(route.health.as_ref()?))))
+        })
+        .collect()
 }
 
 async fn stop_all(providers: &[ActorRef<ProviderMsg>], root: &ActorRef<()>) {
@@ -641,7 +656,7 @@ impl Runtime {
         &self,
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Resumed, StoreError> {
-        let mut heads = self.inner.sessions.shared.store.heads().await?;
+        let mut heads = self.inner.sessions.shared.store.pending_heads().await?;
         heads.retain(|head| wanted(&head.session));
         let (mut open, mut failed) = crate::pending::pending(&heads);
         // The most urgent first — what is due now (a cut attempt, a wait that ended while the
@@ -664,6 +679,27 @@ impl Runtime {
         }
         failed.sort_by(|a, b| a.session.cmp(&b.session));
         Ok(Resumed { resumed, failed })
+    }
+
+    /// A handle on session `id` that does not open it (the first request does).
+    pub(crate) fn local_session(&self, id: &str) -> Session {
+        Session::new(Arc::clone(&self.inner.sessions), Arc::from(id))
+    }
+
+    /// Stops the awake sessions `wanted` accepts at once, writing nothing, and resolves once
+    /// they are gone (see `Directory::evict`): for sessions another node serves from now on.
+    pub(crate) async fn evict(&self, wanted: &(dyn Fn(&str) -> bool + Sync)) -> usize {
+        self.inner.sessions.directory.evict(wanted).await
+    }
+
+    /// Puts in force the saved settings records newer than those in force (another node of a
+    /// cluster saved them), telling every awake session (`config/changed`).
+    pub(crate) fn adopt_saved_settings(&self, stored: Vec<crate::store::StoredSettings>) {
+        let shared = &self.inner.sessions.shared;
+        let cells = route_cells(&shared.routes);
+        for change in saved_settings::adopt(&shared.chain, &cells, stored) {
+            self.inner.sessions.directory.broadcast(&|| ClientMsg::ConfigChanged(change.clone()));
+        }
     }
 
     /// The fallbacks the configuration readers of the plugins given to the builder took, in

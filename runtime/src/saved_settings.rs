@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::event::ConfigChanged;
 use crate::plugin::{ConfigWarning, PluginWarning, Settings};
 use crate::plugin_host::PluginChain;
 use crate::route_settings::RouteSettings;
@@ -27,6 +28,63 @@ use crate::store::StoredSettings;
 pub(crate) struct Restored {
     pub(crate) revisions: BTreeMap<String, u64>,
     pub(crate) warnings: Vec<PluginWarning>,
+}
+
+/// The settings of the record named `name`: a plugin's of `chain`, or a route's of `routes`.
+fn settings_named<'a>(
+    chain: &'a PluginChain,
+    routes: &'a BTreeMap<String, RouteSettings>,
+    name: &str,
+    plugin: &'a Option<std::sync::Arc<dyn crate::plugin::Plugin>>,
+) -> Option<&'a dyn Settings> {
+    let _ = chain;
+    match (plugin, routes.get(name)) {
+        (Some(plugin), _) => plugin.settings(),
+        (None, Some(cell)) => Some(cell),
+        (None, None) => None,
+    }
+}
+
+/// Puts in force each record of `stored` newer than the revision in force (another node of a
+/// cluster saved it): restored like at start, and a [`ConfigChanged`] naming the fields whose
+/// values changed, for the awake sessions. A record this build refuses, or cannot read, is left
+/// alone (its node reported it); one of a plugin or route not here too.
+pub(crate) fn adopt(
+    chain: &PluginChain,
+    routes: &BTreeMap<String, RouteSettings>,
+    stored: Vec<StoredSettings>,
+) -> Vec<ConfigChanged> {
+    let mut changes = Vec::new();
+    for record in stored {
+        let StoredSettings::Record(saved) = record else { continue };
+        let plugin = chain.plugin(&saved.plugin);
+        let Some(settings) = settings_named(chain, routes, &saved.plugin, &plugin) else {
+            continue;
+        };
+        let before = settings.shown();
+        if saved.revision <= before.revision {
+            continue;
+        }
+        if let Err(error) = settings.restore(&saved.settings, saved.revision) {
+            tracing::warn!(plugin = %saved.plugin, revision = saved.revision, %error, "saved settings refused");
+            continue;
+        }
+        let after = settings.shown();
+        let changed = changed_fields(&before.settings, &after.settings);
+        changes.push(ConfigChanged { plugin: saved.plugin, revision: saved.revision, changed });
+    }
+    changes
+}
+
+/// The keys of `after` whose values differ from `before`'s, in key order.
+fn changed_fields(before: &serde_json::Value, after: &serde_json::Value) -> Vec<String> {
+    let (Some(before), Some(after)) = (before.as_object(), after.as_object()) else {
+        return Vec::new();
+    };
+    let mut changed: Vec<String> =
+        after.iter().filter(|(k, v)| before.get(*k) != Some(*v)).map(|(k, _)| k.clone()).collect();
+    changed.sort();
+    changed
 }
 
 /// Puts `stored` back into the plugins of `chain` and the route health cells of `routes` (by

@@ -36,9 +36,11 @@ pub(crate) mod directory;
 mod last_route;
 pub(crate) mod message;
 mod phase;
+pub(crate) mod placement;
 pub(crate) mod turn_handle;
 
 pub use answer::{Answer, AnswerDelta, AnswerStream, Answered};
+pub use placement::Placement;
 pub use turn_handle::{TurnHandle, TurnOutcome};
 
 use message::ClientMsg;
@@ -144,6 +146,16 @@ pub enum SessionError {
     /// A manual retry does not apply now.
     #[error(transparent)]
     Retry(#[from] RetryRefused),
+    /// A request for a session another node serves (SPEC §12) that could not be served there:
+    /// no node answered in time (the database away, no node holding the session's partition),
+    /// or the node that serves it refused it (its words).
+    #[error("session {session}: {message}")]
+    Remote {
+        /// The session.
+        session: String,
+        /// What happened.
+        message: String,
+    },
     /// The runtime was shut down.
     #[error("the runtime is shut down")]
     ShutDown,
@@ -157,11 +169,18 @@ pub enum SessionError {
 pub(crate) struct Sessions {
     pub(crate) shared: Arc<Shared>,
     pub(crate) directory: directory::Directory,
+    /// Where sessions are served (`None`: all here).
+    pub(crate) placement: Option<Placement>,
 }
 
 impl Sessions {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        Self { shared, directory: directory::Directory::new(actor::wake) }
+    pub(crate) fn new(shared: Arc<Shared>, placement: Option<Placement>) -> Self {
+        Self { shared, directory: directory::Directory::new(actor::wake), placement }
+    }
+
+    /// Whether `session` is served here now.
+    pub(crate) fn is_local(&self, session: &str) -> bool {
+        self.placement.as_ref().is_none_or(|p| p.0.is_local(session))
     }
 }
 
@@ -222,10 +241,14 @@ impl Session {
 
     /// Sends the user's message. The turn starts now, or when the turns queued before it have
     /// ended; the handle streams its events (it is a [`futures::Stream`]) and, awaited, resolves
-    /// to how the turn ended. Fails only when the runtime is shut down.
+    /// to how the turn ended. Fails only when the runtime is shut down. On a node of a cluster, a
+    /// session another node serves gets the prompt there, and the handle follows its turn there.
     pub fn prompt(&self, prompt: impl Into<Prompt>) -> Result<TurnHandle, SessionError> {
         let (sink, handle) = turn_handle::channel();
-        self.send(ClientMsg::Prompt(prompt.into(), sink))?;
+        match self.remote() {
+            Some(router) => router.prompt(&self.id, prompt.into(), sink)?,
+            None => self.send(ClientMsg::Prompt(prompt.into(), sink))?,
+        }
         Ok(handle)
     }
 
@@ -240,6 +263,10 @@ impl Session {
     /// ended without completing (an error, an abort, the step limit, a crash) and nothing runs.
     pub async fn retry(&self) -> Result<TurnHandle, SessionError> {
         let (sink, handle) = turn_handle::channel();
+        if let Some(router) = self.remote() {
+            router.retry(&self.id, sink).await?;
+            return Ok(handle);
+        }
         let (reply, accepted) = oneshot::channel();
         self.send(ClientMsg::Retry(sink, reply))?;
         accepted.await.map_err(|_| SessionError::Stopped)??;
@@ -252,6 +279,9 @@ impl Session {
     /// or the turn had already ended on its own (its last step completed or failed) and only its
     /// `turn/end` was still to be written — that end stands.
     pub async fn cancel(&self, cause: CancelCause) -> Result<bool, SessionError> {
+        if let Some(router) = self.remote() {
+            return router.cancel(&self.id, cause).await;
+        }
         if !self.is_awake() {
             // Hibernating: nothing runs and nothing is queued; no need to wake it.
             return Ok(false);
@@ -264,6 +294,9 @@ impl Session {
     /// Closes the session: cancels the running turn (cause `parent`), drops queued prompts, and
     /// resolves once the session is idle and hibernating. The log stays; a later call reopens it.
     pub async fn close(&self) -> Result<(), SessionError> {
+        if let Some(router) = self.remote() {
+            return router.close(&self.id).await;
+        }
         if !self.is_awake() {
             return Ok(());
         }
@@ -274,6 +307,14 @@ impl Session {
 
     /// The session's whole log, read back from the store.
     pub async fn events(&self) -> Result<Vec<Envelope>, SessionError> {
+        if self.remote().is_some() {
+            let loaded = self.sessions.shared.store.load(&self.id).await;
+            let loaded = loaded.map_err(|e| SessionError::Open {
+                session: self.id.to_string(),
+                source: Arc::new(e.into()),
+            })?;
+            return Ok(loaded.map(|l| l.events).unwrap_or_default());
+        }
         let (reply, events) = oneshot::channel();
         self.send(ClientMsg::Events(reply))?;
         events.await.map_err(|_| SessionError::Stopped)?
@@ -285,6 +326,10 @@ impl Session {
     /// or once the session hibernated. What `rein chat --session ID` shows before the next
     /// prompt.
     pub async fn resumed(&self) -> Result<Option<TurnHandle>, SessionError> {
+        if self.remote().is_some() {
+            // Resumed where it is served: that node's session has it.
+            return Ok(None);
+        }
         let (reply, handle) = oneshot::channel();
         self.send(ClientMsg::Resumed(reply))?;
         handle.await.map_err(|_| SessionError::Stopped)
@@ -306,9 +351,18 @@ impl Session {
 
     /// Wakes the session (opening its log, creating it if new) and lets it hibernate again.
     pub(crate) async fn open(&self) -> Result<(), SessionError> {
+        if let Some(router) = self.remote() {
+            return router.open(&self.id).await;
+        }
         let (reply, opened) = oneshot::channel();
         self.send(ClientMsg::Open(reply))?;
         opened.await.map_err(|_| SessionError::Stopped)?
+    }
+
+    /// Where requests go when another node serves the session now (see `placement`).
+    fn remote(&self) -> Option<&dyn placement::Router> {
+        let placement = self.sessions.placement.as_ref()?;
+        (!placement.0.is_local(&self.id)).then(|| &*placement.0)
     }
 
     fn send(&self, message: ClientMsg) -> Result<(), SessionError> {

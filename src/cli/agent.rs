@@ -289,6 +289,16 @@ pub(crate) async fn build(
     store: Arc<dyn SessionStore>,
     idle_grace: std::time::Duration,
 ) -> Result<(Runtime, BTreeMap<String, serde_json::Value>), String> {
+    build_placed(routes, store, idle_grace, None).await
+}
+
+/// [`build`] for a node of a cluster: its sessions placed by `placement`.
+pub(crate) async fn build_placed(
+    routes: &Routes,
+    store: Arc<dyn SessionStore>,
+    idle_grace: std::time::Duration,
+    placement: Option<rein_runtime::session::Placement>,
+) -> Result<(Runtime, BTreeMap<String, serde_json::Value>), String> {
     let route = &routes.primary;
     let names: Vec<String> = routes.fallbacks.iter().map(|r| r.name.clone()).collect();
     let (chain, warnings) = plugins::chain(&names, routes.file.as_ref())?;
@@ -320,6 +330,9 @@ pub(crate) async fn build(
     }
     if let Some(seed) = route.seed {
         builder = builder.jitter(Arc::new(SeededJitter::new(seed)));
+    }
+    if let Some(placement) = placement {
+        builder = builder.placement(placement);
     }
     let runtime = builder.build().await.map_err(|e| format!("cannot start the runtime: {e}"))?;
     // A saved settings record the plugins could not take: say so (the configuration readers'

@@ -23,7 +23,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use rein_runtime::cluster::{Node, NodeOptions};
 use rein_runtime::store::SessionStore;
+use rein_runtime::store::postgres::PostgresStore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -124,8 +126,29 @@ pub(crate) struct ConsoleArgs {
     read_only: bool,
 }
 
+/// What a console serves: `rein console`'s flags, or `rein node`'s.
+pub(crate) struct Served<'a> {
+    pub(crate) port: Option<u16>,
+    pub(crate) provider: &'a ProviderArgs,
+    pub(crate) store: Option<&'a Path>,
+    pub(crate) read_only: bool,
+    /// A node of a cluster (`rein node`): the store must be PostgreSQL.
+    pub(crate) node: Option<NodeOptions>,
+}
+
 /// Runs `rein console`.
 pub(crate) fn run(args: &ConsoleArgs) -> ExitCode {
+    run_served(Served {
+        port: args.port,
+        provider: &args.provider,
+        store: args.store.as_deref(),
+        read_only: args.read_only,
+        node: None,
+    })
+}
+
+/// Runs a console (or a node) on a runtime of its own.
+pub(crate) fn run_served(served: Served<'_>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -133,12 +156,12 @@ pub(crate) fn run(args: &ConsoleArgs) -> ExitCode {
             return ExitCode::from(FAILED);
         }
     };
-    let status = runtime.block_on(console(args));
+    let status = runtime.block_on(console(served));
     runtime.shutdown_background();
     ExitCode::from(status)
 }
 
-async fn console(args: &ConsoleArgs) -> u8 {
+async fn console(args: Served<'_>) -> u8 {
     // First, so that no Ctrl-C from here on kills the process mid-write.
     let signals = match signals::listen() {
         Ok(signals) => signals,
@@ -156,24 +179,39 @@ async fn console(args: &ConsoleArgs) -> u8 {
             return BAD_INPUT;
         }
     };
-    let dir = agent::store(args.store.as_deref(), file.as_ref());
+    let dir = agent::store(args.store, file.as_ref());
+    if args.node.is_some() && !sessions::is_postgres(&dir) {
+        eprintln!(
+            "error: --store {}: a node's store is a PostgreSQL database \
+             (postgres://USER@HOST[:PORT]/DB)",
+            dir.display()
+        );
+        return BAD_INPUT;
+    }
     let port = args.port.or(file.as_ref().and_then(|f| f.console_port.as_ref()).map(|p| p.value));
     let port = port.unwrap_or(DEFAULT_PORT);
     let store_shown = match sessions::is_postgres(&dir) {
         true => rein_runtime::store::postgres::redact(&dir.to_string_lossy()),
         false => dir.display().to_string(),
     };
+    let cluster;
     let (logs, live) = if args.read_only {
         match read_only(&dir).await {
-            Ok(logs) => (logs, None),
+            Ok((logs, postgres)) => {
+                cluster = postgres;
+                (logs, None)
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 return BAD_INPUT;
             }
         }
     } else {
-        match start(args, file, &dir).await {
-            Ok((live, label)) => (logs::Logs::Store(Arc::clone(&live.store)), Some((live, label))),
+        match start(&args, file, &dir).await {
+            Ok((live, label)) => {
+                cluster = live.cluster.clone();
+                (logs::Logs::Store(Arc::clone(&live.store)), Some((live, label)))
+            }
             Err((status, e)) => {
                 eprintln!("error: {e}");
                 return status;
@@ -182,8 +220,9 @@ async fn console(args: &ConsoleArgs) -> u8 {
     };
     let label = live.as_ref().map(|(_, label)| label.clone());
     let live = live.map(|(live, _)| live);
-    // What a crash left open in the store resumes now, before the console serves.
-    if let Some(live) = &live {
+    // What a crash left open in the store resumes now, before the console serves (a node
+    // resumes what it takes over, as it takes it).
+    if let Some(live) = live.as_ref().filter(|live| live.node.is_none()) {
         match live.runtime.resume_pending().await {
             Ok(found) => {
                 eprintln!("rein console: {}", found.describe());
@@ -219,21 +258,46 @@ async fn console(args: &ConsoleArgs) -> u8 {
         }
     };
 
+    if let Some((node, live)) = live.as_ref().and_then(|live| Some((live.node.as_ref()?, live))) {
+        let mut events = node.events();
+        let id = node.id().to_owned();
+        tokio::spawn(async move {
+            loop {
+                match events.recv().await {
+                    Ok(event) => eprintln!("{}", super::node::describe(&id, &event)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        eprintln!("rein node {id}: {n} changes not shown (too many at once)");
+                    }
+                    Err(_) => return,
+                }
+            }
+        });
+        if let Err(e) = node.start(&live.runtime).await {
+            eprintln!("error: {e}");
+            live.runtime.shutdown().await;
+            return FAILED;
+        }
+    }
+
     let closing = CancellationToken::new();
     let banner = match &label {
         Some(label) => format!("{label} · store {store_shown}"),
         None => format!("read-only · store {store_shown}"),
     };
     let app = Arc::new(server::App {
-        context: pages::Context { live: label, store: store_shown },
+        context: pages::Context { live: label, store: store_shown, cluster: cluster.is_some() },
         own: guard::Own { port },
         logs,
         live,
+        cluster,
         closing: closing.clone(),
         turns: TaskTracker::new(),
     });
 
-    println!("rein console: http://127.0.0.1:{port}/");
+    match app.live.as_ref().and_then(|live| live.node.as_ref()) {
+        Some(node) => println!("rein node {}: http://127.0.0.1:{port}/", node.id()),
+        None => println!("rein console: http://127.0.0.1:{port}/"),
+    }
     eprintln!("{banner}");
     eprintln!("Ctrl-C stops it");
 
@@ -248,11 +312,19 @@ async fn console(args: &ConsoleArgs) -> u8 {
         );
     }
     if let Some(live) = &app.live {
+        if let Some(node) = &live.node {
+            // Handed over, not aborted: the nodes that take the partitions resume the turns.
+            node.drain().await;
+            eprintln!("rein node {}: drained", node.id());
+        }
         live.runtime.shutdown().await;
     }
     app.turns.close();
     app.turns.wait().await;
-    eprintln!("rein console stopped");
+    match app.live.as_ref().and_then(|live| live.node.as_ref()) {
+        Some(node) => eprintln!("rein node {} stopped", node.id()),
+        None => eprintln!("rein console stopped"),
+    }
     0
 }
 
@@ -284,23 +356,40 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// The runtime `rein chat` builds, over a store that tells the console of every append, and
 /// how the pages name its provider; or the exit status and the error.
 async fn start(
-    args: &ConsoleArgs,
+    args: &Served<'_>,
     file: Option<ConfigFile>,
     dir: &Path,
 ) -> Result<(server::Live, String), (u8, String)> {
-    let planned = agent::plan_from(&args.provider, file).map_err(|e| (BAD_INPUT, e))?;
+    let planned = agent::plan_from(args.provider, file).map_err(|e| (BAD_INPUT, e))?;
     let routes = agent::routes(planned).map_err(|e| (BAD_INPUT, e))?;
-    let store: Arc<dyn SessionStore> = match sessions::is_postgres(dir) {
-        true => sessions::open_postgres_store(&dir.to_string_lossy()).await,
-        false => sessions::open_store(dir).map(|store| Arc::new(store) as Arc<dyn SessionStore>),
-    }
-    .map_err(|e| (BAD_INPUT, e))?;
+    let node = match &args.node {
+        Some(options) => {
+            let url = dir.to_string_lossy();
+            let node = Node::join(&url, options.clone()).await;
+            Some(node.map_err(|e| (BAD_INPUT, format!("--store: {e}")))?)
+        }
+        None => None,
+    };
+    let cluster = match (&node, sessions::is_postgres(dir)) {
+        (Some(node), _) => Some(node.store()),
+        (None, true) => Some(
+            sessions::open_postgres_store(&dir.to_string_lossy())
+                .await
+                .map_err(|e| (BAD_INPUT, e))?,
+        ),
+        (None, false) => None,
+    };
+    let store: Arc<dyn SessionStore> = match &cluster {
+        Some(postgres) => Arc::clone(postgres) as Arc<dyn SessionStore>,
+        None => Arc::new(sessions::open_store(dir).map_err(|e| (BAD_INPUT, e))?),
+    };
     let feed = Arc::new(feed::Feed::default());
     let notifying: Arc<dyn SessionStore> =
         Arc::new(feed::NotifyingStore::new(Arc::clone(&store), Arc::clone(&feed)));
     let grace = rein_runtime::runtime::DEFAULT_IDLE_GRACE;
+    let placement = node.as_ref().map(Node::placement);
     let (runtime, built) =
-        agent::build(&routes, notifying, grace).await.map_err(|e| (FAILED, e))?;
+        agent::build_placed(&routes, notifying, grace, placement).await.map_err(|e| (FAILED, e))?;
     let file_keys = routes.file.as_ref().map_or_else(Default::default, |file| {
         built.keys().map(|name| (name.clone(), file.plugin_keys(name))).collect()
     });
@@ -312,9 +401,14 @@ async fn start(
     if let Some(fallbacks) = routes.fallback_labels() {
         label.push_str(&format!(" · fallback: {fallbacks}"));
     }
+    if let Some(node) = &node {
+        label.push_str(&format!(" · node {} of {} partitions", node.id(), node.partitions()));
+    }
     let routes = std::iter::once(&routes.primary).chain(&routes.fallbacks);
     let live = server::Live {
         runtime,
+        node,
+        cluster,
         store,
         feed,
         creating: tokio::sync::Mutex::default(),
@@ -328,12 +422,14 @@ async fn start(
 
 /// The logs of a store served read-only: a PostgreSQL store, read through it; or the files of a
 /// directory, which must be a readable one.
-async fn read_only(dir: &Path) -> Result<logs::Logs, String> {
+async fn read_only(dir: &Path) -> Result<(logs::Logs, Option<Arc<PostgresStore>>), String> {
     if sessions::is_postgres(dir) {
-        return sessions::open_postgres_store(&dir.to_string_lossy()).await.map(logs::Logs::Store);
+        let store = sessions::open_postgres_store(&dir.to_string_lossy()).await?;
+        let logs = logs::Logs::Store(Arc::clone(&store) as Arc<dyn SessionStore>);
+        return Ok((logs, Some(store)));
     }
     readable_dir(dir)?;
-    Ok(logs::Logs::Files(dir.to_path_buf()))
+    Ok((logs::Logs::Files(dir.to_path_buf()), None))
 }
 
 /// A store to serve read-only as files: it must be a readable directory.

@@ -281,7 +281,7 @@ impl SessionActor {
             Ok(written) => {
                 let from_seq = written.first().map_or(0, |e| e.seq);
                 let store = Arc::clone(&self.shared.store);
-                sink.started(Started { turn, from_seq, log: log.clone(), store, live: None });
+                sink.started(Started::local(turn, from_seq, log.clone(), store, None));
             }
             Err(error @ AppendError::Rejected(_)) => {
                 tracing::warn!(session.id = %self.id, turn, %error, "a validator refused turn/resumed: the turn is interrupted");
@@ -364,7 +364,7 @@ impl SessionActor {
         state.next_turn += 1;
         state.lease.turn_open(true);
         let store = Arc::clone(&self.shared.store);
-        sink.started(Started { turn, from_seq, log: log.clone(), store, live });
+        sink.started(Started::local(turn, from_seq, log.clone(), store, live));
         let scope = CancelScope::new();
         let ctx = Arc::new(TurnCtx {
             shared: Arc::clone(&self.shared),

@@ -98,7 +98,10 @@ impl Drop for Lease {
             }
             (ours || self.repair) && !inner.closed
         };
-        if wake && self.turn_open && tokio::runtime::Handle::try_current().is_ok() {
+        // A session served elsewhere now (its partition moved: it was evicted, or its log was
+        // fenced) is resumed by the node that serves it, never here.
+        let here = self.sessions.is_local(&self.id);
+        if wake && here && self.turn_open && tokio::runtime::Handle::try_current().is_ok() {
             let (reply, _) = oneshot::channel();
             if let Err(error) = directory.send(&self.sessions, &self.id, ClientMsg::Open(reply)) {
                 tracing::warn!(session.id = %self.id, %error, "could not wake the session to close its interrupted turn");
@@ -202,6 +205,25 @@ impl Directory {
     pub(crate) fn kill(&self, id: &str) -> bool {
         let actor = self.lock().sessions.get(id).map(|entry| entry.actor.clone());
         actor.map(|actor| actor.kill()).is_some()
+    }
+
+    /// Kills the actors of the awake sessions `wanted` accepts — at once, as a crash would:
+    /// nothing more is written — and resolves once they are gone (their claims let go). For
+    /// sessions served elsewhere from now on (a node's partitions lost or given back): the
+    /// caller has made them not local first, so that none wakes again here.
+    pub(crate) async fn evict(&self, wanted: &(dyn Fn(&str) -> bool + Sync)) -> usize {
+        let actors: Vec<ActorRef<SessionMsg>> = {
+            let mut inner = self.lock();
+            let ids: Vec<Arc<str>> =
+                inner.sessions.keys().filter(|id| wanted(id)).cloned().collect();
+            ids.iter().filter_map(|id| inner.sessions.remove(id)).map(|e| e.actor).collect()
+        };
+        let evicted = actors.len();
+        let waits = actors.into_iter().map(|actor| async move {
+            let _ = actor.get_cell().kill_and_wait(None).await;
+        });
+        futures::future::join_all(waits).await;
+        evicted
     }
 
     /// Whether the session is awake.

@@ -47,10 +47,44 @@ pub(crate) struct Started {
     pub(crate) turn: u32,
     /// The `seq` of the turn's first event.
     pub(crate) from_seq: u64,
-    pub(crate) log: SessionLog,
-    pub(crate) store: Arc<dyn SessionStore>,
-    /// Every event from the turn's first one, when the handle asked for events in time.
-    pub(crate) live: Option<mpsc::UnboundedReceiver<Envelope>>,
+    source: Source,
+    store: Arc<dyn SessionStore>,
+    /// Every event from the turn's first one, when the handle asked for events in time (or
+    /// what follows the turn on another node).
+    live: Option<mpsc::UnboundedReceiver<Envelope>>,
+}
+
+/// Where the turn runs.
+enum Source {
+    /// Here: the session's open log.
+    Local(SessionLog),
+    /// On another node: the session.
+    Remote(Arc<str>),
+}
+
+impl Started {
+    /// A turn running here, in `log`.
+    pub(crate) fn local(
+        turn: u32,
+        from_seq: u64,
+        log: SessionLog,
+        store: Arc<dyn SessionStore>,
+        live: Option<mpsc::UnboundedReceiver<Envelope>>,
+    ) -> Self {
+        Self { turn, from_seq, source: Source::Local(log), store, live }
+    }
+
+    /// A turn running on another node: `live` gets its events from `from_seq` on, as the node
+    /// that follows it reads them.
+    pub(crate) fn remote(
+        turn: u32,
+        from_seq: u64,
+        session: Arc<str>,
+        store: Arc<dyn SessionStore>,
+        live: mpsc::UnboundedReceiver<Envelope>,
+    ) -> Self {
+        Self { turn, from_seq, source: Source::Remote(session), store, live: Some(live) }
+    }
 }
 
 /// The session's side of a [`TurnHandle`].
@@ -192,9 +226,15 @@ async fn catch_up(
     if let Some(live) = started.live.take() {
         return (VecDeque::new(), Some(live));
     }
-    let (events, live) = match started.log.subscribe_from(started.from_seq).await {
-        Ok((events, live)) => (events, Some(live)),
-        Err(_) => match started.store.load_from(started.log.session(), started.from_seq).await {
+    let (subscribed, session) = match &mut started.source {
+        Source::Local(log) => {
+            (log.subscribe_from(started.from_seq).await.ok(), log.session().to_owned())
+        }
+        Source::Remote(session) => (None, session.to_string()),
+    };
+    let (events, live) = match subscribed {
+        Some((events, live)) => (events, Some(live)),
+        None => match started.store.load_from(&session, started.from_seq).await {
             Ok(events) => (events, None),
             Err(_) => (Vec::new(), None),
         },
@@ -294,6 +334,26 @@ impl TurnHandle {
     /// turn never started). The same as [`futures::StreamExt::next`] on the handle.
     pub async fn next_event(&mut self) -> Option<Envelope> {
         futures::StreamExt::next(self).await
+    }
+
+    /// Waits until the turn started: its number and the `seq` of its first event — or, when it
+    /// never started, the error its outcome is. For a node serving a prompt another node sent
+    /// (`crate::cluster`); the handle streams on from there.
+    pub(crate) async fn started(&mut self) -> Result<(u32, u64), SessionError> {
+        if let Position::Waiting(started) = std::mem::replace(&mut self.position, Position::Ended) {
+            if let Ok(started) = started.await {
+                let at = (started.turn, started.from_seq);
+                self.turn = Some(started.turn);
+                self.position = Position::Started(started);
+                return Ok(at);
+            }
+            return match (&mut self.outcome).await {
+                Ok(Err(error)) => Err(error),
+                Ok(Ok(outcome)) => Ok((outcome.turn, 0)),
+                Err(_) => Err(SessionError::Stopped),
+            };
+        }
+        Err(SessionError::Stopped)
     }
 
     /// How the turn ended. An error when it never started (the session was closed or the

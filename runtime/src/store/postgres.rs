@@ -12,7 +12,11 @@
 //! - `writer`: the single group-commit writer task, its durability, its reconnection.
 //! - `batch`: the writer's pure decisions (which requests continue their log; backoff).
 //! - `locks`: one writer per session across processes (advisory locks on a dedicated
-//!   connection).
+//!   connection) — for a store opened alone ([`PostgresStore::open`]).
+//! - [`partition`] and [`fence`]: for a store opened as a node of a cluster
+//!   ([`PostgresStore::open_node`], SPEC §12): sessions belong to partitions, a session may be
+//!   claimed only while this node holds its partition, and every batch checks its partitions'
+//!   epochs in its own transaction instead of advisory locks.
 //! - `rows`: decoding a session's rows, its `seq`s checked.
 //!
 //! # Connections
@@ -53,13 +57,19 @@ use crate::event::Envelope;
 use crate::future::BoxFuture;
 
 mod batch;
+pub mod fence;
 mod heads;
 mod locks;
+mod owners;
+pub mod partition;
 mod rows;
 mod schema;
 mod target;
 mod writer;
 
+pub(crate) use batch::backoff;
+pub use fence::Fence;
+pub use owners::Owners;
 pub use target::{Target, redact};
 pub use writer::Counters;
 
@@ -90,6 +100,11 @@ pub struct PostgresStore {
     locks: Locks,
     counters: Arc<Counters>,
     schema_found: Option<u32>,
+    /// A node's fence (`None`: a store opened alone, one writer per session by advisory locks).
+    fence: Option<Arc<Fence>>,
+    /// The database was a cluster's when the store opened: a store opened alone writes none of
+    /// its sessions (their nodes do).
+    clustered: bool,
 }
 
 impl PostgresStore {
@@ -104,6 +119,27 @@ impl PostgresStore {
 
     /// [`PostgresStore::open`] with a parsed URL.
     pub async fn open_target(target: Target, durability: Durability) -> Result<Self, StoreError> {
+        Self::open_with(target, durability, None).await
+    }
+
+    /// Opens the store as a node of a cluster (SPEC §12): sessions are claimed under `fence`
+    /// (held by the node's partition keeper, `crate::cluster`), not by advisory locks, and every
+    /// append batch checks its partitions' epochs in its own transaction
+    /// ([`StoreError::Fenced`]); every batch also notifies `rein_appended` with its partitions,
+    /// so other nodes following a session learn of its appends.
+    pub async fn open_node(
+        target: Target,
+        durability: Durability,
+        fence: Arc<Fence>,
+    ) -> Result<Self, StoreError> {
+        Self::open_with(target, durability, Some(fence)).await
+    }
+
+    async fn open_with(
+        target: Target,
+        durability: Durability,
+        fence: Option<Arc<Fence>>,
+    ) -> Result<Self, StoreError> {
         let shown = target.shown().to_owned();
         let failed =
             |e: tokio_postgres::Error| StoreError::Postgres(format!("{shown}: {}", message(&e)));
@@ -111,6 +147,11 @@ impl PostgresStore {
         let schema_found = schema::migrate(&mut client)
             .await
             .map_err(|e| StoreError::Postgres(format!("{shown}: {e}")))?;
+        let clustered = client
+            .query_one("SELECT EXISTS (SELECT 1 FROM cluster)", &[])
+            .await
+            .and_then(|row| row.try_get::<_, bool>(0))
+            .map_err(failed)?;
         let reader = connect(&target, Durability::Os).await.map_err(failed)?;
         let (lock_client, closed) =
             connect_watched(&target, Durability::Os).await.map_err(failed)?;
@@ -124,6 +165,8 @@ impl PostgresStore {
             heads: Default::default(),
             counters: counters.clone(),
             locks: locks.clone(),
+            fence: fence.clone(),
+            epochs: Default::default(),
         };
         tokio::spawn(writer.run(requests));
         Ok(Self {
@@ -136,7 +179,47 @@ impl PostgresStore {
             locks,
             counters,
             schema_found,
+            clustered,
+            fence,
         })
+    }
+
+    /// The node's fence, when the store was opened as a node.
+    pub fn fence(&self) -> Option<&Arc<Fence>> {
+        self.fence.as_ref()
+    }
+
+    /// Which node serves each session of the cluster on this database now (`None`: the database
+    /// is no cluster's: no node ever joined it).
+    pub async fn owners(&self) -> Result<Option<Owners>, StoreError> {
+        let client = self.reader().await?;
+        let rows = client
+            .query(
+                "SELECT partition, CASE WHEN expires_at > now() THEN node END FROM partitions \
+                 ORDER BY partition",
+                &[],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut by_partition = vec![None; rows.len()];
+        for row in rows {
+            let partition: i32 = row.try_get(0).map_err(|e| self.error(e))?;
+            let node: Option<String> = row.try_get(1).map_err(|e| self.error(e))?;
+            if let Some(slot) =
+                usize::try_from(partition).ok().and_then(|p| by_partition.get_mut(p))
+            {
+                *slot = node;
+            }
+        }
+        Ok(Some(Owners { by_partition }))
+    }
+
+    /// The target it connects to (password included in its configuration, never shown).
+    pub fn target(&self) -> &Target {
+        &self.target
     }
 
     /// The URL, without its password.
@@ -237,9 +320,28 @@ pub fn message(e: &tokio_postgres::Error) -> String {
     text
 }
 
+/// How every connection of rein's to `target` is made: a cut network is noticed — keepalives on
+/// an idle connection, a limit on how long sent data may stay unacknowledged (Linux) — besides
+/// the writer's and the keeper's own bounds on what they wait for.
+pub(crate) fn client_config(target: &Target) -> tokio_postgres::Config {
+    let mut config = target.config.clone();
+    config
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .keepalives(true)
+        .keepalives_idle(std::time::Duration::from_secs(5))
+        .keepalives_interval(std::time::Duration::from_secs(2))
+        .keepalives_retries(3);
+    #[cfg(target_os = "linux")]
+    config.tcp_user_timeout(std::time::Duration::from_secs(10));
+    config
+}
+
 /// Connects to `target`, running the connection on its own task, with `synchronous_commit` for
 /// `durability`.
-async fn connect(target: &Target, durability: Durability) -> Result<Client, tokio_postgres::Error> {
+pub(crate) async fn connect(
+    target: &Target,
+    durability: Durability,
+) -> Result<Client, tokio_postgres::Error> {
     Ok(connect_watched(target, durability).await?.0)
 }
 
@@ -248,7 +350,7 @@ async fn connect_watched(
     target: &Target,
     durability: Durability,
 ) -> Result<(Client, oneshot::Receiver<()>), tokio_postgres::Error> {
-    let (client, connection) = target.config.connect(NoTls).await?;
+    let (client, connection) = client_config(target).connect(NoTls).await?;
     let (ended, closed) = oneshot::channel();
     tokio::spawn(async move {
         // Its error is the next query's error, reported there.
@@ -303,6 +405,16 @@ impl SessionStore for PostgresStore {
         Box::pin(async move {
             check_session_id(session)?;
             let held = self.claims.take(session).await;
+            if let Some(fence) = &self.fence {
+                let fenced = fence.claim(session)?;
+                return Ok(Claim::new((fenced, held)));
+            }
+            if self.clustered {
+                return Err(StoreError::Clustered {
+                    session: session.to_owned(),
+                    url: self.target.shown().to_owned(),
+                });
+            }
             let lock = self.locks.take(session).await?;
             // The lock is released before the in-process claim lets the next claimant in.
             Ok(Claim::new((lock, held)))
@@ -361,6 +473,13 @@ impl SessionStore for PostgresStore {
         })
     }
 
+    fn pending_heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let client = self.reader().await?;
+            heads::read_open(&*client).await.map_err(|e| self.error(e))
+        })
+    }
+
     fn save_settings<'a>(
         &'a self,
         record: &'a SettingsRecord,
@@ -397,6 +516,12 @@ impl SessionStore for PostgresStore {
             }
             .map_err(|e| self.error(e))?;
             if written == 1 {
+                if self.fence.is_some() {
+                    // The other nodes of the cluster put it in force (a missed notice is made
+                    // up for when their listener reconnects).
+                    let notify = "SELECT pg_notify('rein_settings', $1)";
+                    let _ = client.execute(notify, &[&record.plugin]).await;
+                }
                 return Ok(());
             }
             let row = client

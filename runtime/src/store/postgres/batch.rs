@@ -40,7 +40,7 @@ pub(super) const MAX_WAIT: Duration = Duration::from_secs(2);
 
 /// How long to wait before connection attempt `failed + 1`, after `failed` failed in a row:
 /// 50 ms, doubling, at most [`MAX_WAIT`].
-pub(super) fn backoff(failed: u32) -> Duration {
+pub(crate) fn backoff(failed: u32) -> Duration {
     FIRST_WAIT.saturating_mul(1u32.checked_shl(failed.min(16)).unwrap_or(u32::MAX)).min(MAX_WAIT)
 }
 

@@ -6,6 +6,10 @@
 //! | `events (session, seq, line)` | every event; primary key `(session, seq)`; `line` is the event's JSONL line |
 //! | `settings (plugin, revision, settings)` | each plugin's latest accepted run-time settings (`settings`: the JSON it shows); a save is a compare-and-set on `revision` |
 //! | `session_heads (session, open_turn, wake_at)` | what each session's marks decided last (its open turn, its pending wake-up), written with the batch that changed it (see `heads`) |
+//! | `cluster (key, value)` | a cluster's fixed settings: `partitions`, written by its first node |
+//! | `partitions (partition, node, addr, epoch, expires_at)` | a row per partition: its owner node, the owner's address, the epoch its last taking bumped, when its lease ends (database clock) |
+//! | `nodes (node, addr, heartbeat_at, started_at)` | every node's heartbeat: the live nodes share the partitions |
+//! | `commands (id, session, partition, kind, body, from_node, created_at, taken_by, taken_epoch, reply, done)` | requests for a session forwarded to its partition's owner, and their replies |
 //!
 //! [`MIGRATIONS`]`[i]` takes the tables from version `i` to `i + 1`. Opening a database runs,
 //! in one transaction under a transaction-scoped advisory lock (two rein processes opening one
@@ -34,6 +38,35 @@ pub(super) const MIGRATIONS: &[&str] = &[
      )",
     // 2 → 3: per-session heads (filled from the rows by `heads::fill`).
     super::heads::TABLE,
+    // 3 → 4: several nodes (SPEC §12): partitions with leases, heartbeats, forwarded commands.
+    "CREATE TABLE cluster (key text PRIMARY KEY, value text NOT NULL);
+     CREATE TABLE partitions (
+         partition integer PRIMARY KEY,
+         node text,
+         addr text,
+         epoch bigint NOT NULL DEFAULT 0,
+         expires_at timestamptz NOT NULL DEFAULT '-infinity'
+     );
+     CREATE TABLE nodes (
+         node text PRIMARY KEY,
+         addr text NOT NULL,
+         heartbeat_at timestamptz NOT NULL,
+         started_at timestamptz NOT NULL DEFAULT now()
+     );
+     CREATE TABLE commands (
+         id bigserial PRIMARY KEY,
+         session text NOT NULL,
+         partition integer NOT NULL,
+         kind text NOT NULL,
+         body text NOT NULL,
+         from_node text NOT NULL,
+         created_at timestamptz NOT NULL DEFAULT now(),
+         taken_by text,
+         taken_epoch bigint,
+         reply text,
+         done boolean NOT NULL DEFAULT false
+     );
+     CREATE INDEX commands_pending ON commands (partition, id) WHERE NOT done;",
 ];
 
 /// The version this rein writes.

@@ -26,7 +26,9 @@
 //! When the connection breaks, every request of the batch in flight fails (it may or may not have
 //! been committed: it was never acknowledged, so the session log does not count on it, and a
 //! reopened log shows what the database kept), the writer forgets its cached `seq`s, and it
-//! reconnects with backoff ([`batch::backoff`]: 50 ms doubling up to 2 s). Meanwhile every append
+//! reconnects with backoff ([`batch::backoff`]: 50 ms doubling up to 2 s). A batch that gets no
+//! answer for [`WRITE_TIMEOUT`] (a network that stopped passing anything, which a connection
+//! alone may not notice for hours) is failed the same way, and its connection dropped. Meanwhile every append
 //! is refused at once with [`StoreError::Postgres`] "unreachable" — never queued, never
 //! acknowledged. When the writer is connected again, appends go on.
 
@@ -37,10 +39,15 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::Client;
 
 use super::batch;
+use super::fence::{self, Fence, Held};
 use super::heads;
 use super::locks::Locks;
 use super::target::Target;
 use crate::store::{Durability, Head, Mark, StoreError};
+
+/// A batch whose transaction has not answered by then fails (unacknowledged: it may or may not
+/// have been committed, as when the connection breaks) and the connection is dropped.
+const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// At most this many requests share one transaction.
 const MAX_BATCH: usize = 4096;
@@ -76,6 +83,12 @@ pub(super) struct Writer {
     pub(super) heads: HashMap<String, Head>,
     pub(super) counters: Arc<Counters>,
     pub(super) locks: Locks,
+    /// A node's fence: every batch checks its partitions' epochs (see `fence`).
+    pub(super) fence: Option<Arc<Fence>>,
+    /// The epoch each cached head was written under (a node's): a session claimed again under
+    /// another epoch may have been written by another node meanwhile, so its head is asked
+    /// again.
+    pub(super) epochs: HashMap<String, u64>,
 }
 
 impl Writer {
@@ -128,13 +141,23 @@ impl Writer {
     /// Commits one batch and answers its callers.
     async fn commit(&mut self, batch: Vec<Request>) {
         let mut outcomes = self.locks.refuse_lost(batch.iter().map(|r| r.session.as_str()));
-        let written = self.write(&batch, &mut outcomes).await;
+        let written =
+            match tokio::time::timeout(WRITE_TIMEOUT, self.write(&batch, &mut outcomes)).await {
+                Ok(written) => written,
+                Err(_) => {
+                    // A connection that stopped answering (a cut network): never acknowledged, and
+                    // dropped, so that the next batch connects afresh.
+                    self.client = None;
+                    Err(format!("no answer within {} s", WRITE_TIMEOUT.as_secs()))
+                }
+            };
         let broken = self.client.as_ref().is_none_or(Client::is_closed);
         match written {
             Ok(next) => {
                 let acknowledged = outcomes.iter().filter(|o| o.is_ok()).count() as u64;
                 if self.heads.len() > MAX_CACHED_SESSIONS {
                     self.heads.clear();
+                    self.epochs.clear();
                 }
                 self.heads.extend(next);
                 // A batch whose every request was refused committed nothing.
@@ -172,6 +195,16 @@ impl Writer {
         let shown = self.target.shown().to_owned();
         let Some(client) = self.client.as_mut() else { return Err("not connected".into()) };
         let pg = |e: tokio_postgres::Error| format!("{shown}: {}", super::message(&e));
+        // A node's: the claim of every request, and no cached head of another epoch.
+        let claims: Vec<Option<Held>> = match &self.fence {
+            Some(fence) => batch.iter().map(|r| fence.claim_of(&r.session)).collect(),
+            None => Vec::new(),
+        };
+        for (request, claim) in batch.iter().zip(&claims) {
+            if claim.is_none_or(|c| self.epochs.get(&request.session) != Some(&c.epoch)) {
+                self.heads.remove(&request.session);
+            }
+        }
         // The head (and next seq) of every session of the batch.
         let mut before: HashMap<String, Head> = HashMap::new();
         let mut unknown: Vec<&str> = Vec::new();
@@ -215,6 +248,10 @@ impl Writer {
                 *outcome = accepted;
             }
         }
+        let tx = client.transaction().await.map_err(pg)?;
+        if let Some(fence) = &self.fence {
+            check_fence(&tx, fence, batch, &claims, outcomes).await.map_err(pg)?;
+        }
         let mut sessions = Vec::new();
         let mut seqs = Vec::new();
         let mut lines = Vec::new();
@@ -226,23 +263,41 @@ impl Writer {
             }
         }
         if sessions.is_empty() {
+            tx.rollback().await.map_err(pg)?;
             return Ok(HashMap::new());
         }
         let after = heads_after(&before, batch, outcomes);
         let rows = marked(&after, batch, outcomes);
-        let tx = client.transaction().await.map_err(pg)?;
-        // Pipelined: the batch's rows, then the heads its marks changed (see `heads`).
+        let appended = self.fence.as_ref().map(|fence| appended(fence, batch, outcomes));
+        // Pipelined: the batch's rows, the heads its marks changed (see `heads`), and a node's
+        // notice to the others following its sessions.
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 3] = [&sessions, &seqs, &lines];
-        let insert = tokio::try_join!(tx.execute(INSERT, &params), heads::write(&tx, &rows));
+        let notify = async {
+            match &appended {
+                Some(partitions) => tx.execute(NOTIFY, &[partitions]).await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
+        let insert =
+            tokio::try_join!(tx.execute(INSERT, &params), heads::write(&tx, &rows), notify);
         match insert {
             Ok(_) => {
                 tx.commit().await.map_err(pg)?;
+                for (claim, request) in claims.iter().zip(batch) {
+                    if let Some(claim) = claim {
+                        self.epochs.insert(request.session.clone(), claim.epoch);
+                    }
+                }
             }
             Err(e) if e.is_closed() || e.code().is_none() => return Err(pg(e)),
             Err(_) => {
                 drop(tx);
-                // Find the requests at fault: each in a savepoint of a new transaction.
+                // Find the requests at fault: each in a savepoint of a new transaction (fenced
+                // again: its check is what makes the new transaction safe).
                 let mut tx = client.transaction().await.map_err(pg)?;
+                if let Some(fence) = &self.fence {
+                    check_fence(&tx, fence, batch, &claims, outcomes).await.map_err(pg)?;
+                }
                 for (request, outcome) in batch.iter().zip(outcomes.iter_mut()) {
                     if outcome.is_err() {
                         continue;
@@ -290,6 +345,74 @@ fn heads_after(
     }
     heads
 }
+
+/// A node's check of its batch's partitions, in the batch's transaction (see `fence`): the
+/// requests whose claim is not at their partition's epoch on this node are refused with
+/// [`StoreError::Fenced`], and the fence forgets their partitions.
+async fn check_fence(
+    tx: &tokio_postgres::Transaction<'_>,
+    fence: &Fence,
+    batch: &[Request],
+    claims: &[Option<Held>],
+    outcomes: &mut [Result<(), StoreError>],
+) -> Result<(), tokio_postgres::Error> {
+    let mut partitions: Vec<i32> = claims
+        .iter()
+        .zip(outcomes.iter())
+        .filter(|(_, o)| o.is_ok())
+        .filter_map(|(c, _)| c.map(|c| i32::try_from(c.partition).unwrap_or(i32::MAX)))
+        .collect();
+    partitions.sort_unstable();
+    partitions.dedup();
+    let mut rows = HashMap::new();
+    if !partitions.is_empty() {
+        for row in tx.query(FENCE, &[&partitions]).await? {
+            let partition: i32 = row.try_get(0)?;
+            let epoch: i64 = row.try_get(1)?;
+            let node: Option<String> = row.try_get(2)?;
+            let row = fence::Row { epoch: u64::try_from(epoch).unwrap_or(0), node };
+            rows.insert(u32::try_from(partition).unwrap_or(u32::MAX), row);
+        }
+    }
+    let passes = fence::judge(claims, &rows, fence.node());
+    for ((request, claim), (outcome, pass)) in
+        batch.iter().zip(claims).zip(outcomes.iter_mut().zip(passes))
+    {
+        if outcome.is_err() || pass {
+            continue;
+        }
+        let held =
+            claim.unwrap_or(Held { partition: fence.partition_of(&request.session), epoch: 0 });
+        fence.fenced(held.partition);
+        *outcome = Err(StoreError::Fenced {
+            session: request.session.clone(),
+            partition: held.partition,
+            epoch: held.epoch,
+        });
+    }
+    Ok(())
+}
+
+/// The partitions of the requests of `batch` that are written, as `rein_appended`'s payload
+/// (`3,17,200`).
+fn appended(fence: &Fence, batch: &[Request], outcomes: &[Result<(), StoreError>]) -> String {
+    let mut partitions: Vec<u32> = batch
+        .iter()
+        .zip(outcomes)
+        .filter(|(_, o)| o.is_ok())
+        .map(|(r, _)| fence.partition_of(&r.session))
+        .collect();
+    partitions.sort_unstable();
+    partitions.dedup();
+    partitions.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// A batch's read of its partitions' rows, held until it commits.
+const FENCE: &str =
+    "SELECT partition, epoch, node FROM partitions WHERE partition = ANY($1) FOR SHARE";
+
+/// A node's notice of a batch: its partitions, to the nodes following its sessions.
+const NOTIFY: &str = "SELECT pg_notify('rein_appended', $1)";
 
 /// The one statement of a batch: every row, from three arrays.
 const INSERT: &str = "INSERT INTO events (session, seq, line) \

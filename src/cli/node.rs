@@ -1,0 +1,171 @@
+//! `rein node`: one node of a cluster of rein processes sharing one PostgreSQL database (SPEC
+//! §12) — the console and its API on a port of its own, serving any session of the cluster.
+//!
+//! It is `rein console` on a runtime that is a [`Node`](rein_runtime::cluster::Node): the node
+//! takes its fair share of the cluster's partitions (renewing its leases every third of
+//! `--lease-ms`), resumes the open turns of the partitions it takes over, forwards what it is
+//! asked for a session another node serves and serves what the others forward to it. Every
+//! change of what it holds is a line on stderr (what the tests and an operator wait on). The
+//! first SIGTERM or Ctrl-C drains it: every session it serves stops without writing, every
+//! partition is given back at once (their turns resume on the nodes that take them, a retry wait
+//! at its deadline), then it exits 0.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use rein_runtime::cluster::{LostBy, NodeEvent, NodeOptions};
+
+use super::agent::ProviderArgs;
+use super::console::{self, Served};
+
+/// What `rein node --help` says after the options.
+pub(crate) const NODE_HELP: &str = "\
+What it does:
+  Joins the cluster of rein nodes on the PostgreSQL database of --store (its tables are created
+  or brought up to date; the first node fixes the number of partitions, --partitions, default
+  256). Sessions belong to partitions (a fixed hash of the session id); every node takes a fair
+  share of the partitions (the live nodes share them out) on leases of --lease-ms, renewed every
+  third of it, and every append checks its partition's epoch in its own transaction: a node that
+  lost a lease (paused, cut off from the database) writes nothing more. A node that takes a
+  partition over resumes its sessions' open turns (a retry wait at its original deadline, with
+  the same retryId). Any node serves any session: what it is asked for a session another node
+  serves (in its console, or through its API) is forwarded there through the database, and the
+  turn's events come back. Settings saved on any node are in force on all.
+
+The runtime:
+  The one `rein console` builds (providers, flags, rein.toml), on the cluster's store.
+
+Output:
+  stdout   `rein node NODE: http://127.0.0.1:PORT/` once it listens (--port 0 picks a free port).
+  stderr   what it holds, as it changes: `took N partitions (M taken over from NODE)`,
+           `resumed N turns`,
+           `lost N partitions (taken over|lease ran out|fenced)`, `gave back N partitions`,
+           `database unreachable: ...`; then `drained` and `stopped`.
+  SIGTERM or Ctrl-C drains it (see above) and exits 0; a second one exits at once (130).
+
+Exit status:
+  0  drained and stopped
+  1  it could not listen, or the runtime failed
+  2  bad input, nothing written: a usage error, --store not a PostgreSQL URL, a database that is
+     down or refuses the password, --partitions other than the cluster's";
+
+/// Arguments of `rein node`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct NodeArgs {
+    /// The cluster's database: postgres://USER@HOST[:PORT]/DB (the password from the URL or
+    /// PGPASSWORD, never printed).
+    #[arg(long, value_name = "URL")]
+    store: PathBuf,
+    /// The node's id among the live nodes (letters, digits, '-', '_', '.') [default: node-PID].
+    #[arg(long, value_name = "ID")]
+    node_id: Option<String>,
+    /// The port of its console and API on 127.0.0.1 (0: any free port, printed) [default: the
+    /// configuration file's `console.port`, else 4180].
+    #[arg(long, value_name = "PORT")]
+    port: Option<u16>,
+    /// The number of partitions, when this node is the cluster's first (else it must be the
+    /// cluster's) [default: 256].
+    #[arg(long, value_name = "N")]
+    partitions: Option<u32>,
+    /// How long a lease lasts without renewal, in ms (at least 100): a killed node's turns resume
+    /// elsewhere about this long after it died.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    lease_ms: u64,
+    #[command(flatten)]
+    provider: ProviderArgs,
+}
+
+/// Runs `rein node`.
+pub(crate) fn run(args: &NodeArgs) -> ExitCode {
+    let mut options = NodeOptions::new(
+        args.node_id.clone().unwrap_or_else(|| format!("node-{}", std::process::id())),
+    );
+    options.partitions = args.partitions;
+    options.lease = Duration::from_millis(args.lease_ms);
+    console::run_served(Served {
+        port: args.port,
+        provider: &args.provider,
+        store: Some(args.store.as_path()),
+        read_only: false,
+        node: Some(options),
+    })
+}
+
+/// A line of stderr for `event` of node `node`.
+pub(crate) fn describe(node: &str, event: &NodeEvent) -> String {
+    let partitions =
+        |n: usize| if n == 1 { "1 partition".to_owned() } else { format!("{n} partitions") };
+    let what = match event {
+        NodeEvent::Took { partitions: taken, over } => {
+            let mut from: Vec<&str> = over.iter().map(|(_, node)| node.as_str()).collect();
+            from.sort_unstable();
+            from.dedup();
+            match from.as_slice() {
+                [] => format!("took {}", partitions(taken.len())),
+                nodes => format!(
+                    "took {} ({} taken over from {})",
+                    partitions(taken.len()),
+                    over.len(),
+                    nodes.join(", ")
+                ),
+            }
+        }
+        NodeEvent::Resumed { sessions, failed, .. } => {
+            let mut line =
+                format!("resumed {sessions} turn{}", if *sessions == 1 { "" } else { "s" });
+            for (session, error) in failed {
+                line.push_str(&format!("; cannot resume session {session}: {error}"));
+            }
+            line
+        }
+        NodeEvent::Lost { partitions: lost, by, sessions } => {
+            let by = match by {
+                LostBy::TakenOver => "taken over",
+                LostBy::LeaseRanOut => "lease ran out",
+                LostBy::Fenced => "fenced",
+                _ => "lost",
+            };
+            format!("lost {} ({by}); stopped {sessions} session(s)", partitions(lost.len()))
+        }
+        NodeEvent::GaveBack { partitions: given, sessions } => {
+            format!("gave back {}; stopped {sessions} session(s)", partitions(given.len()))
+        }
+        NodeEvent::Unreachable(why) => format!("database unreachable: {why}"),
+        _ => format!("{event:?}"),
+    };
+    format!("rein node {node}: {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_change_of_ownership_is_one_readable_line() {
+        let cases: [(NodeEvent, &str); 7] = [
+            (
+                NodeEvent::Took { partitions: vec![1, 2], over: vec![(2, "n2".into())] },
+                "took 2 partitions (1 taken over from n2)",
+            ),
+            (NodeEvent::Took { partitions: vec![5], over: vec![] }, "took 1 partition"),
+            (NodeEvent::Resumed { partitions: 3, sessions: 1, failed: vec![] }, "resumed 1 turn"),
+            (
+                NodeEvent::Lost { partitions: vec![7], by: LostBy::Fenced, sessions: 2 },
+                "lost 1 partition (fenced); stopped 2 session(s)",
+            ),
+            (
+                NodeEvent::Lost { partitions: vec![1, 2], by: LostBy::LeaseRanOut, sessions: 0 },
+                "lost 2 partitions (lease ran out); stopped 0 session(s)",
+            ),
+            (
+                NodeEvent::GaveBack { partitions: vec![1, 2, 3], sessions: 4 },
+                "gave back 3 partitions; stopped 4 session(s)",
+            ),
+            (NodeEvent::Unreachable("no answer".into()), "database unreachable: no answer"),
+        ];
+        for (event, want) in cases {
+            assert_eq!(describe("n1", &event), format!("rein node n1: {want}"));
+        }
+    }
+}
