@@ -264,7 +264,7 @@ async fn console(args: Served<'_>) -> u8 {
         tokio::spawn(async move {
             loop {
                 match events.recv().await {
-                    Ok(event) => eprintln!("{}", super::node::describe(&id, &event)),
+                    Ok(event) => eprintln!("rein node {id}: {}", event.describe()),
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                         eprintln!("rein node {id}: {n} changes not shown (too many at once)");
                     }

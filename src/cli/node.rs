@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use rein_runtime::cluster::{LostBy, NodeEvent, NodeOptions};
+use rein_runtime::cluster::NodeOptions;
 
 use super::agent::ProviderArgs;
 use super::console::{self, Served};
@@ -90,82 +90,4 @@ pub(crate) fn run(args: &NodeArgs) -> ExitCode {
         read_only: false,
         node: Some(options),
     })
-}
-
-/// A line of stderr for `event` of node `node`.
-pub(crate) fn describe(node: &str, event: &NodeEvent) -> String {
-    let partitions =
-        |n: usize| if n == 1 { "1 partition".to_owned() } else { format!("{n} partitions") };
-    let what = match event {
-        NodeEvent::Took { partitions: taken, over } => {
-            let mut from: Vec<&str> = over.iter().map(|(_, node)| node.as_str()).collect();
-            from.sort_unstable();
-            from.dedup();
-            match from.as_slice() {
-                [] => format!("took {}", partitions(taken.len())),
-                nodes => format!(
-                    "took {} ({} taken over from {})",
-                    partitions(taken.len()),
-                    over.len(),
-                    nodes.join(", ")
-                ),
-            }
-        }
-        NodeEvent::Resumed { sessions, failed, .. } => {
-            let mut line =
-                format!("resumed {sessions} turn{}", if *sessions == 1 { "" } else { "s" });
-            for (session, error) in failed {
-                line.push_str(&format!("; cannot resume session {session}: {error}"));
-            }
-            line
-        }
-        NodeEvent::Lost { partitions: lost, by, sessions } => {
-            let by = match by {
-                LostBy::TakenOver => "taken over",
-                LostBy::LeaseRanOut => "lease ran out",
-                LostBy::Fenced => "fenced",
-                _ => "lost",
-            };
-            format!("lost {} ({by}); stopped {sessions} session(s)", partitions(lost.len()))
-        }
-        NodeEvent::GaveBack { partitions: given, sessions } => {
-            format!("gave back {}; stopped {sessions} session(s)", partitions(given.len()))
-        }
-        NodeEvent::Unreachable(why) => format!("database unreachable: {why}"),
-        _ => format!("{event:?}"),
-    };
-    format!("rein node {node}: {what}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_change_of_ownership_is_one_readable_line() {
-        let cases: [(NodeEvent, &str); 7] = [
-            (
-                NodeEvent::Took { partitions: vec![1, 2], over: vec![(2, "n2".into())] },
-                "took 2 partitions (1 taken over from n2)",
-            ),
-            (NodeEvent::Took { partitions: vec![5], over: vec![] }, "took 1 partition"),
-            (NodeEvent::Resumed { partitions: 3, sessions: 1, failed: vec![] }, "resumed 1 turn"),
-            (
-                NodeEvent::Lost { partitions: vec![7], by: LostBy::Fenced, sessions: 2 },
-                "lost 1 partition (fenced); stopped 2 session(s)",
-            ),
-            (
-                NodeEvent::Lost { partitions: vec![1, 2], by: LostBy::LeaseRanOut, sessions: 0 },
-                "lost 2 partitions (lease ran out); stopped 0 session(s)",
-            ),
-            (
-                NodeEvent::GaveBack { partitions: vec![1, 2, 3], sessions: 4 },
-                "gave back 3 partitions; stopped 4 session(s)",
-            ),
-            (NodeEvent::Unreachable("no answer".into()), "database unreachable: no answer"),
-        ];
-        for (event, want) in cases {
-            assert_eq!(describe("n1", &event), format!("rein node n1: {want}"));
-        }
-    }
 }
