@@ -95,32 +95,18 @@ pub(super) async fn stored(
 pub(super) async fn read_all(
     client: &impl GenericClient,
 ) -> Result<Vec<SessionHead>, tokio_postgres::Error> {
-    let rows = client
-        .query(
-            "WITH RECURSIVE s(id) AS (
-                 SELECT min(session) FROM events
-                 UNION ALL
-                 SELECT (SELECT min(session) FROM events WHERE session > s.id) FROM s
-                 WHERE s.id IS NOT NULL)
-             SELECT s.id, (SELECT max(seq) + 1 FROM events e WHERE e.session = s.id),
-                 h.open_turn, h.wake_at
-             FROM s LEFT JOIN session_heads h ON h.session = s.id WHERE s.id IS NOT NULL",
-            &[],
-        )
-        .await?;
-    let mut heads = Vec::with_capacity(rows.len());
-    for row in rows {
-        let turn: Option<i64> = row.try_get(2)?;
-        let wake_at: Option<i64> = row.try_get(3)?;
-        let head = Head {
-            next_seq: from_sql(row.try_get(1)?),
-            open_turn: turn.and_then(|t| u32::try_from(t).ok()),
-            wake_at: wake_at.map(from_sql),
-        };
-        heads.push(SessionHead { session: row.try_get(0)?, head: Ok(head) });
-    }
-    heads.sort_by(|a, b| a.session.cmp(&b.session));
-    Ok(heads)
+    read(
+        client,
+        "WITH RECURSIVE s(id) AS (
+             SELECT min(session) FROM events
+             UNION ALL
+             SELECT (SELECT min(session) FROM events WHERE session > s.id) FROM s
+             WHERE s.id IS NOT NULL)
+         SELECT s.id, (SELECT max(seq) + 1 FROM events e WHERE e.session = s.id),
+             h.open_turn, h.wake_at
+         FROM s LEFT JOIN session_heads h ON h.session = s.id WHERE s.id IS NOT NULL",
+    )
+    .await
 }
 
 /// The heads of the sessions with an open turn, in session-id order: one probe of the heads
@@ -128,19 +114,26 @@ pub(super) async fn read_all(
 pub(super) async fn read_open(
     client: &impl GenericClient,
 ) -> Result<Vec<SessionHead>, tokio_postgres::Error> {
-    let rows = client
-        .query(
-            "SELECT h.session, (SELECT max(seq) + 1 FROM events e WHERE e.session = h.session),
-                 h.open_turn, h.wake_at
-             FROM session_heads h WHERE h.open_turn IS NOT NULL",
-            &[],
-        )
-        .await?;
+    read(
+        client,
+        "SELECT h.session, (SELECT max(seq) + 1 FROM events e WHERE e.session = h.session),
+             h.open_turn, h.wake_at
+         FROM session_heads h WHERE h.open_turn IS NOT NULL",
+    )
+    .await
+}
+
+/// The heads `query` selects as `(session, next seq, open turn, wake-up)`, in session-id order.
+async fn read(
+    client: &impl GenericClient,
+    query: &str,
+) -> Result<Vec<SessionHead>, tokio_postgres::Error> {
+    let rows = client.query(query, &[]).await?;
     let mut heads = Vec::with_capacity(rows.len());
     for row in rows {
+        let next: Option<i64> = row.try_get(1)?;
         let turn: Option<i64> = row.try_get(2)?;
         let wake_at: Option<i64> = row.try_get(3)?;
-        let next: Option<i64> = row.try_get(1)?;
         let head = Head {
             next_seq: next.map_or(0, from_sql),
             open_turn: turn.and_then(|t| u32::try_from(t).ok()),
