@@ -6,7 +6,7 @@
 //! partition's `epoch`) and tells the fence ([`Fence::hold`], [`Fence::release`]). A session may
 //! be claimed only while its partition is held ([`StoreError::NotOwned`] otherwise), and the
 //! claim remembers the epoch it was taken at. Every batch the writer commits reads the epochs of
-//! its partitions `FOR SHARE` in the same transaction ([`judge`]): a request whose claim's epoch is
+//! its partitions `FOR SHARE` in the same transaction (`judge`): a request whose claim's epoch is
 //! not the partition's epoch in the database (another node took the partition over since) is
 //! refused with [`StoreError::Fenced`] and nothing of it is written; the fence forgets that
 //! partition at once and reports it ([`Fence::losses`]) so the node stops the partition's other
