@@ -33,6 +33,7 @@
 //! own. The run then stops (no agent starts another turn), lists those turns, and shuts the
 //! runtime down — which must still end them and leave nothing alive.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -44,12 +45,14 @@ use tokio::task::JoinSet;
 use crate::providers::{Simulated, SimulatedConfig};
 use crate::runtime::census::ActorKind;
 use crate::runtime::plugin::BuiltPlugin;
-use crate::runtime::runtime::{Route, Runtime};
+use crate::runtime::runtime::{Route, Runtime, RuntimeBuilder};
+use crate::runtime::session::Placement;
 use crate::runtime::store::SessionStore;
 
 pub mod acks;
 mod agent;
 mod chaos;
+pub mod cluster;
 mod flaky;
 mod jitter;
 pub mod limits;
@@ -63,8 +66,10 @@ use chaos::{Chaos, MakePlugin, PluginSpec};
 use plan::Rates;
 use summary::{Cancellations, HungTurn, LISTED, Latencies, Leaks, Summary, Tally};
 
-/// What a stress run does (the flags of `rein stress`, less the store).
-#[derive(Debug, Clone, PartialEq)]
+/// What a stress run does (the flags of `rein stress`, less the store). It travels as JSON to
+/// the nodes of `rein stress --nodes` ([`node_runtime`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StressConfig {
     /// Concurrent agents (sessions `agent-00000`, `agent-00001`, ...).
     pub agents: usize,
@@ -179,6 +184,50 @@ fn plugin_specs(
     Ok(specs)
 }
 
+/// The runtime of a run, not yet built: the simulated route, the run's jitter, the `pause` tool
+/// when answers call it, and the chain ([`plugin_specs`], returned too, so that plugins can be
+/// made again).
+fn builder(
+    config: &StressConfig,
+    store: Arc<dyn SessionStore>,
+    crashes: &Arc<AtomicU64>,
+) -> Result<(RuntimeBuilder, Vec<PluginSpec>), String> {
+    let simulated = Simulated::new(config.simulated()).map_err(|e| e.to_string())?;
+    let specs = plugin_specs(config, crashes)?;
+    let mut builder = Runtime::builder()
+        .store(store)
+        .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
+        .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
+    if config.rates.tool > 0.0 {
+        builder = builder.tool(Arc::new(pause::Pause::new(Duration::from_millis(config.tool_ms))));
+    }
+    for spec in &specs {
+        builder = builder.plugin((spec.make)()?);
+    }
+    Ok((builder, specs))
+}
+
+/// The runtime a node of `rein stress --nodes` serves (`rein node` with the run's workload): the
+/// one [`run`] builds from `config` — the simulated provider of its pace and faults, its chain,
+/// its jitter, its tool — on the node's `store` and `placement`. Returns it with each plugin's
+/// settings as built (what a console shows as their source).
+pub async fn node_runtime(
+    config: &StressConfig,
+    store: Arc<dyn SessionStore>,
+    placement: Placement,
+) -> Result<(Runtime, BTreeMap<String, Value>), String> {
+    config.check()?;
+    let (builder, _) = builder(config, store, &Arc::new(AtomicU64::new(0)))?;
+    let runtime = builder.placement(placement).build().await.map_err(|e| e.to_string())?;
+    let built = config
+        .plugin_settings()
+        .into_iter()
+        .filter(|(name, _)| runtime.plugins().iter().any(|n| n == name))
+        .map(|(name, settings)| (name.to_owned(), settings))
+        .collect();
+    Ok((runtime, built))
+}
+
 /// Runs a stress run on `store` and reports it: agents, then shutdown, then every log read back
 /// and checked. `acks` receives `(session, seq)` for every event the run saw acknowledged.
 /// The summary's `ok` is not settled, and its `store` and `logs` are left for the caller to
@@ -189,19 +238,8 @@ pub async fn run(
     acks: Option<acks::AckSender>,
 ) -> Result<Summary, String> {
     config.check()?;
-    let simulated = Simulated::new(config.simulated()).map_err(|e| e.to_string())?;
     let crashes = Arc::new(AtomicU64::new(0));
-    let specs = plugin_specs(config, &crashes)?;
-    let mut builder = Runtime::builder()
-        .store(Arc::clone(&store))
-        .route(Route::new("simulated", Arc::new(simulated.clone())).model(simulated.model()))
-        .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
-    if config.rates.tool > 0.0 {
-        builder = builder.tool(Arc::new(pause::Pause::new(Duration::from_millis(config.tool_ms))));
-    }
-    for spec in &specs {
-        builder = builder.plugin((spec.make)()?);
-    }
+    let (builder, specs) = builder(config, Arc::clone(&store), &crashes)?;
     let runtime = builder.build().await.map_err(|e| e.to_string())?;
     // What an earlier run (killed) left open in this run's sessions is resumed before the
     // agents start; other logs in the store are not this run's (see the tally below).
@@ -373,6 +411,7 @@ pub async fn run(
         leaks,
         peak_rss_kib,
         acks_error: None,
+        cluster: None,
     })
 }
 
