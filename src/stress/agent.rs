@@ -69,11 +69,11 @@ impl Watch {
         }
     }
 
-    fn begin(&self, agent: usize, turn: u32) {
+    pub(crate) fn begin(&self, agent: usize, turn: u32) {
         self.running[agent].store(turn, Ordering::Release);
     }
 
-    fn end(&self, agent: usize) {
+    pub(crate) fn end(&self, agent: usize) {
         self.running[agent].store(0, Ordering::Release);
         let now = self.origin.elapsed().as_millis() as u64;
         self.last_end_ms.fetch_max(now, Ordering::AcqRel);
@@ -102,7 +102,7 @@ impl Watch {
         self.stopping.store(true, Ordering::Release);
     }
 
-    fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
 }

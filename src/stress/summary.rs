@@ -288,6 +288,9 @@ pub struct Summary {
     /// lines it promised are missing).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acks_error: Option<String>,
+    /// What a run on several nodes adds (`rein stress --nodes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<super::cluster::report::ClusterReport>,
 }
 
 impl Summary {
@@ -316,6 +319,9 @@ impl Summary {
         }
         if let Some(error) = &self.acks_error {
             failures.push(format!("--acks {error}"));
+        }
+        if let Some(cluster) = &self.cluster {
+            failures.extend(cluster.failures());
         }
         failures
     }
@@ -430,14 +436,20 @@ impl Summary {
         }
         let l = &self.leaks;
         let tree: Vec<String> = l.tree.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let _ = writeln!(
-            out,
-            "shutdown    {}{}, {} alive{}",
-            if l.shutdown_finished { "" } else { "did not finish; " },
-            count(l.actors, "actor", "actors"),
-            count(l.tasks, "task", "tasks"),
-            if tree.is_empty() { String::new() } else { format!(" ({})", tree.join(", ")) }
-        );
+        match &self.cluster {
+            // The runtimes are the nodes': their stop is theirs (`cluster` lines).
+            Some(cluster) => out.push_str(&cluster.text()),
+            None => {
+                let _ = writeln!(
+                    out,
+                    "shutdown    {}{}, {} alive{}",
+                    if l.shutdown_finished { "" } else { "did not finish; " },
+                    count(l.actors, "actor", "actors"),
+                    count(l.tasks, "task", "tasks"),
+                    if tree.is_empty() { String::new() } else { format!(" ({})", tree.join(", ")) }
+                );
+            }
+        }
         if let Some(kib) = self.peak_rss_kib {
             let _ = writeln!(out, "memory      peak RSS {:.1} MiB", kib as f64 / 1024.0);
         }
