@@ -45,6 +45,10 @@
 //!   killed (SIGKILL) while most of its agents wait for a retry, then resumed by a fresh runtime:
 //!   the latest resumed wait's next attempt, in ms past its original deadline (or past the
 //!   reopening, when the deadline passed meanwhile); budget 50 ms.
+//! - `nodes_*` (`nodes`): `rein stress --nodes` on a throwaway cluster: turns per second on 3
+//!   nodes against 1, cross-node cancellation latency p50 and p99 against local, and the
+//!   takeover after a kill (lease expiry to the first resumed write) against the lease; no
+//!   budget (skipped without PostgreSQL).
 //! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
 //!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
 //!   same lines to the same files (`hand_rolled_agents`); and, with no budget,
@@ -92,6 +96,7 @@ mod heap_budgets;
 mod long_api;
 mod long_session;
 mod mass_cancel;
+mod nodes;
 mod parked;
 mod plain_loop;
 mod postgres_append;
@@ -150,6 +155,7 @@ const METRICS: &[(&str, Measure)] = &[
     (stress::NAME, stress::run),
     (stress_postgres::NAME, stress_postgres::run),
     (resume_after_kill::NAME, resume_after_kill::run),
+    (nodes::NAME, nodes::run),
     (agents::NAME, agents::run),
 ];
 

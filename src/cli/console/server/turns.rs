@@ -15,7 +15,8 @@
 //! durability), then `{"outcome": {"turn", "kind"}}` after the turn's `turn/end`, or `{"error":
 //! {"kind", "message", "started"}}` when the stream ends without it (`started`: whether an
 //! event of the turn was sent; an error before any event on the prompt's stream means the
-//! prompt did not start a turn). A stream is cut when the console stops.
+//! prompt did not start a turn; `notFound` when the turn ended before `SEQ`, or the log has no
+//! such turn but later ones). A stream is cut when the console stops.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -143,11 +144,24 @@ pub(super) async fn follow(
         Ok(None) => return no_session(&id),
         Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, "unreadable", e),
     };
-    let from = from.unwrap_or_else(|| {
-        let start =
-            events.iter().find(|e| matches!(&e.event, Event::TurnStart(s) if s.turn == turn));
-        start.map_or(events.len() as u64, |e| e.seq)
-    });
+    // From its turn/start; when it has not started yet, from what comes next.
+    let started = |e: &&Envelope| matches!(&e.event, Event::TurnStart(s) if s.turn == turn);
+    let from =
+        from.unwrap_or_else(|| events.iter().find(started).map_or(events.len() as u64, |e| e.seq));
+    let ended = events.iter().find(|e| matches!(&e.event, Event::TurnEnd(end) if end.turn == turn));
+    let later = events.iter().any(|e| matches!(&e.event, Event::TurnStart(s) if s.turn > turn));
+    let gone = match ended {
+        Some(end) if end.seq < from => {
+            Some(format!("turn {turn} ended at seq {}, before seq {from}", end.seq))
+        }
+        None if later => Some(format!("session {id:?} has no turn {turn}")),
+        _ => None,
+    };
+    if let Some(message) = gone {
+        return streamed(move |lines| {
+            tokio::spawn(async move { lines.error("notFound", &message, false) })
+        });
+    }
     let mut changes = app.changes(Some(&id));
     let mut reader = match &app.logs {
         Logs::Store(store) => {
