@@ -16,7 +16,7 @@
 //! - `choice`: the seeded decisions (which node, which faults, how long), pure.
 //! - `stderr`: what a node's standard error says of its partitions, pure.
 //! - `verify`: the checks and figures over the logs, pure.
-//! - `report`: the `cluster` part of the summary.
+//! - the `cluster` part of the summary is `summary::cluster`.
 //! - `http`: the client of the nodes' API; `sql`: the run's own statements (the audit, the
 //!   owners, whether anything still runs).
 //! - `nodes`: a node process; `members`: the run's view of its nodes.
@@ -47,15 +47,14 @@ mod faults;
 mod http;
 mod members;
 mod nodes;
-pub mod report;
 mod settings;
 mod sql;
 mod stderr;
 mod verify;
 
+use crate::stress::summary::cluster::{self as report, CancelKind, ClusterReport};
 use choice::{Fault, FaultRates};
 use members::Members;
-use report::{CancelKind, ClusterReport};
 
 /// `--nodes`.
 pub const NODES: std::ops::RangeInclusive<u64> = 1..=32;

@@ -10,6 +10,7 @@
 //!   what a person reads.
 //! - [`peak_rss_kib`]: the peak resident set size from `/proc/self/status` (`VmHWM`).
 //! - [`cpu_ms`]: the process's CPU time from `/proc/self/stat`.
+//! - [`cluster`]: what a run on several nodes adds (`rein stress --nodes`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,6 +20,8 @@ use crate::runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use crate::runtime::plural::count;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+pub mod cluster;
 
 /// How many violations, errors and hung turns a summary lists by name (all are counted).
 pub const LISTED: usize = 10;
@@ -290,7 +293,7 @@ pub struct Summary {
     pub acks_error: Option<String>,
     /// What a run on several nodes adds (`rein stress --nodes`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<super::cluster::report::ClusterReport>,
+    pub cluster: Option<cluster::ClusterReport>,
 }
 
 impl Summary {

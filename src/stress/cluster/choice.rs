@@ -141,8 +141,9 @@ mod tests {
 
     #[test]
     fn a_request_goes_where_it_can() {
-        // (up, owner) → the nodes it may go to, whether to the owner
-        let cases: [(&[usize], Option<usize>, &[usize], Option<bool>); 5] = [
+        /// (nodes up, owner, where it may go, whether to the owner)
+        type Case<'a> = (&'a [usize], Option<usize>, &'a [usize], Option<bool>);
+        let cases: [Case; 5] = [
             // Only the owner is up: it serves everything.
             (&[1], Some(1), &[1], Some(true)),
             // The owner is down: any node up, none of which serves it.

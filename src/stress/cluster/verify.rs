@@ -292,7 +292,8 @@ mod tests {
             (3000, Event::UserMessage(UserMessage { text: "again".into() })),
         ]);
         // (writer of each seq, the violations' seqs)
-        let cases: [(&[(u64, &str)], &[u64]); 6] = [
+        type Case<'a> = (&'a [(u64, &'a str)], &'a [u64]);
+        let cases: [Case; 6] = [
             // One node all along.
             (
                 &[

@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::{LISTED, LatencySummary};
 use crate::runtime::plural::count;
-use crate::stress::summary::{LISTED, LatencySummary};
 
 /// The faults the run made.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
