@@ -429,33 +429,6 @@ impl Node {
         self.core.fence.holds_session(session)
     }
 
-    /// The owner of every partition (its node id, or `None`), from the database.
-    pub async fn owners(&self) -> Result<Vec<Option<String>>, StoreError> {
-        let client = self.core.link.client().await.map_err(StoreError::Postgres)?;
-        let rows = client
-            .query(
-                "SELECT partition, node FROM partitions WHERE expires_at > now() ORDER BY partition",
-                &[],
-            )
-            .await
-            .map_err(|e| {
-                StoreError::Postgres(format!(
-                    "{}: {}",
-                    self.core.target.shown(),
-                    crate::store::postgres::message(&e)
-                ))
-            })?;
-        let mut owners = vec![None; self.partitions() as usize];
-        for row in rows {
-            let partition: i32 = row.try_get(0).unwrap_or(-1);
-            let node: Option<String> = row.try_get(1).unwrap_or(None);
-            if let Some(slot) = usize::try_from(partition).ok().and_then(|p| owners.get_mut(p)) {
-                *slot = node;
-            }
-        }
-        Ok(owners)
-    }
-
     /// What the node does with its partitions, from now on.
     pub fn events(&self) -> broadcast::Receiver<NodeEvent> {
         self.core.events.subscribe()

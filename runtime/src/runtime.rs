@@ -656,7 +656,7 @@ impl Runtime {
         &self,
         wanted: impl Fn(&str) -> bool,
     ) -> Result<Resumed, StoreError> {
-        let mut heads = self.inner.sessions.shared.store.heads().await?;
+        let mut heads = self.inner.sessions.shared.store.pending_heads().await?;
         heads.retain(|head| wanted(&head.session));
         let (mut open, mut failed) = crate::pending::pending(&heads);
         // The most urgent first — what is due now (a cut attempt, a wait that ended while the

@@ -194,6 +194,19 @@ pub enum StoreError {
         /// This node.
         node: String,
     },
+    /// A session of a cluster's database (SPEC §12) claimed through a store opened alone: only
+    /// the cluster's nodes write its sessions, each under its partition's lease. Nothing was
+    /// read or written.
+    #[error(
+        "{session}: {url} is the database of a cluster of rein nodes: its sessions are written by \
+         its nodes only (ask one: rein node, its console or API)"
+    )]
+    Clustered {
+        /// The session.
+        session: String,
+        /// The database, without its password.
+        url: String,
+    },
     /// An append that does not continue the session's log (a duplicate or a gap in `seq`).
     /// Nothing was written.
     #[error("{session}: append out of order: got seq {found}, the log's next seq is {expected}")]
@@ -282,6 +295,19 @@ pub trait SessionStore: Send + Sync + 'static {
                     Err(e) => heads.push(SessionHead { head: Err(e.to_string()), session }),
                 }
             }
+            Ok(heads)
+        })
+    }
+
+    /// The heads of the sessions with an open turn (and those whose head cannot be read), in
+    /// session-id order: what [`SessionStore::heads`] returns, less the sessions with nothing
+    /// open. `Runtime::resume_pending` reads this; a store that knows its open sessions without
+    /// listing every session (the PostgreSQL store) answers in a time that follows them, which a
+    /// node taking partitions over pays at every takeover. The default filters `heads`.
+    fn pending_heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let mut heads = self.heads().await?;
+            heads.retain(|h| h.head.as_ref().map_or(true, |head| head.open_turn.is_some()));
             Ok(heads)
         })
     }

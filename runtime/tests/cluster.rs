@@ -194,6 +194,11 @@ async fn an_append_under_a_stale_epoch_is_refused_even_when_it_reaches_the_datab
     drop(claim);
     // A claim now is refused: the partition is not held.
     assert!(matches!(store.claim(&id).await, Err(StoreError::NotOwned { partition: 3, .. })));
+    // A store opened alone on a cluster's database writes none of its sessions.
+    let alone = PostgresStore::open(&url, Durability::Disk).await.unwrap();
+    let refused = alone.claim(&id).await.unwrap_err();
+    assert!(matches!(refused, StoreError::Clustered { .. }), "{refused}");
+    assert!(refused.to_string().contains("its sessions are written by its nodes only"));
 }
 
 async fn raw(url: &str) -> tokio_postgres::Client {

@@ -836,7 +836,10 @@ mod postgres {
         // As a rein of schema version 2 left it: no heads.
         let client = raw_postgres(&url).await;
         client
-            .batch_execute("DROP TABLE session_heads; UPDATE schema_version SET version = 2")
+            .batch_execute(
+                "DROP TABLE session_heads, cluster, partitions, nodes, commands; \
+                 UPDATE schema_version SET version = 2",
+            )
             .await
             .unwrap();
         let store = PostgresStore::open(&url, Durability::Os).await.unwrap();
@@ -1009,6 +1012,8 @@ async fn heads_follow_every_append_and_survive_reopening_and_a_crash_cut_log() {
         want[0] = head("closed", 5, None, None);
         want[1] = head("open", 6, Some(1), None);
         assert_eq!(store.heads().await.unwrap(), want, "{name}: after more appends");
+        // The pending heads: the same, less the sessions with nothing open.
+        assert_eq!(store.pending_heads().await.unwrap(), want[1..], "{name}: pending");
         drop(store);
 
         let store = backend.open(Durability::Os).await;

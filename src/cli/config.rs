@@ -102,7 +102,7 @@ async fn show(args: &ShowArgs) -> Result<String, (u8, String)> {
 /// The saved settings of the store at `store` (none for a directory that does not exist yet).
 async fn saved_settings(store: &std::path::Path) -> Result<Vec<StoredSettings>, String> {
     let opened: Arc<dyn SessionStore> = if sessions::is_postgres(store) {
-        sessions::open_postgres_store(&store.to_string_lossy()).await?
+        sessions::open_postgres_store(&store.to_string_lossy()).await? as Arc<dyn SessionStore>
     } else {
         if !store.exists() {
             return Ok(Vec::new());

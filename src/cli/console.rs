@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use rein_runtime::cluster::{Node, NodeOptions};
 use rein_runtime::store::SessionStore;
+use rein_runtime::store::postgres::PostgresStore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -195,9 +196,13 @@ async fn console(args: Served<'_>) -> u8 {
         true => rein_runtime::store::postgres::redact(&dir.to_string_lossy()),
         false => dir.display().to_string(),
     };
+    let cluster;
     let (logs, live) = if args.read_only {
         match read_only(&dir).await {
-            Ok(logs) => (logs, None),
+            Ok((logs, postgres)) => {
+                cluster = postgres;
+                (logs, None)
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 return BAD_INPUT;
@@ -205,7 +210,10 @@ async fn console(args: Served<'_>) -> u8 {
         }
     } else {
         match start(&args, file, &dir).await {
-            Ok((live, label)) => (logs::Logs::Store(Arc::clone(&live.store)), Some((live, label))),
+            Ok((live, label)) => {
+                cluster = live.cluster.clone();
+                (logs::Logs::Store(Arc::clone(&live.store)), Some((live, label)))
+            }
             Err((status, e)) => {
                 eprintln!("error: {e}");
                 return status;
@@ -282,10 +290,11 @@ async fn console(args: Served<'_>) -> u8 {
         None => format!("read-only · store {store_shown}"),
     };
     let app = Arc::new(server::App {
-        context: pages::Context { live: label, store: store_shown },
+        context: pages::Context { live: label, store: store_shown, cluster: cluster.is_some() },
         own: guard::Own { port },
         logs,
         live,
+        cluster,
         closing: closing.clone(),
         turns: TaskTracker::new(),
     });
@@ -382,14 +391,19 @@ async fn start(
         }
         None => None,
     };
-    let store: Arc<dyn SessionStore> = match (&node, sessions::is_postgres(dir)) {
-        (Some(node), _) => Ok(node.store() as Arc<dyn SessionStore>),
-        (None, true) => sessions::open_postgres_store(&dir.to_string_lossy()).await,
-        (None, false) => {
-            sessions::open_store(dir).map(|store| Arc::new(store) as Arc<dyn SessionStore>)
-        }
-    }
-    .map_err(|e| (BAD_INPUT, e))?;
+    let cluster = match (&node, sessions::is_postgres(dir)) {
+        (Some(node), _) => Some(node.store()),
+        (None, true) => Some(
+            sessions::open_postgres_store(&dir.to_string_lossy())
+                .await
+                .map_err(|e| (BAD_INPUT, e))?,
+        ),
+        (None, false) => None,
+    };
+    let store: Arc<dyn SessionStore> = match &cluster {
+        Some(postgres) => Arc::clone(postgres) as Arc<dyn SessionStore>,
+        None => Arc::new(sessions::open_store(dir).map_err(|e| (BAD_INPUT, e))?),
+    };
     let feed = Arc::new(feed::Feed::default());
     let notifying: Arc<dyn SessionStore> =
         Arc::new(feed::NotifyingStore::new(Arc::clone(&store), Arc::clone(&feed)));
@@ -430,6 +444,7 @@ async fn start(
     let live = server::Live {
         runtime,
         node,
+        cluster,
         store,
         feed,
         creating: tokio::sync::Mutex::default(),
@@ -442,12 +457,14 @@ async fn start(
 
 /// The logs of a store served read-only: a PostgreSQL store, read through it; or the files of a
 /// directory, which must be a readable one.
-async fn read_only(dir: &Path) -> Result<logs::Logs, String> {
+async fn read_only(dir: &Path) -> Result<(logs::Logs, Option<Arc<PostgresStore>>), String> {
     if sessions::is_postgres(dir) {
-        return sessions::open_postgres_store(&dir.to_string_lossy()).await.map(logs::Logs::Store);
+        let store = sessions::open_postgres_store(&dir.to_string_lossy()).await?;
+        let logs = logs::Logs::Store(Arc::clone(&store) as Arc<dyn SessionStore>);
+        return Ok((logs, Some(store)));
     }
     readable_dir(dir)?;
-    Ok(logs::Logs::Files(dir.to_path_buf()))
+    Ok((logs::Logs::Files(dir.to_path_buf()), None))
 }
 
 /// A store to serve read-only as files: it must be a readable directory.

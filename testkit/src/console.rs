@@ -45,7 +45,24 @@ impl Drop for Console {
 impl Console {
     /// `rein console --port 0 ARGS` in `dir`; returns once it printed its URL.
     pub fn start(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Console {
-        let mut all = vec!["console", "--port", "0"];
+        Self::spawn(dir, "console", args, env, "rein console: ")
+    }
+
+    /// `rein node --port 0 --node-id ID ARGS` in `dir`; returns once it printed its URL.
+    pub fn start_node(dir: &Path, id: &str, args: &[&str], env: &[(&str, &str)]) -> Console {
+        let mut all = vec!["--node-id", id];
+        all.extend_from_slice(args);
+        Self::spawn(dir, "node", &all, env, &format!("rein node {id}: "))
+    }
+
+    fn spawn(
+        dir: &Path,
+        subcommand: &str,
+        args: &[&str],
+        env: &[(&str, &str)],
+        prefix: &str,
+    ) -> Console {
+        let mut all = vec![subcommand, "--port", "0"];
         all.extend_from_slice(args);
         let mut child = command(dir, &all, env)
             .stdin(Stdio::null())
@@ -73,7 +90,7 @@ impl Console {
         stdout.read_line(&mut line).unwrap();
         let url = line
             .trim()
-            .strip_prefix("rein console: ")
+            .strip_prefix(prefix)
             .unwrap_or_else(|| {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -95,11 +112,39 @@ impl Console {
         self.stderr.0.lock().unwrap().text.clone()
     }
 
-    /// Sends `signal` (`TERM`, `INT`).
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, `KILL`, `STOP`, `CONT`).
     pub fn signal(&self, signal: &str) {
         let pid = self.child.id().to_string();
         let kill = Command::new("kill").args([&format!("-{signal}"), &pid]).status().unwrap();
         assert!(kill.success());
+    }
+
+    /// How many times stderr holds `needle` so far.
+    pub fn stderr_count(&self, needle: &str) -> usize {
+        self.stderr.0.lock().unwrap().text.matches(needle).count()
+    }
+
+    /// Waits until stderr holds `needle` at least `times` times (true), or `limit` passed or the
+    /// process ended first (false).
+    pub fn wait_for_stderr_times(&self, needle: &str, times: usize, limit: Duration) -> bool {
+        let (lock, written) = &*self.stderr;
+        let deadline = Instant::now() + limit;
+        let mut stderr = lock.lock().unwrap();
+        loop {
+            if stderr.text.matches(needle).count() >= times {
+                return true;
+            }
+            let now = Instant::now();
+            if stderr.closed || now >= deadline {
+                return false;
+            }
+            stderr = written.wait_timeout(stderr, deadline - now).unwrap().0;
+        }
     }
 
     /// Waits until stderr holds `needle` (true) or `limit` passed or the process ended without

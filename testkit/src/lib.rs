@@ -27,7 +27,8 @@
 //! - `server`: `server`, a scripted model server on loopback (axum), and `messages`, the
 //!   Anthropic Messages stream it can play.
 //! - `heap`: `heap`, the heap a parked turn and an idle session hold.
-//! - `cli`: `cli`, `console` and `scenario_files`, the `rein` binary as a process.
+//! - `cli`: `cli`, `console` and `scenario_files`, the `rein` binary as a process (`rein
+//!   console`, `rein node`), and `proxy`, a TCP proxy that can cut a process off its server.
 //! - `browser`: `browser`, a headless Chromium driven through chromedriver.
 //!
 //! For the crates this one depends on (`rein-event`, `rein-runtime`, `rein-invariant`), only
@@ -57,6 +58,8 @@ pub mod messages;
 pub mod mutation;
 pub mod plugins;
 pub mod postgres;
+#[cfg(feature = "cli")]
+pub mod proxy;
 pub mod recorder;
 pub mod runtime;
 #[cfg(feature = "cli")]

@@ -3,7 +3,8 @@
 //!
 //! Every third of a lease it runs a round on its own connection: the heartbeat, the renewal of
 //! every held partition in one statement, and the count of live nodes, in one pipelined trip
-//! (bounded by a third of a lease: a database that does not answer is a failed round). Then:
+//! (bounded by a lease: a database that does not answer is a failed round — a slow answer is
+//! still a good one, since the renewal renews only what is still the node's). Then:
 //!
 //! - **lost** partitions (`lease::lost`: not renewed — taken over — or a whole lease without an
 //!   answer) leave the fence at once and their sessions are stopped without writing (evicted:
@@ -120,9 +121,9 @@ impl Actor for PartitionKeeper {
 }
 
 impl PartitionKeeper {
-    /// A statement, bounded by a third of a lease (`None`: no answer in time, or an error).
+    /// A statement, bounded by a lease (`None`: no answer in time, or an error).
     async fn bounded<T, E>(&self, work: impl Future<Output = Result<T, E>>) -> Option<T> {
-        let bound = self.core.options.lease / 3;
+        let bound = self.core.options.lease;
         tokio::time::timeout(bound, work).await.ok()?.ok()
     }
 
@@ -158,7 +159,7 @@ impl PartitionKeeper {
             }
             None => {
                 core.event(NodeEvent::Unreachable(format!(
-                    "{}: no answer within a third of the lease",
+                    "{}: no answer within a lease",
                     core.target.shown()
                 )));
                 Renewal::Failed

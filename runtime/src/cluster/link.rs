@@ -20,7 +20,7 @@ use tokio_postgres::{AsyncMessage, Client, NoTls};
 use tokio_util::sync::CancellationToken;
 
 use crate::store::Durability;
-use crate::store::postgres::{Target, backoff, connect, message};
+use crate::store::postgres::{Target, backoff, client_config, connect, message};
 
 /// The shared connection, connected on first use and again after it broke.
 pub(crate) struct Link {
@@ -67,7 +67,7 @@ pub(crate) async fn listen(
 ) {
     let mut failed = 0u32;
     loop {
-        if let Ok((client, mut connection)) = target.config().connect(NoTls).await {
+        if let Ok((client, mut connection)) = client_config(&target).connect(NoTls).await {
             let (notices, mut received) = mpsc::unbounded_channel();
             let driver = tokio::spawn(async move {
                 let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));

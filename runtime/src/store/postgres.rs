@@ -60,6 +60,7 @@ mod batch;
 pub mod fence;
 mod heads;
 mod locks;
+mod owners;
 pub mod partition;
 mod rows;
 mod schema;
@@ -68,6 +69,7 @@ mod writer;
 
 pub(crate) use batch::backoff;
 pub use fence::Fence;
+pub use owners::Owners;
 pub use target::{Target, redact};
 pub use writer::Counters;
 
@@ -100,6 +102,9 @@ pub struct PostgresStore {
     schema_found: Option<u32>,
     /// A node's fence (`None`: a store opened alone, one writer per session by advisory locks).
     fence: Option<Arc<Fence>>,
+    /// The database was a cluster's when the store opened: a store opened alone writes none of
+    /// its sessions (their nodes do).
+    clustered: bool,
 }
 
 impl PostgresStore {
@@ -142,6 +147,11 @@ impl PostgresStore {
         let schema_found = schema::migrate(&mut client)
             .await
             .map_err(|e| StoreError::Postgres(format!("{shown}: {e}")))?;
+        let clustered = client
+            .query_one("SELECT EXISTS (SELECT 1 FROM cluster)", &[])
+            .await
+            .and_then(|row| row.try_get::<_, bool>(0))
+            .map_err(failed)?;
         let reader = connect(&target, Durability::Os).await.map_err(failed)?;
         let (lock_client, closed) =
             connect_watched(&target, Durability::Os).await.map_err(failed)?;
@@ -169,6 +179,7 @@ impl PostgresStore {
             locks,
             counters,
             schema_found,
+            clustered,
             fence,
         })
     }
@@ -176,6 +187,34 @@ impl PostgresStore {
     /// The node's fence, when the store was opened as a node.
     pub fn fence(&self) -> Option<&Arc<Fence>> {
         self.fence.as_ref()
+    }
+
+    /// Which node serves each session of the cluster on this database now (`None`: the database
+    /// is no cluster's: no node ever joined it).
+    pub async fn owners(&self) -> Result<Option<Owners>, StoreError> {
+        let client = self.reader().await?;
+        let rows = client
+            .query(
+                "SELECT partition, CASE WHEN expires_at > now() THEN node END FROM partitions \
+                 ORDER BY partition",
+                &[],
+            )
+            .await
+            .map_err(|e| self.error(e))?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut by_partition = vec![None; rows.len()];
+        for row in rows {
+            let partition: i32 = row.try_get(0).map_err(|e| self.error(e))?;
+            let node: Option<String> = row.try_get(1).map_err(|e| self.error(e))?;
+            if let Some(slot) =
+                usize::try_from(partition).ok().and_then(|p| by_partition.get_mut(p))
+            {
+                *slot = node;
+            }
+        }
+        Ok(Some(Owners { by_partition }))
     }
 
     /// The target it connects to (password included in its configuration, never shown).
@@ -281,6 +320,22 @@ pub fn message(e: &tokio_postgres::Error) -> String {
     text
 }
 
+/// How every connection of rein's to `target` is made: a cut network is noticed — keepalives on
+/// an idle connection, a limit on how long sent data may stay unacknowledged (Linux) — besides
+/// the writer's and the keeper's own bounds on what they wait for.
+pub(crate) fn client_config(target: &Target) -> tokio_postgres::Config {
+    let mut config = target.config.clone();
+    config
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .keepalives(true)
+        .keepalives_idle(std::time::Duration::from_secs(5))
+        .keepalives_interval(std::time::Duration::from_secs(2))
+        .keepalives_retries(3);
+    #[cfg(target_os = "linux")]
+    config.tcp_user_timeout(std::time::Duration::from_secs(10));
+    config
+}
+
 /// Connects to `target`, running the connection on its own task, with `synchronous_commit` for
 /// `durability`.
 pub(crate) async fn connect(
@@ -295,7 +350,7 @@ async fn connect_watched(
     target: &Target,
     durability: Durability,
 ) -> Result<(Client, oneshot::Receiver<()>), tokio_postgres::Error> {
-    let (client, connection) = target.config.connect(NoTls).await?;
+    let (client, connection) = client_config(target).connect(NoTls).await?;
     let (ended, closed) = oneshot::channel();
     tokio::spawn(async move {
         // Its error is the next query's error, reported there.
@@ -354,6 +409,12 @@ impl SessionStore for PostgresStore {
                 let fenced = fence.claim(session)?;
                 return Ok(Claim::new((fenced, held)));
             }
+            if self.clustered {
+                return Err(StoreError::Clustered {
+                    session: session.to_owned(),
+                    url: self.target.shown().to_owned(),
+                });
+            }
             let lock = self.locks.take(session).await?;
             // The lock is released before the in-process claim lets the next claimant in.
             Ok(Claim::new((lock, held)))
@@ -409,6 +470,13 @@ impl SessionStore for PostgresStore {
         Box::pin(async move {
             let client = self.reader().await?;
             heads::read_all(&*client).await.map_err(|e| self.error(e))
+        })
+    }
+
+    fn pending_heads(&self) -> BoxFuture<'_, Result<Vec<SessionHead>, StoreError>> {
+        Box::pin(async move {
+            let client = self.reader().await?;
+            heads::read_open(&*client).await.map_err(|e| self.error(e))
         })
     }
 

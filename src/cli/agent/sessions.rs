@@ -119,7 +119,7 @@ pub(crate) fn open_postgres(url: &str, id: Option<&str>) -> Result<Place, String
 
 /// The PostgreSQL store at `url` (at [`Durability::Disk`]); the error names it without its
 /// password.
-pub(crate) async fn open_postgres_store(url: &str) -> Result<Arc<dyn SessionStore>, String> {
+pub(crate) async fn open_postgres_store(url: &str) -> Result<Arc<PostgresStore>, String> {
     let store =
         PostgresStore::open(url, Durability::Disk).await.map_err(|e| format!("--store: {e}"))?;
     Ok(Arc::new(store))

@@ -7,7 +7,9 @@
 //! update costs the new events and the open turn, whatever the log's length.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
+use rein_runtime::store::postgres::PostgresStore;
 use serde_json::{Value, json};
 
 use super::logs::{Logs, Reader};
@@ -71,12 +73,15 @@ impl Session {
 pub(crate) struct Store {
     logs: Logs,
     followed: BTreeMap<String, (Reader, Tail)>,
+    /// A cluster's database: each row names the node serving its session.
+    cluster: Option<Arc<PostgresStore>>,
 }
 
 impl Store {
-    /// The logs of `logs`, nothing read yet.
-    pub(crate) fn new(logs: &Logs) -> Self {
-        Self { logs: logs.clone(), followed: BTreeMap::new() }
+    /// The logs of `logs`, nothing read yet; on a cluster's database (`cluster`), each row names
+    /// the node serving its session.
+    pub(crate) fn new(logs: &Logs, cluster: Option<Arc<PostgresStore>>) -> Self {
+        Self { logs: logs.clone(), followed: BTreeMap::new(), cluster }
     }
 
     /// Every session's row, newest activity first: each session of the store, read on from
@@ -109,6 +114,13 @@ impl Store {
             });
         }
         rows.sort_by(|a, b| b.last_time.cmp(&a.last_time).then_with(|| a.id.cmp(&b.id)));
+        if let Some(cluster) = &self.cluster
+            && let Some(owners) = cluster.owners().await.map_err(|e| e.to_string())?
+        {
+            for row in &mut rows {
+                row.node = owners.of(&row.id).map(str::to_owned);
+            }
+        }
         Ok(rows)
     }
 }

@@ -33,6 +33,9 @@ pub(crate) struct Context {
     pub(crate) live: Option<String>,
     /// The store directory, as given.
     pub(crate) store: String,
+    /// The store is a PostgreSQL database, perhaps a cluster's: the sessions list names the
+    /// node serving each session.
+    pub(crate) cluster: bool,
 }
 
 impl Context {
@@ -106,25 +109,28 @@ pub(crate) fn sessions(context: &Context, rows: &[Summary]) -> Markup {
                 tr {
                     th { "Session" } th { "First prompt" } th.num { "Turns" } th { "Now" }
                     th { "Last turn" } th.num { "Retried or failed" } th { "Last activity" }
+                    @if context.cluster { th { "Node" } }
                 }
             }
-            tbody #session-rows { (session_rows(rows)) }
+            tbody #session-rows { (session_rows(rows, context.cluster)) }
         }
     };
     layout(context, "Sessions", "sessions", &[], body)
 }
 
-/// The rows of the sessions list (replaced live).
-pub(crate) fn session_rows(rows: &[Summary]) -> Markup {
+/// The rows of the sessions list (replaced live); with `cluster`, a last column naming the node
+/// serving each session (a dash when none holds its partition).
+pub(crate) fn session_rows(rows: &[Summary], cluster: bool) -> Markup {
+    let columns = if cluster { 8 } else { 7 };
     html! {
         @if rows.is_empty() {
-            tr.empty { td colspan="7" { "No sessions yet." } }
+            tr.empty { td colspan=(columns) { "No sessions yet." } }
         }
         @for row in rows {
             tr data-session=(row.id) {
                 td { a href=(format!("/sessions/{}", row.id)) { code { (row.id) } } }
                 @if let Some(error) = &row.error {
-                    td.error colspan="6" { "cannot be read: " (error) }
+                    td.error colspan=(columns - 1) { "cannot be read: " (error) }
                 } @else {
                     td.title { (or_dash(row.title.as_deref())) }
                     td.num { (row.turns) }
@@ -132,6 +138,7 @@ pub(crate) fn session_rows(rows: &[Summary]) -> Markup {
                     td { (or_dash(row.last_ending.as_deref())) }
                     td.num { (row.retried_or_failed) }
                     td { @if let Some(time) = row.last_time { (time_tag(time)) } }
+                    @if cluster { td.node { (or_dash(row.node.as_deref())) } }
                 }
             }
         }
@@ -509,7 +516,11 @@ mod tests {
     use super::*;
 
     fn context() -> Context {
-        Context { live: Some("model on provider <x>".into()), store: ".rein/sessions".into() }
+        Context {
+            live: Some("model on provider <x>".into()),
+            store: ".rein/sessions".into(),
+            cluster: false,
+        }
     }
 
     #[test]
@@ -602,7 +613,7 @@ deepseek:deepseek-reasoner</textarea>"#,
         assert!(html.contains("<dt><code>maxTransientRetries</code></dt><dd><code>5</code></dd>"));
         assert!(!html.contains("<form"), "{html}");
 
-        let read_only = Context { live: None, store: "logs".into() };
+        let read_only = Context { live: None, store: "logs".into(), cluster: false };
         let page = plugins(&read_only, &[view]).into_string();
         assert!(page.contains(r#"<p class="unavailable">Unavailable"#), "{page}");
         assert!(!page.contains("maxTransientRetries"), "{page}");

@@ -94,6 +94,8 @@ pub(crate) struct Live {
     pub(crate) runtime: Runtime,
     /// The node it is, when it is one of a cluster (`rein node`).
     pub(crate) node: Option<rein_runtime::cluster::Node>,
+    /// Its store, when it is a PostgreSQL database.
+    pub(crate) cluster: Option<Arc<rein_runtime::store::postgres::PostgresStore>>,
     /// Its store (for fresh session ids).
     pub(crate) store: Arc<dyn SessionStore>,
     /// Told of every append.
@@ -119,6 +121,9 @@ pub(crate) struct App {
     pub(crate) logs: Logs,
     /// The runtime; `None` for a store served read-only.
     pub(crate) live: Option<Live>,
+    /// The store, when it is a PostgreSQL database (a cluster's: the rows name each session's
+    /// node).
+    pub(crate) cluster: Option<Arc<rein_runtime::store::postgres::PostgresStore>>,
     /// Cancelled when the console stops: every event stream ends.
     pub(crate) closing: CancellationToken,
     /// The tasks that await the turns prompts started.
@@ -294,7 +299,7 @@ async fn script() -> Response {
 impl App {
     /// Every session's row, newest activity first.
     async fn rows(&self) -> Result<Vec<status::Summary>, String> {
-        follow::Store::new(&self.logs).rows().await
+        follow::Store::new(&self.logs, self.cluster.clone()).rows().await
     }
 
     /// What tells a stream of session `id` (`None`: of the sessions list) that a log grew.
@@ -390,10 +395,11 @@ async fn list_sessions(State(app): Shared) -> Response {
 async fn list_events(State(app): Shared) -> Response {
     let changes = app.changes(None);
     // The last update sent: a poll that finds the same rows sends nothing.
-    let store = (follow::Store::new(&app.logs), None::<Value>);
-    updates(Arc::clone(&app), changes, LIST_GAP, store, |(mut store, last)| async move {
+    let store = (follow::Store::new(&app.logs, app.cluster.clone()), None::<Value>);
+    let cluster = app.context.cluster;
+    updates(Arc::clone(&app), changes, LIST_GAP, store, move |(mut store, last)| async move {
         let update = match store.rows().await {
-            Ok(rows) => json!({"rows": pages::session_rows(&rows).into_string()}),
+            Ok(rows) => json!({"rows": pages::session_rows(&rows, cluster).into_string()}),
             Err(e) => json!({"error": e}),
         };
         if last.as_ref() == Some(&update) {

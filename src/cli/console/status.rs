@@ -176,6 +176,10 @@ pub(crate) struct Summary {
     pub(crate) last_time: Option<u64>,
     /// Why the log could not be read, when it could not.
     pub(crate) error: Option<String>,
+    /// The node serving the session now, on a cluster's database (`None`: not a cluster, or no
+    /// node holds its partition).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) node: Option<String>,
 }
 
 /// The longest title of a sessions list row.
@@ -192,6 +196,7 @@ pub(crate) fn unreadable(id: &str, error: String) -> Summary {
         retried_or_failed: 0,
         last_time: None,
         error: Some(error),
+        node: None,
     }
 }
 

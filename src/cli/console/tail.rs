@@ -129,6 +129,7 @@ impl Tail {
             retried_or_failed: self.settled_panels + panels(&self.events).len(),
             last_time: self.last_time,
             error: None,
+            node: None,
         }
     }
 }

@@ -123,6 +123,35 @@ pub(super) async fn read_all(
     Ok(heads)
 }
 
+/// The heads of the sessions with an open turn, in session-id order: one probe of the heads
+/// table, and each one's next `seq` from the end of its range.
+pub(super) async fn read_open(
+    client: &impl GenericClient,
+) -> Result<Vec<SessionHead>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT h.session, (SELECT max(seq) + 1 FROM events e WHERE e.session = h.session),
+                 h.open_turn, h.wake_at
+             FROM session_heads h WHERE h.open_turn IS NOT NULL",
+            &[],
+        )
+        .await?;
+    let mut heads = Vec::with_capacity(rows.len());
+    for row in rows {
+        let turn: Option<i64> = row.try_get(2)?;
+        let wake_at: Option<i64> = row.try_get(3)?;
+        let next: Option<i64> = row.try_get(1)?;
+        let head = Head {
+            next_seq: next.map_or(0, from_sql),
+            open_turn: turn.and_then(|t| u32::try_from(t).ok()),
+            wake_at: wake_at.map(from_sql),
+        };
+        heads.push(SessionHead { session: row.try_get(0)?, head: Ok(head) });
+    }
+    heads.sort_by(|a, b| a.session.cmp(&b.session));
+    Ok(heads)
+}
+
 /// Fills the table from the rows of `events` (the migration to [`VERSION`], in its transaction):
 /// each session's next `seq`, and the fold of its marks — only the lines that can hold one
 /// (`"type":"turn/…` or `"type":"llm/retry…`, which no string value can contain unescaped) are

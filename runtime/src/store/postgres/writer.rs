@@ -26,7 +26,9 @@
 //! When the connection breaks, every request of the batch in flight fails (it may or may not have
 //! been committed: it was never acknowledged, so the session log does not count on it, and a
 //! reopened log shows what the database kept), the writer forgets its cached `seq`s, and it
-//! reconnects with backoff ([`batch::backoff`]: 50 ms doubling up to 2 s). Meanwhile every append
+//! reconnects with backoff ([`batch::backoff`]: 50 ms doubling up to 2 s). A batch that gets no
+//! answer for [`WRITE_TIMEOUT`] (a network that stopped passing anything, which a connection
+//! alone may not notice for hours) is failed the same way, and its connection dropped. Meanwhile every append
 //! is refused at once with [`StoreError::Postgres`] "unreachable" — never queued, never
 //! acknowledged. When the writer is connected again, appends go on.
 
@@ -42,6 +44,10 @@ use super::heads;
 use super::locks::Locks;
 use super::target::Target;
 use crate::store::{Durability, Head, Mark, StoreError};
+
+/// A batch whose transaction has not answered by then fails (unacknowledged: it may or may not
+/// have been committed, as when the connection breaks) and the connection is dropped.
+const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// At most this many requests share one transaction.
 const MAX_BATCH: usize = 4096;
@@ -135,7 +141,16 @@ impl Writer {
     /// Commits one batch and answers its callers.
     async fn commit(&mut self, batch: Vec<Request>) {
         let mut outcomes = self.locks.refuse_lost(batch.iter().map(|r| r.session.as_str()));
-        let written = self.write(&batch, &mut outcomes).await;
+        let written =
+            match tokio::time::timeout(WRITE_TIMEOUT, self.write(&batch, &mut outcomes)).await {
+                Ok(written) => written,
+                Err(_) => {
+                    // A connection that stopped answering (a cut network): never acknowledged, and
+                    // dropped, so that the next batch connects afresh.
+                    self.client = None;
+                    Err(format!("no answer within {} s", WRITE_TIMEOUT.as_secs()))
+                }
+            };
         let broken = self.client.as_ref().is_none_or(Client::is_closed);
         match written {
             Ok(next) => {
