@@ -45,7 +45,8 @@ Checked at the end:
 Limits:
   --agents and --turns [1, 1000000], --latency-ms [0, 600000], --backoff-ms [1, 100000],
   --stall-ms [0, 3600000], --tool-ms and --decide-ms [0, 600000], --hang-deadline-ms
-  [1, 604800000], the rates [0, 1]; a value outside
+  [1, 604800000] (default with --nodes: ten leases more), --nodes [1, 32], --lease-ms
+  [100, 600000], --partitions [1, 65536], the rates [0, 1]; a value outside
   (or not a number) is a usage error naming the flag, the value and the range.
 
 Output:
