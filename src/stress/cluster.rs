@@ -203,7 +203,7 @@ pub async fn run(
 }
 
 /// Starts the nodes one after another, then waits until they share the partitions out: every
-/// partition served, every node serving its share. The cluster's number of partitions.
+/// partition served, every node serving some. The cluster's number of partitions.
 async fn start_nodes(
     client: &tokio_postgres::Client,
     members: &Arc<Members>,
@@ -220,9 +220,9 @@ async fn start_nodes(
         if partitions > 0 {
             members.set_owners(partitions, &sql::owners(client).await?);
             let (shares, unowned) = members.shares();
-            // The keeper's fair share: at least the even split, rounded down.
-            let fair = partitions as usize / members.len();
-            let each = shares.iter().all(|&n| n >= fair);
+            // Every node serves some (the keepers aim at the even split rounded up, so the last
+            // to join may serve fewer than the others).
+            let each = partitions < members.len() as u32 || shares.iter().all(|&n| n > 0);
             if unowned == 0 && each {
                 return Ok(partitions);
             }
