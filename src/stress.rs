@@ -40,6 +40,7 @@
 //! own. The run then stops (no agent starts another turn), lists those turns, and shuts the
 //! runtime down — which must still end them and leave nothing alive.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -54,12 +55,14 @@ use crate::runtime::clock::{Clock, VirtualClock, WallClock};
 use crate::runtime::plugin::BuiltPlugin;
 use crate::runtime::provider::Adapter;
 use crate::runtime::route_health::{BreakerState, HealthHistory, HealthSettings};
-use crate::runtime::runtime::{Route, Runtime};
+use crate::runtime::runtime::{Route, Runtime, RuntimeBuilder};
+use crate::runtime::session::Placement;
 use crate::runtime::store::SessionStore;
 
 pub mod acks;
 mod agent;
 mod chaos;
+pub mod cluster;
 mod flaky;
 mod jitter;
 pub mod limits;
@@ -77,8 +80,10 @@ use plan::Rates;
 use route::{BreakerSummary, OutageWindow, RouteSummary, RouteTally};
 use summary::{Cancellations, HungTurn, LISTED, Latencies, Leaks, Summary, Tally};
 
-/// What a stress run does (the flags of `rein stress`, less the store).
-#[derive(Debug, Clone, PartialEq)]
+/// What a stress run does (the flags of `rein stress`, less the store). It travels as JSON to
+/// the nodes of `rein stress --nodes` ([`node_runtime`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StressConfig {
     /// Concurrent agents (sessions `agent-00000`, `agent-00001`, ...).
     pub agents: usize,
@@ -111,6 +116,7 @@ pub struct StressConfig {
     /// A window in which the simulated provider fails every request (`None`: no outage).
     pub outage: Option<Outage>,
     /// The route's health settings (`None`: route health off).
+    #[serde(with = "health_json")]
     pub route_health: Option<HealthSettings>,
     /// Event times from tokio's clock, in ms from the start of the run, instead of the wall
     /// clock: for a run on a paused tokio runtime (a test of minutes that takes seconds).
@@ -180,6 +186,33 @@ impl StressConfig {
     }
 }
 
+/// `StressConfig::route_health` as JSON: the settings' own configuration value
+/// ([`HealthSettings::to_value`]), read back as strictly as `rein.toml` reads it.
+mod health_json {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer, de::Error as _};
+    use serde_json::Value;
+
+    use crate::runtime::route_health::HealthSettings;
+
+    pub(super) fn serialize<S: Serializer>(
+        health: &Option<HealthSettings>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        health.as_ref().map(HealthSettings::to_value).serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<HealthSettings>, D::Error> {
+        match Option::<Value>::deserialize(deserializer)? {
+            None => Ok(None),
+            Some(value) => HealthSettings::from_value(&value, "routeHealth")
+                .map(Some)
+                .map_err(D::Error::custom),
+        }
+    }
+}
+
 /// The plugins of the chain, in order, each with how to make it again.
 fn plugin_specs(
     config: &StressConfig,
@@ -208,6 +241,94 @@ fn plugin_specs(
     Ok(specs)
 }
 
+/// The runtime of a run, not yet built: the simulated route (behind [`Down`] when the run
+/// watches its route), the run's clock and jitter, the `pause` tool when answers call it, and
+/// the chain ([`plugin_specs`], kept so that plugins can be made again).
+struct Unbuilt {
+    builder: RuntimeBuilder,
+    specs: Vec<PluginSpec>,
+    down: Option<Arc<Down>>,
+    clock: Arc<dyn Clock>,
+}
+
+/// A run's runtime, built, with what the run keeps of its making.
+struct Built {
+    runtime: Runtime,
+    specs: Vec<PluginSpec>,
+    down: Option<Arc<Down>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Unbuilt {
+    fn new(
+        config: &StressConfig,
+        store: Arc<dyn SessionStore>,
+        crashes: &Arc<AtomicU64>,
+    ) -> Result<Self, String> {
+        let simulated = Simulated::new(config.simulated()).map_err(|e| e.to_string())?;
+        let specs = plugin_specs(config, crashes)?;
+        let clock: Arc<dyn Clock> = match config.virtual_clock {
+            true => Arc::new(VirtualClock::start()),
+            false => Arc::new(WallClock),
+        };
+        // The simulated provider as it is, unless the run watches its route: then behind `Down`.
+        let down = (config.outage.is_some() || config.route_health.is_some())
+            .then(|| Arc::new(Down::new(simulated.clone(), config.outage, Arc::clone(&clock))));
+        let adapter: Arc<dyn Adapter> = match &down {
+            Some(down) => Arc::clone(down) as Arc<dyn Adapter>,
+            None => Arc::new(simulated.clone()),
+        };
+        let route =
+            Route::new(ROUTE, adapter).model(simulated.model()).health(config.route_health.clone());
+        let mut builder = Runtime::builder()
+            .store(store)
+            .clock(Arc::clone(&clock))
+            .route(route)
+            .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
+        if config.rates.tool > 0.0 {
+            let pause = pause::Pause::new(Duration::from_millis(config.tool_ms));
+            builder = builder.tool(Arc::new(pause));
+        }
+        for spec in &specs {
+            builder = builder.plugin((spec.make)()?);
+        }
+        Ok(Self { builder, specs, down, clock })
+    }
+
+    /// Builds the runtime; an outage's window then follows the route's breaker.
+    async fn build(self, config: &StressConfig) -> Result<Built, String> {
+        let runtime = self.builder.build().await.map_err(|e| e.to_string())?;
+        if let (Some(down), Some(changes), Some(health)) =
+            (&self.down, runtime.route_health_changes(ROUTE), &config.route_health)
+        {
+            down.watch(changes, health.open_ms());
+        }
+        Ok(Built { runtime, specs: self.specs, down: self.down, clock: self.clock })
+    }
+}
+
+/// The runtime a node of `rein stress --nodes` serves (`rein node` with the run's workload): the
+/// one [`run`] builds from `config` — the simulated provider of its pace and faults, its chain,
+/// its jitter, its tool — on the node's `store` and `placement`. Returns it with each plugin's
+/// settings as built (what a console shows as their source).
+pub async fn node_runtime(
+    config: &StressConfig,
+    store: Arc<dyn SessionStore>,
+    placement: Placement,
+) -> Result<(Runtime, BTreeMap<String, Value>), String> {
+    config.check()?;
+    let mut unbuilt = Unbuilt::new(config, store, &Arc::new(AtomicU64::new(0)))?;
+    unbuilt.builder = unbuilt.builder.placement(placement);
+    let runtime = unbuilt.build(config).await?.runtime;
+    let built = config
+        .plugin_settings()
+        .into_iter()
+        .filter(|(name, _)| runtime.plugins().iter().any(|n| n == name))
+        .map(|(name, settings)| (name.to_owned(), settings))
+        .collect();
+    Ok((runtime, built))
+}
+
 /// Runs a stress run on `store` and reports it: agents, then shutdown, then every log read back
 /// and checked. `acks` receives `(session, seq)` for every event the run saw acknowledged.
 /// The summary's `ok` is not settled, and its `store` and `logs` are left for the caller to
@@ -218,39 +339,9 @@ pub async fn run(
     acks: Option<acks::AckSender>,
 ) -> Result<Summary, String> {
     config.check()?;
-    let simulated = Simulated::new(config.simulated()).map_err(|e| e.to_string())?;
     let crashes = Arc::new(AtomicU64::new(0));
-    let specs = plugin_specs(config, &crashes)?;
-    let clock: Arc<dyn Clock> = match config.virtual_clock {
-        true => Arc::new(VirtualClock::start()),
-        false => Arc::new(WallClock),
-    };
-    // The simulated provider as it is, unless the run watches its route: then behind `Down`.
-    let down = (config.outage.is_some() || config.route_health.is_some())
-        .then(|| Arc::new(Down::new(simulated.clone(), config.outage, Arc::clone(&clock))));
-    let adapter: Arc<dyn Adapter> = match &down {
-        Some(down) => Arc::clone(down) as Arc<dyn Adapter>,
-        None => Arc::new(simulated.clone()),
-    };
-    let route =
-        Route::new(ROUTE, adapter).model(simulated.model()).health(config.route_health.clone());
-    let mut builder = Runtime::builder()
-        .store(Arc::clone(&store))
-        .clock(Arc::clone(&clock))
-        .route(route)
-        .jitter(Arc::new(jitter::StressJitter::new(config.seed)));
-    if config.rates.tool > 0.0 {
-        builder = builder.tool(Arc::new(pause::Pause::new(Duration::from_millis(config.tool_ms))));
-    }
-    for spec in &specs {
-        builder = builder.plugin((spec.make)()?);
-    }
-    let runtime = builder.build().await.map_err(|e| e.to_string())?;
-    if let (Some(down), Some(changes), Some(health)) =
-        (&down, runtime.route_health_changes(ROUTE), &config.route_health)
-    {
-        down.watch(changes, health.open_ms());
-    }
+    let Built { runtime, specs, down, clock } =
+        Unbuilt::new(config, Arc::clone(&store), &crashes)?.build(config).await?;
     // What an earlier run (killed) left open in this run's sessions is resumed before the
     // agents start; other logs in the store are not this run's (see the tally below).
     let agents = config.agents;
@@ -432,6 +523,7 @@ pub async fn run(
         leaks,
         peak_rss_kib,
         acks_error: None,
+        cluster: None,
     })
 }
 

@@ -50,6 +50,10 @@
 //!   outage of their route (1 s with `--quick`): requests per failed turn with route health on
 //!   (budget 1.2) and against it off, and the time back to serving every attempt against
 //!   `openMs` (budget 1).
+//! - `nodes_*` (`nodes`): `rein stress --nodes` on a throwaway cluster: turns per second on 3
+//!   nodes against 1, cross-node cancellation latency p50 and p99 against local, and the
+//!   takeover after a kill (lease expiry to the first resumed write) against the lease; no
+//!   budget (skipped without PostgreSQL).
 //! - `agents_10k_jsonl_os_vs_hand_rolled` (`agents`): 10,000 agents of the `agents` workload
 //!   (`agents_workload`) on a JSONL store at `Os`, against a hand-rolled tokio loop writing the
 //!   same lines to the same files (`hand_rolled_agents`); and, with no budget,
@@ -97,6 +101,7 @@ mod heap_budgets;
 mod long_api;
 mod long_session;
 mod mass_cancel;
+mod nodes;
 mod parked;
 mod plain_loop;
 mod postgres_append;
@@ -157,6 +162,7 @@ const METRICS: &[(&str, Measure)] = &[
     (stress_postgres::NAME, stress_postgres::run),
     (resume_after_kill::NAME, resume_after_kill::run),
     (retry_amplification::NAME, retry_amplification::run),
+    (nodes::NAME, nodes::run),
     (agents::NAME, agents::run),
 ];
 

@@ -19,6 +19,7 @@
 //! read-only), [`reader`] and [`follow`] (reading logs as they grow for the live streams); the
 //! page script and stylesheet are `console/console.js` and `console/console.css`, embedded.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -134,6 +135,8 @@ pub(crate) struct Served<'a> {
     pub(crate) read_only: bool,
     /// A node of a cluster (`rein node`): the store must be PostgreSQL.
     pub(crate) node: Option<NodeOptions>,
+    /// A node of `rein stress --nodes`: the stress run's runtime instead of `rein chat`'s.
+    pub(crate) stress: Option<rein_cli::stress::StressConfig>,
 }
 
 /// Runs `rein console`.
@@ -144,6 +147,7 @@ pub(crate) fn run(args: &ConsoleArgs) -> ExitCode {
         store: args.store.as_deref(),
         read_only: args.read_only,
         node: None,
+        stress: None,
     })
 }
 
@@ -280,6 +284,9 @@ async fn console(args: Served<'_>) -> u8 {
     }
 
     let closing = CancellationToken::new();
+    if args.stress.is_some() {
+        tokio::spawn(stop_when_stdin_closes(closing.clone()));
+    }
     let banner = match &label {
         Some(label) => format!("{label} · store {store_shown}"),
         None => format!("read-only · store {store_shown}"),
@@ -348,6 +355,17 @@ async fn stopper(
     }
 }
 
+/// A node of `rein stress --nodes` stops (drains) when its standard input closes: its run
+/// ended, or died — a node never outlives the run that started it.
+async fn stop_when_stdin_closes(closing: CancellationToken) {
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut std::io::stdin(), &mut sink);
+    })
+    .await;
+    closing.cancel();
+}
+
 /// `n` and the noun, in the singular for one.
 fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -360,8 +378,13 @@ async fn start(
     file: Option<ConfigFile>,
     dir: &Path,
 ) -> Result<(server::Live, String), (u8, String)> {
-    let planned = agent::plan_from(args.provider, file).map_err(|e| (BAD_INPUT, e))?;
-    let routes = agent::routes(planned).map_err(|e| (BAD_INPUT, e))?;
+    let routes = match &args.stress {
+        Some(_) => None,
+        None => {
+            let planned = agent::plan_from(args.provider, file).map_err(|e| (BAD_INPUT, e))?;
+            Some(agent::routes(planned).map_err(|e| (BAD_INPUT, e))?)
+        }
+    };
     let node = match &args.node {
         Some(options) => {
             let url = dir.to_string_lossy();
@@ -388,23 +411,45 @@ async fn start(
         Arc::new(feed::NotifyingStore::new(Arc::clone(&store), Arc::clone(&feed)));
     let grace = rein_runtime::runtime::DEFAULT_IDLE_GRACE;
     let placement = node.as_ref().map(Node::placement);
-    let (runtime, built) =
-        agent::build_placed(&routes, notifying, grace, placement).await.map_err(|e| (FAILED, e))?;
-    let file_keys = routes.file.as_ref().map_or_else(Default::default, |file| {
-        built.keys().map(|name| (name.clone(), file.plugin_keys(name))).collect()
-    });
-    let route = &routes.primary;
-    let mut label = format!("{} on {}", route.model, route.label);
-    if let Some(seed) = route.seed {
-        label.push_str(&format!(" (seed {seed})"));
-    }
-    if let Some(fallbacks) = routes.fallback_labels() {
-        label.push_str(&format!(" · fallback: {fallbacks}"));
-    }
+    let (runtime, built, file_keys, mut label) = match (&routes, &args.stress, placement) {
+        (Some(routes), _, placement) => {
+            let (runtime, built) = agent::build_placed(routes, notifying, grace, placement)
+                .await
+                .map_err(|e| (FAILED, e))?;
+            let file_keys = routes.file.as_ref().map_or_else(Default::default, |file| {
+                built.keys().map(|name| (name.clone(), file.plugin_keys(name))).collect()
+            });
+            let route = &routes.primary;
+            let mut label = format!("{} on {}", route.model, route.label);
+            if let Some(seed) = route.seed {
+                label.push_str(&format!(" (seed {seed})"));
+            }
+            if let Some(fallbacks) = routes.fallback_labels() {
+                label.push_str(&format!(" · fallback: {fallbacks}"));
+            }
+            (runtime, built, file_keys, label)
+        }
+        (None, Some(stress), Some(placement)) => {
+            let (runtime, built) = rein_cli::stress::node_runtime(stress, notifying, placement)
+                .await
+                .map_err(|e| (FAILED, e))?;
+            let label = format!("the stress workload (seed {})", stress.seed);
+            (runtime, built, BTreeMap::new(), label)
+        }
+        (None, _, _) => {
+            return Err((BAD_INPUT, "the stress workload is for a node of a cluster".into()));
+        }
+    };
     if let Some(node) = &node {
         label.push_str(&format!(" · node {} of {} partitions", node.id(), node.partitions()));
     }
-    let routes = std::iter::once(&routes.primary).chain(&routes.fallbacks);
+    let routes: Vec<String> = match &routes {
+        Some(routes) => std::iter::once(&routes.primary)
+            .chain(&routes.fallbacks)
+            .map(|route| route.name.clone())
+            .collect(),
+        None => vec![rein_cli::stress::ROUTE.to_owned()],
+    };
     let live = server::Live {
         runtime,
         node,
@@ -415,7 +460,7 @@ async fn start(
         drawn: drawn::Drawn::default(),
         built,
         file_keys,
-        routes: routes.map(|route| route.name.clone()).collect(),
+        routes,
     };
     Ok((live, label))
 }

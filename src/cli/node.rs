@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use rein_cli::stress::StressConfig;
 use rein_runtime::cluster::NodeOptions;
 
 use super::agent::ProviderArgs;
@@ -74,6 +75,11 @@ pub(crate) struct NodeArgs {
     lease_ms: u64,
     #[command(flatten)]
     provider: ProviderArgs,
+    /// For `rein stress --nodes` (hidden): the run's workload as JSON (`rein_cli::stress::
+    /// StressConfig`); the node's runtime is then the stress run's — the simulated provider of
+    /// its pace and faults, its chain, its tool — instead of `rein console`'s.
+    #[arg(long, value_name = "JSON", hide = true, conflicts_with_all = ["provider", "model", "seed", "fallback"])]
+    stress_workload: Option<String>,
 }
 
 /// Runs `rein node`.
@@ -83,11 +89,26 @@ pub(crate) fn run(args: &NodeArgs) -> ExitCode {
     );
     options.partitions = args.partitions;
     options.lease = Duration::from_millis(args.lease_ms);
+    let stress = match args.stress_workload.as_deref().map(workload).transpose() {
+        Ok(stress) => stress,
+        Err(error) => {
+            eprintln!("error: --stress-workload: {error}");
+            return ExitCode::from(2);
+        }
+    };
     console::run_served(Served {
         port: args.port,
         provider: &args.provider,
         store: Some(args.store.as_path()),
         read_only: false,
         node: Some(options),
+        stress,
     })
+}
+
+/// The stress workload of `--stress-workload`, checked.
+fn workload(json: &str) -> Result<StressConfig, String> {
+    let config: StressConfig = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    config.check()?;
+    Ok(config)
 }

@@ -18,7 +18,7 @@ use rein::runtime::store::{Durability, SessionStore};
 use rein_cli::stress::outage::Outage;
 use rein_cli::stress::plan::Rates;
 use rein_cli::stress::summary::Summary;
-use rein_cli::stress::{StressConfig, acks, limits};
+use rein_cli::stress::{StressConfig, acks, cluster, limits};
 
 use super::output_file;
 
@@ -63,7 +63,8 @@ Limits:
   --agents and --turns [1, 1000000], --latency-ms [0, 600000], --backoff-ms [1, 100000],
   --stall-ms [0, 3600000], --tool-ms and --decide-ms [0, 600000], --think-ms [0, 3600000],
   --outage-ms [1, 86400000], --outage-at-ms [0, 86400000], --hang-deadline-ms
-  [1, 604800000], the rates [0, 1]; a value outside
+  [1, 604800000] (default with --nodes: ten leases more), --nodes [1, 32], --lease-ms
+  [100, 600000], --partitions [1, 65536], the rates [0, 1]; a value outside
   (or not a number) is a usage error naming the flag, the value and the range.
 
 Output:
@@ -87,6 +88,28 @@ Stores:
   from the URL or PGPASSWORD, is never printed). Sessions are agent-00000, agent-00001, ...; a
   store that already holds them is reopened and continued: every one of them a crash left with
   an open turn is resumed at start (the summary's `resumed`), before the agents begin.
+
+Several nodes (--nodes N):
+  The agents run through N `rein node` processes (this program, on free loopback ports) over
+  the postgres store of --url, a database of the run's own: each node serves the same runtime
+  (the simulated provider of this pace and faults, this chain), holds a share of the sessions'
+  partitions on leases of --lease-ms, and serves any session (a request for a session another
+  node serves is forwarded there). Three requests in four go to a node that does not serve
+  their session; a cancel goes through the node of its turn. At each turn's end, from --seed:
+  --node-kill-rate kills a node (kill -9) and starts it again 1 to 2 leases later;
+  --node-pause-rate stops one (SIGSTOP) for 1.5 to 2.5 leases, then continues it;
+  --pg-restart-rate runs --pg-restart (the database restarted). Faults run one at a time; those
+  still waiting when the last turn ended are not run (counted). A turn whose node went away is
+  followed to its end through another node. --dispose-rate does not apply (a node's plugins are
+  not disposed through its API); settings changes go through a random node.
+  Checked at the end, besides every log: no turn ran on two nodes (the run audits which node
+  wrote each event: a trigger on the events table while it runs), every event a node
+  acknowledged to the run is in its log, every resumed retry wait kept its retryId, retry
+  number and deadline, every node shows the same settings, no turn is left open, every node
+  drains and exits 0 on SIGTERM. --json adds `cluster`: faults, takeovers, fenced appends,
+  resumed turns and their delay, the takeover time after a kill (lease expiry to the first
+  resumed write), cancellation latency through a node not serving the session against the node
+  serving it, turns per second.
 
 Exit status:
   0  every guarantee held
@@ -160,9 +183,9 @@ pub(crate) struct StressArgs {
     /// password, PGPASSWORD's; it is never printed).
     #[arg(long, value_name = "URL")]
     url: Option<String>,
-    /// The durability of a jsonl, sqlite or postgres store.
-    #[arg(long, value_enum, default_value_t = DurabilityArg::Os)]
-    durability: DurabilityArg,
+    /// The durability of a jsonl, sqlite or postgres store [default: os; disk with --nodes].
+    #[arg(long, value_enum)]
+    durability: Option<DurabilityArg>,
     /// The simulated provider's longest wait before its first word (each attempt draws within
     /// 0..=MS).
     #[arg(long, default_value_t = 10, value_name = "MS", value_parser = whole(limits::LATENCY_MS))]
@@ -207,6 +230,32 @@ pub(crate) struct StressArgs {
     /// Print the summary as one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// Run the agents through N `rein node` processes over the postgres store of --url (a
+    /// cluster: see "Several nodes" below).
+    #[arg(long, value_name = "N", value_parser = whole(cluster::NODES))]
+    nodes: Option<u64>,
+    /// The nodes' lease (with --nodes) [default: 1000].
+    #[arg(long, value_name = "MS", value_parser = whole(cluster::LEASE_MS))]
+    lease_ms: Option<u64>,
+    /// The cluster's number of partitions, for a database without a cluster yet (with --nodes)
+    /// [default: rein node's, 256].
+    #[arg(long, value_name = "N", value_parser = whole(1..=65_536))]
+    partitions: Option<u64>,
+    /// Share of turns whose end kills a node with kill -9 (started again 1 to 2 leases later;
+    /// with --nodes).
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = rate)]
+    node_kill_rate: f64,
+    /// Share of turns whose end stops a node with SIGSTOP for 1.5 to 2.5 leases, then SIGCONT
+    /// (with --nodes).
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = rate)]
+    node_pause_rate: f64,
+    /// Share of turns whose end restarts the database with --pg-restart (with --nodes).
+    #[arg(long, default_value_t = 0.0, value_name = "P", value_parser = rate)]
+    pg_restart_rate: f64,
+    /// A shell command that restarts the database and returns once it accepts connections
+    /// again, e.g. `pg_ctl restart -m immediate -w -D DATADIR` (with --pg-restart-rate).
+    #[arg(long, value_name = "COMMAND")]
+    pg_restart: Option<String>,
 }
 
 const FAILED: u8 = 1;
@@ -218,6 +267,13 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         eprintln!("error: {error}");
         return ExitCode::from(USAGE);
     }
+    let cluster = match cluster_config(args) {
+        Ok(cluster) => cluster,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(USAGE);
+        }
+    };
     let config = StressConfig {
         // In range (checked above).
         agents: usize::try_from(args.agents).unwrap_or(usize::MAX),
@@ -245,13 +301,17 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
         },
         virtual_clock: false,
         hang_deadline_ms: args.hang_deadline_ms.unwrap_or_else(|| {
-            limits::default_hang_deadline_ms(limits::Pace {
+            let pace = limits::Pace {
                 latency_ms: args.latency_ms,
                 backoff_ms: args.backoff_ms,
                 stall_ms: args.stall_ms,
                 tool_ms: (args.tool_rate > 0.0).then_some(args.tool_ms),
                 decide_ms: args.decide_ms,
-            })
+            };
+            match &cluster {
+                Some(cluster) => cluster.default_hang_deadline_ms(pace),
+                None => limits::default_hang_deadline_ms(pace),
+            }
         }),
         progress: true,
     };
@@ -266,6 +326,9 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
             return ExitCode::from(FAILED);
         }
     };
+    if let Some(cluster) = cluster {
+        return run_cluster(args, &config, &cluster, &tokio);
+    }
     let (store, logs) = match open_store(args, config.agents, &tokio) {
         Ok(opened) => opened,
         Err(error) => {
@@ -302,8 +365,98 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
             return ExitCode::from(FAILED);
         }
     };
-    if args.json {
-        match serde_json::to_string(&summary) {
+    print_summary(&summary, args.json)
+}
+
+/// The cluster of `--nodes`, checked (`None` without it).
+fn cluster_config(args: &StressArgs) -> Result<Option<cluster::ClusterConfig>, String> {
+    let Some(nodes) = args.nodes else { return Ok(None) };
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("--nodes: cannot find this program to start its nodes: {e}"))?;
+    let config = cluster::ClusterConfig {
+        // In range (checked by the parsers).
+        nodes: usize::try_from(nodes).unwrap_or(usize::MAX),
+        url: args.url.clone().unwrap_or_default(),
+        exe,
+        lease_ms: args.lease_ms.unwrap_or(DEFAULT_LEASE_MS),
+        partitions: args.partitions.map(|p| u32::try_from(p).unwrap_or(u32::MAX)),
+        node_kill_rate: args.node_kill_rate,
+        node_pause_rate: args.node_pause_rate,
+        pg_restart_rate: args.pg_restart_rate,
+        pg_restart: args.pg_restart.clone(),
+    };
+    config.check()?;
+    Ok(Some(config))
+}
+
+/// The flags of a run on several nodes.
+fn check_cluster_args(args: &StressArgs) -> Result<(), String> {
+    if args.store != StoreKind::Postgres || args.url.is_none() {
+        return Err(
+            "--nodes: needs --store postgres --url URL (the nodes share that database)".into()
+        );
+    }
+    if args.durability == Some(DurabilityArg::Os) {
+        return Err(
+            "--durability os: the nodes commit with disk durability (as rein node does)".into()
+        );
+    }
+    if args.pg_restart.is_some() && args.pg_restart_rate == 0.0 {
+        return Err("--pg-restart: needs --pg-restart-rate above 0".into());
+    }
+    // Route health is each process's own and an outage starts with one process's agents: both
+    // are measured by a run of one process.
+    let single_only = [
+        ("--think-ms", args.think_ms > 0),
+        ("--outage-ms", args.outage_ms.is_some()),
+        ("--outage-at-ms", args.outage_at_ms.is_some()),
+        ("--route-health", args.route_health.is_some()),
+    ];
+    if let Some((flag, _)) = single_only.iter().find(|(_, given)| *given) {
+        return Err(format!("{flag}: not with --nodes (a run of one process measures it)"));
+    }
+    Ok(())
+}
+
+/// Runs `rein stress --nodes`: the summary's store is the database, without its password.
+fn run_cluster(
+    args: &StressArgs,
+    config: &StressConfig,
+    cluster: &cluster::ClusterConfig,
+    tokio: &tokio::runtime::Runtime,
+) -> ExitCode {
+    let acks_path = args.acks.as_deref().map(|path| path.display().to_string());
+    let acks = match args.acks.as_deref().map(acks::Acks::open).transpose() {
+        Ok(acks) => acks,
+        Err(error) => {
+            eprintln!("error: --acks {}: {error}", acks_path.unwrap_or_default());
+            return ExitCode::from(USAGE);
+        }
+    };
+    let summary = tokio.block_on(cluster::run(config, cluster, acks.as_ref().map(|a| a.sender())));
+    let acks_error = acks
+        .and_then(|acks| acks.close().err())
+        .map(|error| format!("{}: {error}", acks_path.unwrap_or_default()));
+    if let Some(error) = &acks_error {
+        eprintln!("error: --acks {error}");
+    }
+    let logs = Some(rein::runtime::store::postgres::redact(&cluster.url));
+    let summary = match summary {
+        Ok(summary) => {
+            Summary { store: "postgres".to_owned(), logs, acks_error, ..summary }.settle()
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(FAILED);
+        }
+    };
+    print_summary(&summary, args.json)
+}
+
+/// Prints `summary` (as JSON with `json`): the exit status of the run.
+fn print_summary(summary: &Summary, json: bool) -> ExitCode {
+    if json {
+        match serde_json::to_string(summary) {
             Ok(line) => println!("{line}"),
             Err(error) => {
                 eprintln!("error: {error}");
@@ -315,6 +468,10 @@ pub(crate) fn run(args: &StressArgs) -> ExitCode {
     }
     if summary.ok { ExitCode::SUCCESS } else { ExitCode::from(FAILED) }
 }
+
+/// The nodes' lease when `--lease-ms` is not given: short, so that a run's faults are taken
+/// over within seconds.
+const DEFAULT_LEASE_MS: u64 = 1000;
 
 /// A parser of a whole number within `range` (the flag's [`limits`]): anything else — a sign, a
 /// fraction, a number beyond the range or beyond `u64` — is a usage error naming the flag (clap
@@ -358,7 +515,21 @@ fn rate(text: &str) -> Result<f64, String> {
 
 /// The flags that need a store.
 fn check_args(args: &StressArgs) -> Result<(), String> {
-    if args.store == StoreKind::Memory && args.durability != DurabilityArg::Os {
+    if args.nodes.is_some() {
+        return check_cluster_args(args);
+    }
+    let cluster_only = [
+        ("--lease-ms", args.lease_ms.is_some()),
+        ("--partitions", args.partitions.is_some()),
+        ("--node-kill-rate", args.node_kill_rate > 0.0),
+        ("--node-pause-rate", args.node_pause_rate > 0.0),
+        ("--pg-restart-rate", args.pg_restart_rate > 0.0),
+        ("--pg-restart", args.pg_restart.is_some()),
+    ];
+    if let Some((flag, _)) = cluster_only.iter().find(|(_, given)| *given) {
+        return Err(format!("{flag}: only with --nodes"));
+    }
+    if args.store == StoreKind::Memory && args.durability.is_some_and(|d| d != DurabilityArg::Os) {
         return Err("--durability: only for the jsonl, sqlite and postgres stores".into());
     }
     if args.dir.is_some() && !matches!(args.store, StoreKind::Jsonl | StoreKind::Sqlite) {
@@ -378,7 +549,7 @@ fn open_store(
     agents: usize,
     tokio: &tokio::runtime::Runtime,
 ) -> Result<(Arc<dyn SessionStore>, Option<String>), String> {
-    let durability = match args.durability {
+    let durability = match args.durability.unwrap_or(DurabilityArg::Os) {
         DurabilityArg::Os => Durability::Os,
         DurabilityArg::Disk => Durability::Disk,
     };

@@ -72,12 +72,12 @@ impl Watch {
         }
     }
 
-    fn begin(&self, agent: usize, turn: u32) {
+    pub(crate) fn begin(&self, agent: usize, turn: u32) {
         self.running[agent].store(turn, Ordering::Release);
         self.stir();
     }
 
-    fn end(&self, agent: usize) {
+    pub(crate) fn end(&self, agent: usize) {
         self.running[agent].store(0, Ordering::Release);
         self.stir();
     }
@@ -112,7 +112,7 @@ impl Watch {
         self.stopping.store(true, Ordering::Release);
     }
 
-    fn stopping(&self) -> bool {
+    pub(crate) fn stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
 }

@@ -29,7 +29,8 @@ use crate::runtime::provider::{Adapter, ChunkSink, Completion, Request};
 use crate::runtime::route_health::{BreakerState, HealthSnapshot};
 
 /// A window of the run in which the simulated provider fails every request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Outage {
     /// When it starts, in ms from the agents' start (`--outage-at-ms`).
     pub at_ms: u64,

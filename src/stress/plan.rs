@@ -37,7 +37,8 @@ pub fn chaos_rng(seed: u64) -> StressRng {
 }
 
 /// The per-turn probabilities given on the command line.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Rates {
     /// A turn is cancelled (`session.cancel`).
     pub cancel: f64,

@@ -10,6 +10,7 @@
 //!   what a person reads.
 //! - [`peak_rss_kib`]: the peak resident set size from `/proc/self/status` (`VmHWM`).
 //! - [`cpu_ms`]: the process's CPU time from `/proc/self/stat`.
+//! - [`cluster`]: what a run on several nodes adds (`rein stress --nodes`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,6 +20,8 @@ use crate::runtime::event::{CancelCause, Envelope, Event, TurnEndReason};
 use crate::runtime::plural::count;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+pub mod cluster;
 
 use super::route::RouteSummary;
 
@@ -293,6 +296,9 @@ pub struct Summary {
     /// lines it promised are missing).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub acks_error: Option<String>,
+    /// What a run on several nodes adds (`rein stress --nodes`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<cluster::ClusterReport>,
 }
 
 impl Summary {
@@ -321,6 +327,9 @@ impl Summary {
         }
         if let Some(error) = &self.acks_error {
             failures.push(format!("--acks {error}"));
+        }
+        if let Some(cluster) = &self.cluster {
+            failures.extend(cluster.failures());
         }
         failures
     }
@@ -436,14 +445,20 @@ impl Summary {
         }
         let l = &self.leaks;
         let tree: Vec<String> = l.tree.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        let _ = writeln!(
-            out,
-            "shutdown    {}{}, {} alive{}",
-            if l.shutdown_finished { "" } else { "did not finish; " },
-            count(l.actors, "actor", "actors"),
-            count(l.tasks, "task", "tasks"),
-            if tree.is_empty() { String::new() } else { format!(" ({})", tree.join(", ")) }
-        );
+        match &self.cluster {
+            // The runtimes are the nodes': their stop is theirs (`cluster` lines).
+            Some(cluster) => out.push_str(&cluster.text()),
+            None => {
+                let _ = writeln!(
+                    out,
+                    "shutdown    {}{}, {} alive{}",
+                    if l.shutdown_finished { "" } else { "did not finish; " },
+                    count(l.actors, "actor", "actors"),
+                    count(l.tasks, "task", "tasks"),
+                    if tree.is_empty() { String::new() } else { format!(" ({})", tree.join(", ")) }
+                );
+            }
+        }
         if let Some(kib) = self.peak_rss_kib {
             let _ = writeln!(out, "memory      peak RSS {:.1} MiB", kib as f64 / 1024.0);
         }

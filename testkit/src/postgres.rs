@@ -130,6 +130,20 @@ impl PgCluster {
         self.pg_ctl_start();
     }
 
+    /// A shell command that restarts the server the way [`PgCluster::restart_immediate`] does
+    /// (`pg_ctl restart -m immediate`, waiting until it accepts connections, on the same port),
+    /// for a program that restarts the database itself (`rein stress --pg-restart`).
+    pub fn restart_command(&self) -> String {
+        let quote = |path: &Path| format!("'{}'", path.display());
+        let as_postgres = if self.run_as.is_some() { "runuser -u postgres -- " } else { "" };
+        format!(
+            "{as_postgres}{} restart -D {} -m immediate -w -t 60 -l {}",
+            quote(&self.bin.join("pg_ctl")),
+            quote(&self.data()),
+            quote(&self.dir.path().join("server.log"))
+        )
+    }
+
     /// Stops the server at once (`pg_ctl stop -m immediate`).
     pub fn stop_immediate(&self) {
         let data = self.data();
@@ -285,6 +299,9 @@ mod tests {
         let url = cluster.create_database("one");
         assert!(url.ends_with(&format!("127.0.0.1:{}/one", cluster.port())), "{url}");
         cluster.restart_immediate();
+        let restarted = Command::new("sh").args(["-c", &cluster.restart_command()]).status();
+        assert!(restarted.unwrap().success(), "{}", cluster.restart_command());
+        cluster.create_database("two"); // up again, on its port
         let dir = cluster.dir.path().to_path_buf();
         assert!(dir.join("data/postmaster.pid").exists());
         drop(cluster);

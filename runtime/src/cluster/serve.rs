@@ -1,7 +1,8 @@
 //! The requests other nodes forward for the sessions this node serves (see `forward`): taken from
 //! `commands` when their notice arrives (or when the node takes a partition over, or its
-//! listener reconnects: [`Notice::Scan`]), run on the local session in the order they were sent,
-//! answered in the row with a `rein_replies` notice.
+//! listener reconnects: [`Notice::Scan`]) — all those waiting together, in one statement — run
+//! on the local session in the order they were sent, answered in the row with a `rein_replies`
+//! notice.
 //!
 //! A command is taken with its partition's epoch (`taken_epoch`): one taken under an older epoch
 //! and never answered — its node died or lost the partition — is taken again by the next owner.
@@ -45,17 +46,33 @@ pub(crate) async fn run(core: Arc<Core>, mut notices: mpsc::UnboundedReceiver<No
             () = core.closing.cancelled() => None,
         };
         let Some(notice) = notice else { return };
-        let ids = match notice {
-            Notice::Command(id) => vec![id],
-            Notice::Scan(partitions) => scan(&core, &partitions).await,
-        };
-        for id in ids {
-            if let Some((session, taken)) = take(&core, id).await {
+        // The notices already waiting are taken with it: one statement (one commit) for all,
+        // not a round trip each — under load the commands came faster than one at a time could
+        // take them, and every request waited behind the others' takes.
+        let mut ids = Vec::new();
+        let mut next = Some(notice);
+        while let Some(notice) = next.take() {
+            match notice {
+                Notice::Command(id) => ids.push(id),
+                Notice::Scan(partitions) => ids.extend(scan(&core, &partitions).await),
+            }
+            if ids.len() < MAX_TAKE {
+                next = notices.try_recv().ok();
+            }
+        }
+        // In the order they were sent (ids are given in insertion order).
+        ids.sort_unstable();
+        ids.dedup();
+        for some in ids.chunks(MAX_TAKE) {
+            for (session, taken) in take(&core, some).await {
                 hand(&core, &workers, session, taken);
             }
         }
     }
 }
+
+/// At most this many commands are taken in one statement.
+const MAX_TAKE: usize = 256;
 
 /// The unanswered commands of `partitions`, oldest first.
 async fn scan(core: &Core, partitions: &BTreeSet<u32>) -> Vec<i64> {
@@ -74,30 +91,41 @@ async fn scan(core: &Core, partitions: &BTreeSet<u32>) -> Vec<i64> {
     rows.map(|rows| rows.iter().filter_map(|r| r.try_get(0).ok()).collect()).unwrap_or_default()
 }
 
-/// Takes command `id` under its partition's epoch, if this node holds it and nobody took it
-/// under that epoch: its session and what to run.
-async fn take(core: &Core, id: i64) -> Option<(String, Taken)> {
-    let client = core.link.client().await.ok()?;
+/// Takes commands `ids` under their partitions' epochs — those of partitions this node holds
+/// that nobody took under that epoch — in one statement: each with its session and what to
+/// run, in id order.
+async fn take(core: &Core, ids: &[i64]) -> Vec<(String, Taken)> {
+    let Ok(client) = core.link.client().await else { return Vec::new() };
     let held = core.fence.held();
     let partitions: Vec<i32> =
         held.iter().map(|h| i32::try_from(h.partition).unwrap_or(i32::MAX)).collect();
     let epochs: Vec<i64> = held.iter().map(|h| i64::try_from(h.epoch).unwrap_or(0)).collect();
-    let row = client
-        .query_opt(
+    let rows = client
+        .query(
             "UPDATE commands c SET taken_by = $2, taken_epoch = h.epoch
              FROM unnest($3::int[], $4::bigint[]) AS h(partition, epoch)
-             WHERE c.id = $1 AND c.partition = h.partition AND NOT c.done
+             WHERE c.id = ANY($1) AND c.partition = h.partition AND NOT c.done
                AND (c.taken_epoch IS NULL OR c.taken_epoch < h.epoch)
-             RETURNING c.session, c.partition, c.body",
-            &[&id, &core.options.node, &partitions, &epochs],
+             RETURNING c.id, c.session, c.partition, c.body",
+            &[&ids, &core.options.node, &partitions, &epochs],
         )
         .await
-        .ok()??;
-    let session: String = row.try_get(0).ok()?;
-    let partition: i32 = row.try_get(1).ok()?;
-    let body: String = row.try_get(2).ok()?;
-    let command = serde_json::from_str(&body).map_err(|e| format!("unreadable request: {e}"));
-    Some((session, Taken { id, partition: u32::try_from(partition).unwrap_or(0), command }))
+        .unwrap_or_default();
+    let mut taken: Vec<(String, Taken)> = rows
+        .iter()
+        .filter_map(|row| {
+            let id: i64 = row.try_get(0).ok()?;
+            let session: String = row.try_get(1).ok()?;
+            let partition: i32 = row.try_get(2).ok()?;
+            let body: String = row.try_get(3).ok()?;
+            let command =
+                serde_json::from_str(&body).map_err(|e| format!("unreadable request: {e}"));
+            let partition = u32::try_from(partition).unwrap_or(0);
+            Some((session, Taken { id, partition, command }))
+        })
+        .collect();
+    taken.sort_by_key(|(_, taken)| taken.id);
+    taken
 }
 
 /// Gives `taken` to its session's worker (started if there is none).

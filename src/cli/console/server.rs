@@ -12,6 +12,8 @@
 //! | `GET /api/events` | server-sent `update` events for the sessions list |
 //! | `POST /api/sessions/{id}/prompt` | `{"text"}` → 202: the turn starts (or waits its turn) |
 //! | `POST /api/sessions/{id}/cancel` | → `{"cancelled": bool}` |
+//! | `POST /api/sessions/{id}/turns` | `{"text"}` → the turn's events as they are committed, a JSON line each, then its outcome (`turns.rs`; the session is created if new) |
+//! | `GET /api/sessions/{id}/turns/{turn}?from=SEQ` | turn `turn` followed in the log from `SEQ` to its `turn/end`, wherever it runs (`turns.rs`) |
 //! | `GET /api/plugins`, `/api/plugins/{name}` | settings, revision, whether they can change |
 //! | `PATCH /api/plugins/{name}` | `{"revision", "patch"}` → the runtime's settings API |
 //! | `POST /api/plugins/{name}/staged` | a form's staged edits → what Save would send, and what blocks it (nothing applied) |
@@ -63,6 +65,8 @@ use super::staged::{self, Problem};
 use super::status;
 use super::tail::Tail;
 use crate::cli::agent::config_file::sources;
+
+mod turns;
 
 /// The stylesheet: the colour tokens, the panels', the conversation's, the console's own.
 fn css() -> String {
@@ -147,6 +151,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/api/sessions/{id}/events", get(session_events))
         .route("/api/sessions/{id}/prompt", post(prompt))
         .route("/api/sessions/{id}/cancel", post(cancel))
+        .route("/api/sessions/{id}/turns", post(turns::prompt))
+        .route("/api/sessions/{id}/turns/{turn}", get(turns::follow))
         .route("/api/events", get(list_events))
         .route("/api/plugins", get(list_plugins))
         .route("/api/plugins/{name}", get(one_plugin).patch(patch_plugin))
