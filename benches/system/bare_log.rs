@@ -19,7 +19,7 @@ use tokio::sync::oneshot;
 pub(crate) async fn append(
     log: &ActorRef<LogMsg>,
     events: Vec<Event>,
-) -> Result<Vec<Envelope>, StoreError> {
+) -> Result<Arc<[Envelope]>, StoreError> {
     let (reply, appended) = oneshot::channel();
     log.send_message(LogMsg::Append(events, reply)).map_err(|_| StoreError::Closed)?;
     appended.await.map_err(|_| StoreError::Closed)?
@@ -27,8 +27,9 @@ pub(crate) async fn append(
 
 /// What the log actor is asked.
 pub(crate) enum LogMsg {
-    /// Append these events as one batch; the reply carries them as written.
-    Append(Vec<Event>, oneshot::Sender<Result<Vec<Envelope>, StoreError>>),
+    /// Append these events as one batch; the reply carries them as written (the batch the
+    /// store keeps, shared).
+    Append(Vec<Event>, oneshot::Sender<Result<Arc<[Envelope]>, StoreError>>),
 }
 
 /// The log actor; its arguments are the store and the session's id.
@@ -71,16 +72,17 @@ impl Actor for BareLog {
     }
 }
 
-/// Stamps `events` with `seq` and `time`, appends them as one batch, returns them as written.
+/// Stamps `events` with `seq` and `time`, appends them as one batch (shared with the store, as
+/// rein's log shares it), returns them as written.
 async fn stamp_and_append(
     state: &mut LogState,
     events: Vec<Event>,
-) -> Result<Vec<Envelope>, StoreError> {
+) -> Result<Arc<[Envelope]>, StoreError> {
     let time = WallClock.now_ms();
     let first = state.next_seq;
-    let batch: Vec<Envelope> =
+    let batch: Arc<[Envelope]> =
         (first..).zip(events).map(|(seq, event)| Envelope { seq, time, event }).collect();
-    state.store.append(&state.id, &batch).await?;
+    state.store.append_shared(&state.id, &batch).await?;
     state.next_seq += batch.len() as u64;
     Ok(batch)
 }

@@ -124,6 +124,7 @@ pub use step_routes::{StepRouteProjection, StepRoutes};
 
 use actor::{OpenArgs, SessionLogActor};
 use message::LogMsg;
+pub(crate) use state::Batch;
 use state::LogState;
 
 /// A handle on an open session's log. Clones share the same log.
@@ -335,6 +336,12 @@ impl SessionLog {
     /// notifies subscribers and returns the batch as written. An empty batch writes nothing and
     /// returns empty.
     pub async fn append(&self, events: Vec<Event>) -> Result<Vec<Envelope>, AppendError> {
+        self.write(events).await.map(|written| written.to_vec())
+    }
+
+    /// [`SessionLog::append`], the batch as written shared with the store and the subscribers
+    /// (no copy of it).
+    pub(crate) async fn write(&self, events: Vec<Event>) -> Result<Batch, AppendError> {
         let (reply, appended) = oneshot::channel();
         self.actor.send_message(LogMsg::Append(events, reply)).map_err(|_| AppendError::Closed)?;
         appended.await.unwrap_or(Err(AppendError::Closed))
@@ -350,6 +357,16 @@ impl SessionLog {
         reason: TurnEndReason,
         idle: bool,
     ) -> Result<Vec<Envelope>, AppendError> {
+        self.close_turn_shared(turn, reason, idle).await.map(|written| written.to_vec())
+    }
+
+    /// [`SessionLog::close_turn`], the batch as written shared (see [`SessionLog::write`]).
+    pub(crate) async fn close_turn_shared(
+        &self,
+        turn: u32,
+        reason: TurnEndReason,
+        idle: bool,
+    ) -> Result<Batch, AppendError> {
         let closed = self
             .run(move |log, reply| {
                 Box::pin(async move {
@@ -398,6 +415,32 @@ impl SessionLog {
             .run(move |log, reply| {
                 Box::pin(async move {
                     let _ = reply.send(log.subscribe_from(seq).await);
+                })
+            })
+            .await;
+        subscribed.ok_or(LogError::Closed)?
+    }
+
+    /// [`SessionLog::subscribe`], each committed batch as one message (a turn handle's stream).
+    pub(crate) async fn subscribe_batches(&self) -> Result<UnboundedReceiver<Batch>, LogError> {
+        let subscribed = self
+            .run(|log, reply| {
+                let _ = reply.send(log.subscribe_batches());
+                Box::pin(async {})
+            })
+            .await;
+        subscribed.ok_or(LogError::Closed)
+    }
+
+    /// [`SessionLog::subscribe_from`], the later events as batches.
+    pub(crate) async fn subscribe_batches_from(
+        &self,
+        seq: u64,
+    ) -> Result<(Vec<Envelope>, UnboundedReceiver<Batch>), LogError> {
+        let subscribed = self
+            .run(move |log, reply| {
+                Box::pin(async move {
+                    let _ = reply.send(log.subscribe_batches_from(seq).await);
                 })
             })
             .await;

@@ -150,7 +150,7 @@ impl StepState {
 
     /// Appends a batch; a refusal is the runtime's own failure.
     async fn append(&self, events: Vec<Event>) -> Result<(), Fault> {
-        self.ctx.log.append(events).await.map(|_| ()).map_err(|error| {
+        self.ctx.log.write(events).await.map(|_| ()).map_err(|error| {
             Fault(runtime_failure(format!("the session log refused an append: {error}")))
         })
     }

@@ -277,7 +277,7 @@ impl SessionActor {
         let (turn, route) = (plan.turn, plan.route.clone());
         tracing::info!(session.id = %self.id, turn, step = plan.step, pending = plan.pending(), "resuming a turn a crash left open");
         state.lease.turn_open(true);
-        match log.append(vec![plan.resumed()]).await {
+        match log.write(vec![plan.resumed()]).await {
             Ok(written) => {
                 let from_seq = written.first().map_or(0, |e| e.seq);
                 let store = Arc::clone(&self.shared.store);
@@ -343,8 +343,8 @@ impl SessionActor {
         };
         batch.push(Event::TurnStart(TurnStart { turn }));
         // A caller already reading the turn's events gets them all live, from the first.
-        let live = if sink.streams() { log.subscribe().await.ok() } else { None };
-        let from_seq = match log.append(batch).await {
+        let live = if sink.streams() { log.subscribe_batches().await.ok() } else { None };
+        let from_seq = match log.write(batch).await {
             Ok(written) => written.first().map_or(0, |e| e.seq),
             Err(error @ AppendError::Rejected(_)) => {
                 let message = error.to_string();
@@ -406,7 +406,7 @@ impl SessionActor {
     ) {
         let idle = phase::turn_end(&self.view(state)).idle;
         if let Ok(log) = state.log.clone() {
-            match log.close_turn(turn, reason.clone(), idle).await {
+            match log.close_turn_shared(turn, reason.clone(), idle).await {
                 Ok(_) => {}
                 Err(error @ AppendError::Rejected(_)) => {
                     tracing::warn!(session.id = %self.id, turn, %error, "a validator refused the turn's closing events");
@@ -519,7 +519,7 @@ impl SessionActor {
     async fn write_idle(&self, state: &mut SessionState) -> bool {
         state.phase = Phase::Idle;
         if let Ok(log) = state.log.clone() {
-            match log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
+            match log.write(vec![Event::AgentIdle(AgentIdle {})]).await {
                 Ok(_) => {}
                 Err(error @ AppendError::Rejected(_)) => {
                     tracing::warn!(session.id = %self.id, %error, "a validator refused agent/idle");
@@ -644,7 +644,7 @@ impl SessionActor {
             }
             ClientMsg::ConfigChanged(change) => {
                 if let Ok(log) = state.log.clone() {
-                    match log.append(vec![Event::ConfigChanged(change)]).await {
+                    match log.write(vec![Event::ConfigChanged(change)]).await {
                         Ok(_) => {}
                         Err(error @ AppendError::Rejected(_)) => {
                             tracing::warn!(session.id = %self.id, %error, "a validator refused config/changed");
