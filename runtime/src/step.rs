@@ -116,8 +116,8 @@ pub(crate) struct StepState {
     attempt: u32,
     /// `step/start` is written.
     started: bool,
-    /// The chunks of the attempt in progress.
-    chunks: Vec<String>,
+    /// The text the attempt in progress streamed so far (its chunks, written).
+    text: String,
     /// Its chunks streamed and not yet written.
     pending: PendingChunks,
     /// The tool calls of the successful attempt.
@@ -233,7 +233,7 @@ impl StepActor {
             return Ok(());
         }
         state.attempt = attempt;
-        state.chunks = Vec::new();
+        state.text = String::new();
         state.pending = PendingChunks::default();
         let request = state.request(attempt).await?;
         let model = request.model.clone();
@@ -327,14 +327,16 @@ impl StepActor {
             return Ok(());
         }
         let (turn, step, attempt) = (state.ctx.turn, state.step, state.attempt);
+        let mut streamed = std::mem::take(&mut state.text);
         let events = texts
-            .iter()
+            .into_iter()
             .map(|text| {
-                Event::AssistantChunk(AssistantChunk { turn, step, attempt, text: text.clone() })
+                streamed.push_str(&text);
+                Event::AssistantChunk(AssistantChunk { turn, step, attempt, text })
             })
             .collect();
         state.append(events).await?;
-        state.chunks.extend(texts);
+        state.text = streamed;
         Ok(())
     }
 
@@ -458,8 +460,8 @@ impl StepActor {
         state: &mut StepState,
         completion: Completion,
     ) -> Result<(), Fault> {
-        let message =
-            agent_loop::assistant_message(state.ctx.turn, state.step, &state.chunks, &completion);
+        let text = std::mem::take(&mut state.text);
+        let message = agent_loop::assistant_message(state.ctx.turn, state.step, text, &completion);
         state.calls = completion.tool_calls;
         let mut batch = vec![Event::AssistantMessage(message)];
         batch.extend(state.tool_call(0));
@@ -634,7 +636,7 @@ impl Actor for StepActor {
             scope,
             attempt: 0,
             started: false,
-            chunks: Vec::new(),
+            text: String::new(),
             pending: PendingChunks::default(),
             calls: Vec::new(),
             failure: None,
