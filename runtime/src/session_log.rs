@@ -377,6 +377,22 @@ impl SessionLog {
         closed.unwrap_or(Err(AppendError::Closed))
     }
 
+    /// Closes turn `turn` as [`SessionLog::close_turn`] does, without waiting: `then` runs in
+    /// the log's actor with what was written as soon as the store acknowledged it (or with why
+    /// not). If the log is closed, `then` is dropped without running.
+    pub(crate) fn close_turn_then(
+        &self,
+        turn: u32,
+        reason: TurnEndReason,
+        idle: bool,
+        then: impl FnOnce(Result<Batch, AppendError>) + Send + 'static,
+    ) {
+        let op: message::Op = Box::new(move |log| {
+            Box::pin(async move { then(log.close_turn(turn, reason, idle).await) })
+        });
+        let _ = self.actor.send_message(LogMsg::Run(op));
+    }
+
     /// Runs `op` on the log's state in its turn and returns what it sent back; `None` when the
     /// log closed (or failed) before answering.
     async fn run<T: Send + 'static>(

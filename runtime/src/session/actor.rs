@@ -76,8 +76,10 @@ use std::time::Duration;
 use ractor::{
     Actor, ActorCell, ActorProcessingErr, ActorRef, ActorRuntime, SpawnErr, SupervisionEvent,
 };
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::closing::{Closed, Closing};
 use super::directory::Lease;
 use super::last_route::{LAST_ROUTE, LastRouteProjection};
 use super::message::{ClientMsg, SessionMsg};
@@ -93,7 +95,7 @@ use crate::event::{AgentIdle, CancelCause, Event, TurnEndReason, TurnStart, User
 use crate::history::HistoryProjection;
 use crate::provider::Generation;
 use crate::resume::plan::{self, Decision, Plan};
-use crate::session_log::{AppendError, LogError, OpenOptions, OpenTurn, SessionLog};
+use crate::session_log::{AppendError, Batch, LogError, OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
 
@@ -152,6 +154,11 @@ pub(crate) struct SessionState {
     ended: Option<Box<(TurnSink, TurnOutcome)>>,
     /// How many times the grace timer was armed (a `GraceOver` of an earlier arming is stale).
     armed: u64,
+    /// The actor of a turn a cancellation closed, until it stopped (its step and the waits of
+    /// both settle): no turn starts and the session does not hibernate before.
+    stopping: Option<ActorRef<()>>,
+    /// A cancelled turn whose closing batch the log is writing (see `closing`).
+    closing: Option<u32>,
     /// The turn a crash left open, resumed once the actor started.
     resume: Option<Plan>,
     /// The handle on the turn this wake resumed, until `Session::resumed` takes it.
@@ -332,6 +339,12 @@ impl SessionActor {
             }
         };
         let turn = state.next_turn;
+        // A retry reruns where the last turn's latest attempt went, as known now that it is gone
+        // (a cancelled turn's actor may still have been stopping when the retry was asked).
+        let route = match work {
+            Work::Retry => state.last_route.clone().or_else(|| self.shared.default_route.clone()),
+            Work::Prompt(..) => route,
+        };
         let route = route.unwrap_or_default();
         let mut batch = Vec::with_capacity(2);
         let generation = match work {
@@ -465,6 +478,7 @@ impl SessionActor {
         resolve_ended(state);
         let running = take_running(state).map(|running| {
             running.actor.stop(None);
+            state.stopping = Some(running.actor);
             running.sink
         });
         let queued = std::mem::take(&mut state.queue).into_iter().map(|queued| queued.sink);
@@ -487,6 +501,7 @@ impl SessionActor {
             queued: !state.queue.is_empty(),
             log_failed: state.log.is_err(),
             no_grace: self.shared.idle_grace.is_zero(),
+            stopping: state.stopping.is_some() || state.closing.is_some(),
         }
     }
 
@@ -575,24 +590,92 @@ impl SessionActor {
         myself.stop(None);
     }
 
-    /// Stops the running turn with `cause` (its stop cascades to its step; it reports `aborted`);
-    /// true exactly when it will. A turn that already decided to end on its own keeps its end:
-    /// false (see `CancelScope::seal`).
-    fn cancel(state: &mut SessionState, cause: CancelCause) -> bool {
+    /// Cancels the running turn with `cause`: `reply` learns whether it ends `aborted` — false
+    /// when it already decided to end on its own, which it keeps (see `CancelScope::seal`).
+    ///
+    /// A cancellation that lands fires the turn's token here (every wait of the turn — a
+    /// provider stream, a plugin's backoff, a tool — ends now), stops the turn actor (the stop
+    /// cascades to its step through the link) and closes the turn in the log in one operation,
+    /// without waiting for the actors: the log's turn guard refuses anything of the turn written
+    /// after its `turn/end`, so the log is the same. The log answers the caller itself once the
+    /// closing batch is durable, and then this actor (`closing`); the turn's actors finish
+    /// stopping meanwhile (`stopping`). The next turn starts, and the session hibernates, only
+    /// once both are done.
+    fn cancel(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        cause: CancelCause,
+        reply: Option<oneshot::Sender<bool>>,
+    ) {
         drop_queue(state, cause.clone());
-        match &state.phase {
-            Phase::Running(running) => {
-                let landed = running.scope.record(cause);
-                if landed {
-                    running.actor.stop(None);
-                }
-                landed
-            }
+        let landed = match &state.phase {
+            Phase::Running(running) => running.scope.record(cause.clone()),
             _ => false,
+        };
+        let running = if landed { take_running(state) } else { None };
+        let Some(Running { turn, actor, scope, sink, route }) = running else {
+            if let Some(reply) = reply {
+                let _ = reply.send(false);
+            }
+            return;
+        };
+        scope.cancel(cause.clone());
+        actor.stop(None);
+        state.stopping = Some(actor);
+        let reason = TurnEndReason::Aborted { cause: scope.cause().unwrap_or(cause) };
+        // The queue was dropped: the closing batch carries `agent/idle`.
+        state.phase = Phase::Idle;
+        state.last_route = Some(route);
+        state.last = Some(Box::new((turn, reason.clone())));
+        let closing =
+            Closing::new(myself.clone(), sink, TurnOutcome { turn, reason: reason.clone() }, reply);
+        match &state.log {
+            Ok(log) => {
+                state.closing = Some(turn);
+                // The log's actor is the last one this handler wakes: it runs next.
+                log.close_turn_then(turn, reason, true, move |written| closing.done(written));
+            }
+            // Nothing can be written any more (the caller is answered as by the log).
+            Err(_) => closing.done(Ok(Batch::from([]))),
         }
     }
 
-    async fn client(&self, state: &mut SessionState, message: ClientMsg) {
+    /// A cancelled turn's closing batch was written (the turn is closed: its lease no longer
+    /// holds it open), or could not be (the log failed).
+    fn closed(&self, state: &mut SessionState, Closed { turn, failed }: Closed) {
+        if state.closing == Some(turn) {
+            state.closing = None;
+        }
+        match failed {
+            None => state.lease.turn_open(false),
+            Some((error, sink)) => match &state.log {
+                Ok(log) => {
+                    let why = failure(log, &error);
+                    self.lost(state, why, Some(sink));
+                }
+                // The session learnt first that its log failed (the closing went with it).
+                Err(failed) => sink.finish(Err(failed.clone())),
+            },
+        }
+    }
+
+    /// The actor of a turn a cancellation closed stopped (`report`: how it saw its end, when
+    /// it said): the route its latest attempt used is the last route (a route switch moves it,
+    /// as the log's last-route projection folds it).
+    fn stopped(state: &mut SessionState, report: Option<TurnReport>) {
+        state.stopping = None;
+        if let Some(report) = report {
+            state.last_route = Some(report.route);
+        }
+    }
+
+    async fn client(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        message: ClientMsg,
+    ) {
         state.handled += 1;
         match message {
             ClientMsg::Open(reply) => {
@@ -612,9 +695,8 @@ impl SessionActor {
                 };
                 match allowed {
                     Ok(()) => {
-                        let route =
-                            state.last_route.clone().or_else(|| self.shared.default_route.clone());
-                        state.queue.push_back(Queued { work: Work::Retry, route, sink });
+                        // Its route is decided as it starts (see `start`).
+                        state.queue.push_back(Queued { work: Work::Retry, route: None, sink });
                         let _ = reply.send(Ok(()));
                     }
                     Err(error) => {
@@ -622,12 +704,10 @@ impl SessionActor {
                     }
                 }
             }
-            ClientMsg::Cancel(cause, reply) => {
-                let _ = reply.send(Self::cancel(state, cause));
-            }
+            ClientMsg::Cancel(cause, reply) => self.cancel(myself, state, cause, Some(reply)),
             ClientMsg::Close(reply) => {
-                Self::cancel(state, CancelCause::Parent);
                 state.ending.close(reply);
+                self.cancel(myself, state, CancelCause::Parent, None);
             }
             ClientMsg::Events(reply) => {
                 let events = match &state.log {
@@ -664,7 +744,7 @@ impl SessionActor {
         state: &mut SessionState,
     ) {
         match message {
-            SessionMsg::Client(message) => self.client(state, message).await,
+            SessionMsg::Client(message) => self.client(myself, state, message).await,
             SessionMsg::GraceOver(generation) => {
                 let current = matches!(&state.phase, Phase::Grace(g) if g.generation == generation);
                 if current && phase::grace_over(&self.view(state)) == Action::Hibernate {
@@ -675,7 +755,10 @@ impl SessionActor {
             }
             SessionMsg::Shutdown => {
                 state.ending.shutdown();
-                Self::cancel(state, CancelCause::Disposed);
+                self.cancel(myself, state, CancelCause::Disposed, None);
+            }
+            SessionMsg::Closed(closed) => {
+                self.closed(state, closed);
             }
         }
         self.settle(myself, state).await;
@@ -692,6 +775,9 @@ impl SessionActor {
             let id = cell.get_id();
             matches!(&state.phase, Phase::Running(running) if running.actor.get_id() == id)
         };
+        let is_stopping = |cell: &ActorCell| {
+            state.stopping.as_ref().is_some_and(|actor| actor.get_id() == cell.get_id())
+        };
         let hibernating = matches!(state.phase, Phase::Hibernating);
         let is_log = |cell: &ActorCell| {
             state.log.as_ref().is_ok_and(|log| log.cell().get_id() == cell.get_id())
@@ -706,6 +792,15 @@ impl SessionActor {
             }
             SupervisionEvent::ActorFailed(cell, error) if is_turn(&cell) => {
                 self.turn_gone(state, Err(error.to_string())).await;
+            }
+            // A cancelled turn's actor stopped, its turn closed already.
+            SupervisionEvent::ActorTerminated(cell, final_state, _) if is_stopping(&cell) => {
+                let report =
+                    final_state.and_then(|mut s| s.take::<TurnState>().ok()).and_then(|s| s.report);
+                Self::stopped(state, report);
+            }
+            SupervisionEvent::ActorFailed(cell, _) if is_stopping(&cell) => {
+                Self::stopped(state, None);
             }
             SupervisionEvent::ActorTerminated(cell, _, _) if is_log(&cell) && !hibernating => {
                 self.lost(state, "the session log closed".to_owned(), None);
@@ -787,6 +882,8 @@ impl Actor for SessionActor {
         };
         Ok(SessionState {
             resume: init.resume.take(),
+            stopping: None,
+            closing: None,
             resumed: None,
             log,
             next_turn: init.next_turn,

@@ -144,6 +144,8 @@ pub(crate) struct View {
     pub(crate) log_failed: bool,
     /// The runtime's idle grace period is zero.
     pub(crate) no_grace: bool,
+    /// The actors of a turn a cancellation closed are still stopping.
+    pub(crate) stopping: bool,
 }
 
 /// What the session does next.
@@ -170,6 +172,9 @@ pub(crate) fn next(view: &View) -> Action {
     match view.now {
         Now::Running | Now::Hibernating => Action::Wait,
         _ if view.queued && view.asked == Asked::Shutdown => Action::DropQueue,
+        // A cancelled turn's actors finish stopping first: its step's waits settle before the
+        // next turn starts or the session's own actor goes (it is told again when they are gone).
+        _ if view.stopping => Action::Wait,
         _ if view.queued => Action::StartNext,
         Now::Between => Action::WriteIdle,
         Now::Idle | Now::Grace
@@ -215,6 +220,7 @@ mod tests {
         queued: false,
         log_failed: false,
         no_grace: false,
+        stopping: false,
     };
 
     #[test]
@@ -279,6 +285,24 @@ mod tests {
                 View { now: Now::Between, no_grace: true, ..QUIET },
                 Action::WriteIdle,
             ),
+            // A cancelled turn (closed already) whose actors still stop: nothing starts and
+            // the session stays awake until they are gone; a shutdown still drops the queue.
+            (
+                "a queued prompt waits for a cancelled turn's actors",
+                View { stopping: true, ..queued },
+                Action::Wait,
+            ),
+            ("no grace timer before they are gone", View { stopping: true, ..QUIET }, Action::Wait),
+            (
+                "no hibernation before they are gone",
+                View { stopping: true, asked: Asked::Close, no_grace: true, ..QUIET },
+                Action::Wait,
+            ),
+            (
+                "shutting down while they stop",
+                View { stopping: true, asked: Asked::Shutdown, ..queued },
+                Action::DropQueue,
+            ),
         ];
         for (case, view, expected) in cases {
             assert_eq!(next(&view), expected, "{case}");
@@ -296,10 +320,10 @@ mod tests {
         };
         for now in [Now::Running, Now::Between, Now::Idle, Now::Grace, Now::Hibernating] {
             for asked in [Asked::Nothing, Asked::Close, Asked::Shutdown] {
-                for (queued, log_failed, no_grace) in
-                    (0..8).map(|bits| (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0))
+                for (queued, log_failed, no_grace, stopping) in
+                    (0..16).map(|bits| (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0, bits & 8 != 0))
                 {
-                    let mut view = View { now, asked, queued, log_failed, no_grace };
+                    let mut view = View { now, asked, queued, log_failed, no_grace, stopping };
                     for _ in 0..4 {
                         match after(view, next(&view)) {
                             Some(then) => view = then,
