@@ -378,17 +378,26 @@ impl SessionLog {
     }
 
     /// Closes turn `turn` as [`SessionLog::close_turn`] does, without waiting: `then` runs in
-    /// the log's actor with what was written as soon as the store acknowledged it (or with why
-    /// not). If the log is closed, `then` is dropped without running.
-    pub(crate) fn close_turn_then(
+    /// the log's actor as soon as the store acknowledged the batch (or with why not), with what
+    /// `read` made of the state of the projection under `key` then (`None`: no such projection).
+    /// If the log is closed, `then` is dropped without running.
+    pub(crate) fn close_turn_then<S: 'static, T: Send + 'static>(
         &self,
         turn: u32,
         reason: TurnEndReason,
         idle: bool,
-        then: impl FnOnce(Result<Batch, AppendError>) + Send + 'static,
+        key: &'static str,
+        read: impl FnOnce(&S) -> T + Send + 'static,
+        then: impl FnOnce(Result<Batch, AppendError>, Option<T>) + Send + 'static,
     ) {
         let op: message::Op = Box::new(move |log| {
-            Box::pin(async move { then(log.close_turn(turn, reason, idle).await) })
+            Box::pin(async move {
+                let written = log.close_turn(turn, reason, idle).await;
+                then(written, log.view(key, read).ok());
+                // Whoever `then` woke runs next (the scheduler's slot for the task woken last),
+                // not after whatever this log's next message would wake first.
+                tokio::task::yield_now().await;
+            })
         });
         let _ = self.actor.send_message(LogMsg::Run(op));
     }

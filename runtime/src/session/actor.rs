@@ -81,7 +81,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::closing::{Closed, Closing};
 use super::directory::Lease;
-use super::last_route::{LAST_ROUTE, LastRouteProjection};
+use super::last_route::{LAST_ROUTE, LastRoute, LastRouteProjection};
 use super::message::{ClientMsg, SessionMsg};
 use super::phase::{self, Action, Ending, Grace, Phase, Running, View};
 use super::turn_handle::{self, Started, TurnHandle, TurnOutcome, TurnSink};
@@ -154,10 +154,11 @@ pub(crate) struct SessionState {
     ended: Option<Box<(TurnSink, TurnOutcome)>>,
     /// How many times the grace timer was armed (a `GraceOver` of an earlier arming is stale).
     armed: u64,
-    /// The actor of a turn a cancellation closed, until it stopped (its step and the waits of
-    /// both settle): no turn starts and the session does not hibernate before.
-    stopping: Option<ActorRef<()>>,
-    /// A cancelled turn whose closing batch the log is writing (see `closing`).
+    /// The actors of turns a cancellation closed, until they stopped (their steps and the waits
+    /// of both settle): the session does not hibernate before.
+    stopping: Vec<ActorRef<()>>,
+    /// A cancelled turn whose closing batch the log is writing (see `closing`): no turn starts
+    /// before the session heard it was written.
     closing: Option<u32>,
     /// The turn a crash left open, resumed once the actor started.
     resume: Option<Plan>,
@@ -339,8 +340,8 @@ impl SessionActor {
             }
         };
         let turn = state.next_turn;
-        // A retry reruns where the last turn's latest attempt went, as known now that it is gone
-        // (a cancelled turn's actor may still have been stopping when the retry was asked).
+        // A retry reruns where the last turn's latest attempt went, as known when it starts (a
+        // cancelled turn's route comes with its closing, after the retry may have been asked).
         let route = match work {
             Work::Retry => state.last_route.clone().or_else(|| self.shared.default_route.clone()),
             Work::Prompt(..) => route,
@@ -478,7 +479,7 @@ impl SessionActor {
         resolve_ended(state);
         let running = take_running(state).map(|running| {
             running.actor.stop(None);
-            state.stopping = Some(running.actor);
+            state.stopping.push(running.actor);
             running.sink
         });
         let queued = std::mem::take(&mut state.queue).into_iter().map(|queued| queued.sink);
@@ -501,7 +502,8 @@ impl SessionActor {
             queued: !state.queue.is_empty(),
             log_failed: state.log.is_err(),
             no_grace: self.shared.idle_grace.is_zero(),
-            stopping: state.stopping.is_some() || state.closing.is_some(),
+            closing: state.closing.is_some(),
+            stopping: !state.stopping.is_empty(),
         }
     }
 
@@ -598,9 +600,9 @@ impl SessionActor {
     /// cascades to its step through the link) and closes the turn in the log in one operation,
     /// without waiting for the actors: the log's turn guard refuses anything of the turn written
     /// after its `turn/end`, so the log is the same. The log answers the caller itself once the
-    /// closing batch is durable, and then this actor (`closing`); the turn's actors finish
-    /// stopping meanwhile (`stopping`). The next turn starts, and the session hibernates, only
-    /// once both are done.
+    /// closing batch is durable, and then this actor (`closing`: no turn starts before). The
+    /// turn's actors finish stopping meanwhile (`stopping`: the session does not hibernate
+    /// before they are gone); the next turn need not wait for them.
     fn cancel(
         &self,
         myself: &ActorRef<SessionMsg>,
@@ -622,30 +624,44 @@ impl SessionActor {
         };
         scope.cancel(cause.clone());
         actor.stop(None);
-        state.stopping = Some(actor);
+        state.stopping.push(actor);
         let reason = TurnEndReason::Aborted { cause: scope.cause().unwrap_or(cause) };
         // The queue was dropped: the closing batch carries `agent/idle`.
         state.phase = Phase::Idle;
         state.last_route = Some(route);
         state.last = Some(Box::new((turn, reason.clone())));
-        let closing =
-            Closing::new(myself.clone(), sink, TurnOutcome { turn, reason: reason.clone() }, reply);
+        let outcome = TurnOutcome { turn, reason: reason.clone() };
+        let closing = Closing::new(myself.clone(), sink, outcome, reply);
         match &state.log {
             Ok(log) => {
                 state.closing = Some(turn);
-                // The log's actor is the last one this handler wakes: it runs next.
-                log.close_turn_then(turn, reason, true, move |written| closing.done(written));
+                // The log's actor is the last one this handler wakes: it runs next. With the
+                // closing batch it reads the route the turn's latest attempt used.
+                let route = |last: &LastRoute| last.route.clone();
+                log.close_turn_then(
+                    turn,
+                    reason,
+                    true,
+                    LAST_ROUTE,
+                    route,
+                    move |written, route| {
+                        closing.done(written, route.flatten());
+                    },
+                );
             }
             // Nothing can be written any more (the caller is answered as by the log).
-            Err(_) => closing.done(Ok(Batch::from([]))),
+            Err(_) => closing.done(Ok(Batch::from([])), None),
         }
     }
 
     /// A cancelled turn's closing batch was written (the turn is closed: its lease no longer
     /// holds it open), or could not be (the log failed).
-    fn closed(&self, state: &mut SessionState, Closed { turn, failed }: Closed) {
+    fn closed(&self, state: &mut SessionState, Closed { turn, route, failed }: Closed) {
         if state.closing == Some(turn) {
             state.closing = None;
+        }
+        if route.is_some() && state.last.as_deref().is_some_and(|(last, _)| *last == turn) {
+            state.last_route = route;
         }
         match failed {
             None => state.lease.turn_open(false),
@@ -657,16 +673,6 @@ impl SessionActor {
                 // The session learnt first that its log failed (the closing went with it).
                 Err(failed) => sink.finish(Err(failed.clone())),
             },
-        }
-    }
-
-    /// The actor of a turn a cancellation closed stopped (`report`: how it saw its end, when
-    /// it said): the route its latest attempt used is the last route (a route switch moves it,
-    /// as the log's last-route projection folds it).
-    fn stopped(state: &mut SessionState, report: Option<TurnReport>) {
-        state.stopping = None;
-        if let Some(report) = report {
-            state.last_route = Some(report.route);
         }
     }
 
@@ -775,9 +781,8 @@ impl SessionActor {
             let id = cell.get_id();
             matches!(&state.phase, Phase::Running(running) if running.actor.get_id() == id)
         };
-        let is_stopping = |cell: &ActorCell| {
-            state.stopping.as_ref().is_some_and(|actor| actor.get_id() == cell.get_id())
-        };
+        let is_stopping =
+            |cell: &ActorCell| state.stopping.iter().any(|actor| actor.get_id() == cell.get_id());
         let hibernating = matches!(state.phase, Phase::Hibernating);
         let is_log = |cell: &ActorCell| {
             state.log.as_ref().is_ok_and(|log| log.cell().get_id() == cell.get_id())
@@ -793,14 +798,12 @@ impl SessionActor {
             SupervisionEvent::ActorFailed(cell, error) if is_turn(&cell) => {
                 self.turn_gone(state, Err(error.to_string())).await;
             }
-            // A cancelled turn's actor stopped, its turn closed already.
-            SupervisionEvent::ActorTerminated(cell, final_state, _) if is_stopping(&cell) => {
-                let report =
-                    final_state.and_then(|mut s| s.take::<TurnState>().ok()).and_then(|s| s.report);
-                Self::stopped(state, report);
-            }
-            SupervisionEvent::ActorFailed(cell, _) if is_stopping(&cell) => {
-                Self::stopped(state, None);
+            // A cancelled turn's actor stopped (or crashed while stopping), its turn closed.
+            SupervisionEvent::ActorTerminated(cell, _, _)
+            | SupervisionEvent::ActorFailed(cell, _)
+                if is_stopping(&cell) =>
+            {
+                state.stopping.retain(|actor| actor.get_id() != cell.get_id());
             }
             SupervisionEvent::ActorTerminated(cell, _, _) if is_log(&cell) && !hibernating => {
                 self.lost(state, "the session log closed".to_owned(), None);
@@ -882,7 +885,7 @@ impl Actor for SessionActor {
         };
         Ok(SessionState {
             resume: init.resume.take(),
-            stopping: None,
+            stopping: Vec::new(),
             closing: None,
             resumed: None,
             log,

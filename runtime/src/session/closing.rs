@@ -35,6 +35,8 @@ pub(crate) struct Closing {
 pub(crate) struct Closed {
     /// The turn closed.
     pub(crate) turn: u32,
+    /// The route of the turn's latest attempt, as the log folded it (none: it made none).
+    pub(crate) route: Option<String>,
     /// Why it could not be written, and the turn's sink to answer (the session's log failed).
     pub(crate) failed: Option<(AppendError, TurnSink)>,
 }
@@ -52,25 +54,27 @@ impl Closing {
 
     /// The log wrote the closing batch (`Ok`), a validator refused it (the turn counts as closed,
     /// as when the session writes it itself), or the log failed.
-    pub(crate) fn done(mut self, written: Result<Batch, AppendError>) {
+    /// `route`: the route of the turn's latest attempt.
+    pub(crate) fn done(mut self, written: Result<Batch, AppendError>, route: Option<String>) {
         match written {
-            Ok(_) => self.answer(None),
+            Ok(_) => self.answer(None, route),
             Err(error @ AppendError::Rejected(_)) => {
                 tracing::warn!(turn = self.turn, %error, "a validator refused the turn's closing events");
-                self.answer(None);
+                self.answer(None, route);
             }
-            Err(error) => self.answer(Some(error)),
+            Err(error) => self.answer(Some(error), None),
         }
     }
 
     /// Tells the session, then the caller (once).
-    fn answer(&mut self, failed: Option<AppendError>) {
+    fn answer(&mut self, failed: Option<AppendError>, route: Option<String>) {
         let Some((sink, outcome)) = self.outcome.take() else { return };
         let (failed, answered) = match failed {
             None => (None, Some((sink, outcome))),
             Some(error) => (Some((error, sink)), None),
         };
-        let _ = self.session.send_message(SessionMsg::Closed(Closed { turn: self.turn, failed }));
+        let closed = Closed { turn: self.turn, route, failed };
+        let _ = self.session.send_message(SessionMsg::Closed(closed));
         if let Some(reply) = self.reply.take() {
             let _ = reply.send(true);
         }
@@ -83,6 +87,6 @@ impl Closing {
 impl Drop for Closing {
     fn drop(&mut self) {
         // The log stopped before the closing ran: the session answers the turn's caller.
-        self.answer(Some(AppendError::Closed));
+        self.answer(Some(AppendError::Closed), None);
     }
 }

@@ -33,6 +33,8 @@ fn turn_of(event: &Event) -> Option<u32> {
         Event::ToolCall(e) => Some(e.turn),
         Event::ToolResult(e) => Some(e.turn),
         Event::ContextCompacted(e) => Some(e.turn),
+        Event::RouteSwitched(e) => Some(e.turn),
+        Event::RetryThrottled(e) => Some(e.turn),
         Event::TurnEnd(e) => Some(e.turn),
         _ => None,
     }
@@ -64,7 +66,8 @@ pub(crate) fn check(open: &OpenTurn, batch: &[Envelope]) -> Result<(), Rejection
 mod tests {
     use super::*;
     use crate::event::{
-        AgentIdle, LlmRetryStarted, StepRef, TurnEnd, TurnEndReason, TurnStart, UserMessage,
+        AgentIdle, LlmRetryStarted, RetryThrottled, RouteSwitched, StepRef, TurnEnd, TurnEndReason,
+        TurnStart, UserMessage,
     };
 
     fn stamp(events: Vec<Event>) -> Vec<Envelope> {
@@ -99,6 +102,23 @@ mod tests {
         Event::LlmRetryStarted(LlmRetryStarted { retry_id: "r".into(), turn, step: 1, retry: 1 })
     }
 
+    fn late_switch(turn: u32) -> Event {
+        let (from, to, code) = ("a".into(), "b".into(), "SERVER".into());
+        Event::RouteSwitched(RouteSwitched {
+            turn,
+            step: 1,
+            from,
+            to,
+            code,
+            reason: "eager".into(),
+        })
+    }
+
+    fn late_throttle(turn: u32) -> Event {
+        let (provider, plugin, code) = ("a".into(), "llm-retry".into(), "SERVER".into());
+        Event::RetryThrottled(RetryThrottled { turn, step: 1, provider, plugin, code })
+    }
+
     #[test]
     fn only_events_of_an_ended_turn_are_refused() {
         let user = || Event::UserMessage(UserMessage { text: "hi".into() });
@@ -126,6 +146,20 @@ mod tests {
                 Some(0),
             ),
             ("a second turn/end", vec![started(1), ended(1)], vec![ended(1)], Some(0)),
+            // A plugin of a cancelled turn, still deciding while the next turn runs.
+            (
+                "a route switch after its end",
+                vec![started(1), ended(1), started(2)],
+                vec![late_switch(1)],
+                Some(0),
+            ),
+            (
+                "a throttled retry after its end",
+                vec![started(1), ended(1), started(2)],
+                vec![late_throttle(1)],
+                Some(0),
+            ),
+            ("a route switch of the open turn", vec![started(1)], vec![late_switch(1)], None),
             ("ended within the batch", vec![started(1)], vec![ended(1), late_start(1)], Some(1)),
             ("no turn named", vec![started(1), ended(1)], vec![idle()], None),
             // A turn nobody started yet is the validators' business, not the guard's.
