@@ -61,6 +61,9 @@ pub(crate) struct Run {
     pub(crate) cancels: u64,
     pub(crate) cancel_p50_ms: f64,
     pub(crate) cancel_p99_ms: f64,
+    /// Allocations over the same stretch (0: not counted).
+    #[serde(default)]
+    pub(crate) allocations: u64,
     /// Resident set size before the agents started, and its peak during the run, in KiB.
     pub(crate) rss_before_kib: u64,
     pub(crate) peak_rss_kib: u64,

@@ -39,6 +39,7 @@ use tokio::task::JoinSet;
 use crate::Options;
 use crate::child::{self, Kind, Run};
 use crate::cpu::process_seconds;
+use crate::heap::allocations;
 use crate::report::{Budget, Metric};
 
 /// The prefix of the metrics' names (what a filter matches).
@@ -72,11 +73,13 @@ pub(crate) fn run(_: &Options) -> anyhow::Result<Vec<Metric>> {
     let hand = child::spawn(Kind::RealisticHandRolled, AGENTS, TURNS)?;
     for (side, run) in [("rein", &rein), ("hand-rolled", &hand)] {
         eprintln!(
-            "{name}: {side}: {} turns in {:.2} s ({:.0} turns/s, {:.0} µs CPU per turn), {} events",
+            "{name}: {side}: {} turns in {:.2} s ({:.0} turns/s, {:.0} µs CPU and {:.0} allocations \
+             per turn), {} events",
             run.turns,
             run.elapsed_s,
             run.turns_per_s(),
             run.cpu_per_turn_us(),
+            run.allocations as f64 / run.turns as f64,
             run.events,
         );
     }
@@ -148,7 +151,7 @@ async fn rein(agents: usize, turns: u32) -> anyhow::Result<Run> {
         builder = builder.plugin(plugin);
     }
     let runtime = builder.build().await?;
-    let (cpu, started) = (process_seconds(), Instant::now());
+    let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
     let mut tasks = JoinSet::new();
     for index in 0..agents {
         let runtime = runtime.clone();
@@ -171,7 +174,8 @@ async fn rein(agents: usize, turns: u32) -> anyhow::Result<Run> {
     while let Some(events) = tasks.join_next().await {
         streamed += events??;
     }
-    let (elapsed, cpu) = (started.elapsed(), process_seconds() - cpu);
+    let (elapsed, cpu, allocs) =
+        (started.elapsed(), process_seconds() - cpu, allocations() - allocs);
     let (_, peak_rss_kib) = child::rss_kib();
     runtime.shutdown().await;
     let turns_ended = agents as u64 * u64::from(turns);
@@ -186,6 +190,7 @@ async fn rein(agents: usize, turns: u32) -> anyhow::Result<Run> {
         events: stored,
         elapsed_s: elapsed.as_secs_f64(),
         cpu_s: cpu,
+        allocations: allocs as u64,
         rss_before_kib,
         peak_rss_kib,
         ..Run::default()
@@ -200,7 +205,7 @@ fn session_id(index: usize) -> String {
 async fn hand_rolled(agents: usize, turns: u32) -> anyhow::Result<Run> {
     let (rss_before_kib, _) = child::rss_kib();
     let model: Arc<dyn Adapter> = Arc::new(Streaming);
-    let (cpu, started) = (process_seconds(), Instant::now());
+    let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
     let mut tasks = JoinSet::new();
     for index in 0..agents {
         tasks.spawn(agent(Arc::clone(&model), session_id(index), turns));
@@ -209,7 +214,8 @@ async fn hand_rolled(agents: usize, turns: u32) -> anyhow::Result<Run> {
     while let Some(log) = tasks.join_next().await {
         logs.push(log?);
     }
-    let (elapsed, cpu) = (started.elapsed(), process_seconds() - cpu);
+    let (elapsed, cpu, allocs) =
+        (started.elapsed(), process_seconds() - cpu, allocations() - allocs);
     let (_, peak_rss_kib) = child::rss_kib();
     let turns_ended = agents as u64 * u64::from(turns);
     Ok(Run {
@@ -218,6 +224,7 @@ async fn hand_rolled(agents: usize, turns: u32) -> anyhow::Result<Run> {
         events: logs.iter().map(|log| log.len() as u64).sum(),
         elapsed_s: elapsed.as_secs_f64(),
         cpu_s: cpu,
+        allocations: allocs as u64,
         rss_before_kib,
         peak_rss_kib,
         ..Run::default()

@@ -194,6 +194,7 @@ async fn rein(config: &StressConfig) -> anyhow::Result<Run> {
         cancel_p99_ms: latency.p99_ms,
         rss_before_kib,
         peak_rss_kib: summary.peak_rss_kib.unwrap_or(0),
+        allocations: 0,
         failures: summary.failures(),
     })
 }

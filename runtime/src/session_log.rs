@@ -347,6 +347,27 @@ impl SessionLog {
         appended.await.unwrap_or(Err(AppendError::Closed))
     }
 
+    /// [`SessionLog::write`] of `events`, then what `view` makes of the state of the projection
+    /// under `key` (as [`SessionLog::view`]), in one operation of the log's actor: a step writes
+    /// its `request/start` and reads the history its request carries in one round trip.
+    pub(crate) async fn write_and_view<P: Projection, T: Send + 'static>(
+        &self,
+        events: Vec<Event>,
+        key: &'static str,
+        view: impl FnOnce(&P::State) -> T + Send + 'static,
+    ) -> Result<(Batch, Result<T, LogError>), AppendError> {
+        let done = self
+            .run(move |log, reply| {
+                Box::pin(async move {
+                    let written = log.append(events).await;
+                    let _ = reply
+                        .send(written.map(|batch| (batch, log.view::<P::State, T>(key, view))));
+                })
+            })
+            .await;
+        done.unwrap_or(Err(AppendError::Closed))
+    }
+
     /// Closes turn `turn` with `reason` in one batch: `step/end` for its open step and
     /// `turn/end` — computed by the log from its own fold, so a turn is closed exactly once
     /// whoever asks first — then `agent/idle` when `idle`. A turn already closed gets nothing

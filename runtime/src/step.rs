@@ -155,16 +155,20 @@ impl StepState {
         })
     }
 
-    /// The request of `attempt`, from the durable history.
-    async fn request(&self, attempt: u32) -> Result<Request, Fault> {
-        let messages = self
+    /// Writes `batch` (the attempt's `request/start`) and builds the request of `attempt` from
+    /// the durable history, read in the same operation of the log.
+    async fn start_request(&self, attempt: u32, batch: Vec<Event>) -> Result<Request, Fault> {
+        let (_, messages) = self
             .ctx
             .log
-            .view::<HistoryProjection, _>(HISTORY, |history| history.messages())
+            .write_and_view::<HistoryProjection, _>(batch, HISTORY, |history| history.messages())
             .await
             .map_err(|error| {
-                Fault(runtime_failure(format!("the request could not be built: {error}")))
+                Fault(runtime_failure(format!("the session log refused an append: {error}")))
             })?;
+        let messages = messages.map_err(|error| {
+            Fault(runtime_failure(format!("the request could not be built: {error}")))
+        })?;
         Ok(Request {
             session: self.ctx.session_id.to_string(),
             turn: self.ctx.turn,
@@ -235,8 +239,7 @@ impl StepActor {
         state.attempt = attempt;
         state.text = String::new();
         state.pending = PendingChunks::default();
-        let request = state.request(attempt).await?;
-        let model = request.model.clone();
+        let model = state.route.model();
         // A root span: the step's messages run inside the previous attempt's span.
         state.span = tracing::info_span!(
             parent: None,
@@ -262,7 +265,7 @@ impl StepActor {
             provider,
             model,
         }));
-        state.append(batch).await?;
+        let request = state.start_request(attempt, batch).await?;
         state.started = true;
         let Some(route) = state.route.served.clone() else {
             let message = format!("no provider route named {:?}", state.route.name);
