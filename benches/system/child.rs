@@ -20,10 +20,14 @@ pub(crate) enum Kind {
     Rein,
     /// The hand-rolled tokio + backon loop (`hand_rolled_stress`).
     HandRolled,
+    /// The stress workload through bare actors of rein's shape (`bare_stress`).
+    StressBare,
     /// The realistic streaming load through rein (`realistic`).
     RealisticRein,
     /// The same load as a hand-rolled tokio loop (`realistic`).
     RealisticHandRolled,
+    /// The same load through bare actors of rein's shape (`bare_stress`).
+    RealisticBare,
 }
 
 impl Kind {
@@ -31,15 +35,24 @@ impl Kind {
         match self {
             Kind::Rein => "stress-rein",
             Kind::HandRolled => "stress-hand-rolled",
+            Kind::StressBare => "stress-bare",
             Kind::RealisticRein => "realistic-rein",
             Kind::RealisticHandRolled => "realistic-hand-rolled",
+            Kind::RealisticBare => "realistic-bare",
         }
     }
 
     fn parse(word: &str) -> Option<Self> {
-        [Kind::Rein, Kind::HandRolled, Kind::RealisticRein, Kind::RealisticHandRolled]
-            .into_iter()
-            .find(|kind| kind.word() == word)
+        [
+            Kind::Rein,
+            Kind::HandRolled,
+            Kind::StressBare,
+            Kind::RealisticRein,
+            Kind::RealisticHandRolled,
+            Kind::RealisticBare,
+        ]
+        .into_iter()
+        .find(|kind| kind.word() == word)
     }
 }
 
@@ -116,8 +129,10 @@ pub(crate) fn spawn(kind: Kind, agents: usize, turns: u32) -> anyhow::Result<Run
 /// Runs the child of `kind` (`--child KIND AGENTS TURNS`).
 pub(crate) fn run(kind: Kind, agents: usize, turns: u32) -> ExitCode {
     match kind {
-        Kind::Rein | Kind::HandRolled => crate::stress::child(kind, agents, turns),
-        Kind::RealisticRein | Kind::RealisticHandRolled => {
+        Kind::Rein | Kind::HandRolled | Kind::StressBare => {
+            crate::stress::child(kind, agents, turns)
+        }
+        Kind::RealisticRein | Kind::RealisticHandRolled | Kind::RealisticBare => {
             crate::realistic::child(kind, agents, turns)
         }
     }

@@ -85,6 +85,7 @@ mod agents_workload;
 mod append;
 mod bare_agents;
 mod bare_log;
+mod bare_stress;
 mod bare_tree;
 mod child;
 mod cpu;

@@ -37,6 +37,7 @@ use rein::runtime::store::memory::MemoryStore;
 use tokio::task::JoinSet;
 
 use crate::Options;
+use crate::bare_stress;
 use crate::child::{self, Kind, Run};
 use crate::cpu::process_seconds;
 use crate::heap::allocations;
@@ -71,7 +72,8 @@ pub(crate) fn run(_: &Options) -> anyhow::Result<Vec<Metric>> {
     let name = format!("{NAME}_{}k_agents", AGENTS / 1000);
     let rein = child::spawn(Kind::RealisticRein, AGENTS, TURNS)?;
     let hand = child::spawn(Kind::RealisticHandRolled, AGENTS, TURNS)?;
-    for (side, run) in [("rein", &rein), ("hand-rolled", &hand)] {
+    let bare = child::spawn(Kind::RealisticBare, AGENTS, TURNS)?;
+    for (side, run) in [("rein", &rein), ("hand-rolled", &hand), ("bare actors", &bare)] {
         eprintln!(
             "{name}: {side}: {} turns in {:.2} s ({:.0} turns/s, {:.0} µs CPU and {:.0} allocations \
              per turn), {} events",
@@ -91,9 +93,24 @@ pub(crate) fn run(_: &Options) -> anyhow::Result<Vec<Metric>> {
             BUDGET,
         ),
         Metric::record(
+            &format!("{name}_bare_actors_turns_per_s_vs_hand_rolled"),
+            bare.turns_per_s(),
+            hand.turns_per_s(),
+        ),
+        Metric::record(
+            &format!("{name}_turns_per_s_vs_bare_actors"),
+            rein.turns_per_s(),
+            bare.turns_per_s(),
+        ),
+        Metric::record(
             &format!("{name}_cpu_per_turn_vs_hand_rolled"),
             rein.cpu_per_turn_us(),
             hand.cpu_per_turn_us(),
+        ),
+        Metric::record(
+            &format!("{name}_cpu_per_turn_vs_bare_actors"),
+            rein.cpu_per_turn_us(),
+            bare.cpu_per_turn_us(),
         ),
     ])
 }
@@ -103,6 +120,10 @@ pub(crate) fn child(kind: Kind, agents: usize, turns: u32) -> ExitCode {
     let measured = crate::drive(async move {
         match kind {
             Kind::RealisticRein => rein(agents, turns).await,
+            Kind::RealisticBare => {
+                bare_stress::realistic(Arc::new(Streaming), (ROUTE, MODEL), agents, turns, prompt)
+                    .await
+            }
             _ => hand_rolled(agents, turns).await,
         }
     });

@@ -37,8 +37,8 @@ use rein_cli::stress::plan::Rates;
 
 use crate::Options;
 use crate::child::{self, Kind, Run};
-use crate::hand_rolled_stress;
 use crate::report::{Budget, Metric};
+use crate::{bare_stress, hand_rolled_stress};
 
 /// The prefix of the metrics' names (what a filter matches).
 pub(crate) const NAME: &str = "stress";
@@ -96,7 +96,8 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
         let name = format!("{NAME}_{}k_agents", agents / 1000);
         let rein = child::spawn(Kind::Rein, agents, turns)?;
         let hand = child::spawn(Kind::HandRolled, agents, turns)?;
-        for (side, run) in [("rein", &rein), ("hand-rolled", &hand)] {
+        let bare = child::spawn(Kind::StressBare, agents, turns)?;
+        for (side, run) in [("rein", &rein), ("hand-rolled", &hand), ("bare actors", &bare)] {
             eprintln!(
                 "{name}: {side}: {} turns in {:.2} s ({:.0} µs CPU per turn), {:?}, {} events; \
                  {} cancels p50 {:.2} ms p99 {:.2} ms; RSS {} KiB before, peak {} KiB",
@@ -122,6 +123,16 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
                 CPU_BUDGET,
             ),
             Metric::record(
+                &format!("{name}_bare_actors_cpu_per_turn_vs_hand_rolled"),
+                bare.cpu_per_turn_us(),
+                hand.cpu_per_turn_us(),
+            ),
+            Metric::record(
+                &format!("{name}_cpu_per_turn_vs_bare_actors"),
+                rein.cpu_per_turn_us(),
+                bare.cpu_per_turn_us(),
+            ),
+            Metric::record(
                 &format!("{name}_turns_per_s_vs_hand_rolled"),
                 rein.turns_per_s(),
                 hand.turns_per_s(),
@@ -136,6 +147,11 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
                 rein.cancel_p99_ms,
                 hand.cancel_p99_ms,
                 cancel_budget(CANCEL_P99_BUDGET),
+            ),
+            Metric::record(
+                &format!("{name}_bare_actors_cancel_p99_ms_vs_hand_rolled"),
+                bare.cancel_p99_ms,
+                hand.cancel_p99_ms,
             ),
         ]);
         if budgeted {
@@ -169,6 +185,7 @@ pub(crate) fn child(kind: Kind, agents: usize, turns: u32) -> ExitCode {
     let measured = crate::drive(async move {
         match kind {
             Kind::Rein => rein(&config).await,
+            Kind::StressBare => bare_stress::stress(&config).await,
             _ => hand_rolled_stress::run(&config).await,
         }
     });
