@@ -203,11 +203,10 @@ impl LogState {
     }
 
     /// Writes a stamped batch, waits for the store's ack, then makes it visible.
-    async fn commit(&mut self, batch: Vec<Envelope>) -> Result<Batch, StoreError> {
+    async fn commit(&mut self, batch: Batch) -> Result<Batch, StoreError> {
         if self.failed.is_some() {
             return Err(StoreError::Closed);
         }
-        let batch = Batch::from(batch);
         if let Err(error) = self.store.append_shared(&self.session, &batch).await {
             tracing::error!(%error, "append failed in the store: the session log ends here");
             self.failed = Some(error.to_string());

@@ -42,10 +42,11 @@ fn turn_of(event: &Event) -> Option<u32> {
 
 /// Checks a stamped batch against where the turn lifecycle stands (`open`, before the batch).
 pub(crate) fn check(open: &OpenTurn, batch: &[Envelope]) -> Result<(), Rejection> {
-    let mut open = open.clone();
+    // What the check reads of the lifecycle, folded through the batch as `OpenTurn` folds it.
+    let (mut open_turn, mut last_turn) = (open.turn, open.last_turn);
     for envelope in batch {
         if let Some(turn) = turn_of(&envelope.event) {
-            let ended = turn <= open.last_turn && open.turn != Some(turn);
+            let ended = turn <= last_turn && open_turn != Some(turn);
             if ended {
                 return Err(Rejection {
                     seq: envelope.seq,
@@ -57,7 +58,11 @@ pub(crate) fn check(open: &OpenTurn, batch: &[Envelope]) -> Result<(), Rejection
                 });
             }
         }
-        open.apply(&envelope.event);
+        match &envelope.event {
+            Event::TurnStart(start) => (open_turn, last_turn) = (Some(start.turn), start.turn),
+            Event::TurnEnd(_) => open_turn = None,
+            _ => {}
+        }
     }
     Ok(())
 }

@@ -117,13 +117,19 @@ impl MemoryStore {
         let mut logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
         let next = logs.get(session).map_or(0, |log| log.len);
         check_continues(session, next, events)?;
-        if !logs.contains_key(session) {
-            logs.insert(session.to_owned(), Log::default());
+        let keep = |log: &mut Log| {
+            log.batches.push(batch());
+            log.len += events.len() as u64;
+            events.iter().for_each(|event| log.head.apply(event));
+        };
+        match logs.get_mut(session) {
+            Some(log) => keep(log),
+            None => {
+                let mut log = Log::default();
+                keep(&mut log);
+                logs.insert(session.to_owned(), log);
+            }
         }
-        let Some(log) = logs.get_mut(session) else { return Ok(()) };
-        log.batches.push(batch());
-        log.len += events.len() as u64;
-        events.iter().for_each(|event| log.head.apply(event));
         Ok(())
     }
 }
