@@ -207,6 +207,13 @@ impl Session {
         Ok(answer.await?)
     }
 
+    /// Resolves once the session's actor runs (as rein's open resolves once its session answered).
+    pub(crate) async fn ready(&self) -> anyhow::Result<()> {
+        let (reply, ready) = oneshot::channel();
+        self.actor.send_message(SessionMsg::Ready(reply)).map_err(stopped)?;
+        Ok(ready.await?)
+    }
+
     /// Tells the session to stop (its turn first, if one runs).
     pub(crate) fn shutdown(&self) {
         let _ = self.actor.send_message(SessionMsg::Shutdown);

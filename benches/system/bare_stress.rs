@@ -145,6 +145,7 @@ impl Driven {
             let (tree, agent) = (Arc::clone(&tree), agent.clone());
             tasks.spawn(async move {
                 let session = tree.open(&session_of(index)).await?;
+                session.ready().await?;
                 agent(session, index).await
             });
         }

@@ -32,6 +32,8 @@ pub(super) enum SessionMsg {
     Shutdown,
     /// A cancelled turn's closing batch is written (from the log).
     Closed,
+    /// Answer once the session runs (what rein's open waits for).
+    Ready(oneshot::Sender<()>),
 }
 
 pub(super) struct BareSession;
@@ -124,6 +126,9 @@ impl Actor for BareSession {
                 cancel(&myself, state, CancelCause::Disposed, None)?;
             }
             SessionMsg::Closed => state.closing = false,
+            SessionMsg::Ready(reply) => {
+                let _ = reply.send(());
+            }
         }
         stop_if_done(&myself, state).await;
         Ok(())
