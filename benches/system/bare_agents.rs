@@ -51,16 +51,17 @@ use std::time::{Duration, Instant};
 
 use ractor::{Actor, ActorRef};
 use rein::runtime::event::{CancelCause, TurnEndReason};
+use rein::runtime::provider::Adapter;
 use rein::runtime::session::TurnOutcome;
 use rein::runtime::store::SessionStore;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use self::plugin::{BarePlugin, PluginMsg, StandIn};
 use self::provider::{BareProvider, ProviderMsg};
 use self::session::{BareSession, SessionArgs, SessionMsg};
 use crate::agents::Side;
-use crate::agents_workload::{AgentsProvider, CANCELLED, PROMPT, session_id};
+use crate::agents_workload::{AgentsProvider, CANCELLED, PROMPT, ROUTE, session_id};
 use crate::cpu::process_seconds;
 use crate::heap::allocations;
 
@@ -68,20 +69,55 @@ use crate::heap::allocations;
 struct Ctx {
     store: Arc<dyn SessionStore>,
     provider: ActorRef<ProviderMsg>,
+    /// The route's name and model.
+    route: (String, String),
     /// The chain, in order.
     plugins: Vec<ActorRef<PluginMsg>>,
+}
+
+/// A bare tree's shared actors — the provider of its one route, the plugins of the chain — and
+/// what its sessions share, for the workloads of other metrics (`bare_stress`, `realistic`).
+pub(crate) struct BareTree {
+    ctx: Arc<Ctx>,
+}
+
+impl BareTree {
+    /// Spawns the provider actor (route `route`: name and model, on `adapter`) and the plugin
+    /// actors; sessions append to `store`.
+    pub(crate) async fn start(
+        store: Arc<dyn SessionStore>,
+        adapter: Arc<dyn Adapter>,
+        route: (&str, &str),
+    ) -> anyhow::Result<Self> {
+        let (provider, _) = Actor::spawn(None, BareProvider::new(adapter), ()).await?;
+        let mut plugins = Vec::new();
+        for stand_in in [StandIn::LlmRetry, StandIn::Compaction, StandIn::AutoRetry] {
+            plugins.push(Actor::spawn(None, BarePlugin(stand_in), ()).await?.0);
+        }
+        let route = (route.0.to_owned(), route.1.to_owned());
+        Ok(Self { ctx: Arc::new(Ctx { store, provider, route, plugins }) })
+    }
+
+    /// Wakes session `id`: spawns its actor, which opens its log.
+    pub(crate) async fn open(&self, id: &str) -> anyhow::Result<Session> {
+        Session::open(&self.ctx, id).await
+    }
+
+    /// Stops the plugin and provider actors (every session is shut down).
+    pub(crate) async fn stop(self) {
+        for plugin in &self.ctx.plugins {
+            let _ = plugin.stop_and_wait(None, None).await;
+        }
+        let _ = self.ctx.provider.stop_and_wait(None, None).await;
+    }
 }
 
 /// Runs `agents` agents of the workload through bare actors appending to `store`; the
 /// measurement (from the first open to the last outcome). The sessions, plugins and provider
 /// are stopped afterwards, outside the measurement.
 pub(crate) async fn run(store: Arc<dyn SessionStore>, agents: usize) -> anyhow::Result<Side> {
-    let (provider, _) = Actor::spawn(None, BareProvider::new(AgentsProvider::new()?), ()).await?;
-    let mut plugins = Vec::new();
-    for stand_in in [StandIn::LlmRetry, StandIn::Compaction, StandIn::AutoRetry] {
-        plugins.push(Actor::spawn(None, BarePlugin(stand_in), ()).await?.0);
-    }
-    let ctx = Arc::new(Ctx { store, provider, plugins });
+    let tree = BareTree::start(store, Arc::new(AgentsProvider::new()?), ROUTE).await?;
+    let ctx = Arc::clone(&tree.ctx);
 
     let (cpu, allocs, started) = (process_seconds(), allocations(), Instant::now());
     let mut sessions = Vec::with_capacity(agents);
@@ -123,15 +159,13 @@ pub(crate) async fn run(store: Arc<dyn SessionStore>, agents: usize) -> anyhow::
     for session in sessions {
         session.ended.await?;
     }
-    for plugin in &ctx.plugins {
-        let _ = plugin.stop_and_wait(None, None).await;
-    }
-    let _ = ctx.provider.stop_and_wait(None, None).await;
+    drop(ctx);
+    tree.stop().await;
     Ok(side)
 }
 
 /// A bare session as the driver holds it.
-struct Session {
+pub(crate) struct Session {
     actor: ActorRef<SessionMsg>,
     ended: JoinHandle<()>,
 }
@@ -145,22 +179,51 @@ impl Session {
     }
 
     /// Prompts the session; the receiver resolves once the turn's closing batch is durable.
-    fn prompt(&self, text: &str) -> anyhow::Result<oneshot::Receiver<TurnOutcome>> {
+    pub(crate) fn prompt(&self, text: &str) -> anyhow::Result<oneshot::Receiver<TurnOutcome>> {
         let (reply, outcome) = oneshot::channel();
-        self.actor.send_message(SessionMsg::Prompt(text.to_owned(), reply)).map_err(stopped)?;
+        let prompt = SessionMsg::Prompt(text.to_owned(), reply, None);
+        self.actor.send_message(prompt).map_err(stopped)?;
         Ok(outcome)
     }
 
-    /// Cancels the running turn with `cause`; whether one was running.
-    async fn cancel(&self, cause: CancelCause) -> anyhow::Result<bool> {
+    /// [`Session::prompt`], with the log's batches from the turn's first event on.
+    pub(crate) fn prompt_streaming(
+        &self,
+        text: &str,
+    ) -> anyhow::Result<(
+        oneshot::Receiver<TurnOutcome>,
+        mpsc::UnboundedReceiver<crate::bare_log::Batch>,
+    )> {
+        let (reply, outcome) = oneshot::channel();
+        let (subscriber, batches) = mpsc::unbounded_channel();
+        let prompt = SessionMsg::Prompt(text.to_owned(), reply, Some(subscriber));
+        self.actor.send_message(prompt).map_err(stopped)?;
+        Ok((outcome, batches))
+    }
+
+    /// Cancels the running turn with `cause`; whether one was running (answered once its
+    /// closing batch is durable).
+    pub(crate) async fn cancel(&self, cause: CancelCause) -> anyhow::Result<bool> {
         let (reply, answer) = oneshot::channel();
         self.actor.send_message(SessionMsg::Cancel(cause, reply)).map_err(stopped)?;
         Ok(answer.await?)
     }
 
+    /// Resolves once the session's actor runs (as rein's open resolves once its session answered).
+    pub(crate) async fn ready(&self) -> anyhow::Result<()> {
+        let (reply, ready) = oneshot::channel();
+        self.actor.send_message(SessionMsg::Ready(reply)).map_err(stopped)?;
+        Ok(ready.await?)
+    }
+
     /// Tells the session to stop (its turn first, if one runs).
-    fn shutdown(&self) {
+    pub(crate) fn shutdown(&self) {
         let _ = self.actor.send_message(SessionMsg::Shutdown);
+    }
+
+    /// Resolves once the session actor ended.
+    pub(crate) async fn ended(self) -> anyhow::Result<()> {
+        Ok(self.ended.await?)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Runs of the bench in a process of their own: `system --child KIND AGENTS TURNS` runs one
-//! stress side ([`Kind`]) and prints its [`Run`] as one JSON line on stdout.
+//! side of the stress or the realistic workload ([`Kind`]) and prints its [`Run`] as one JSON
+//! line on stdout.
 //!
 //! # Why a process of its own
 //!
@@ -8,7 +9,7 @@
 //! heap those metrics freed would be reused without raising it. A fresh process reads the peak
 //! of one run and nothing else, and gives rein and its floor the same clean start.
 
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +20,14 @@ pub(crate) enum Kind {
     Rein,
     /// The hand-rolled tokio + backon loop (`hand_rolled_stress`).
     HandRolled,
+    /// The stress workload through bare actors of rein's shape (`bare_stress`).
+    StressBare,
+    /// The realistic streaming load through rein (`realistic`).
+    RealisticRein,
+    /// The same load as a hand-rolled tokio loop (`realistic`).
+    RealisticHandRolled,
+    /// The same load through bare actors of rein's shape (`bare_stress`).
+    RealisticBare,
 }
 
 impl Kind {
@@ -26,11 +35,24 @@ impl Kind {
         match self {
             Kind::Rein => "stress-rein",
             Kind::HandRolled => "stress-hand-rolled",
+            Kind::StressBare => "stress-bare",
+            Kind::RealisticRein => "realistic-rein",
+            Kind::RealisticHandRolled => "realistic-hand-rolled",
+            Kind::RealisticBare => "realistic-bare",
         }
     }
 
     fn parse(word: &str) -> Option<Self> {
-        [Kind::Rein, Kind::HandRolled].into_iter().find(|kind| kind.word() == word)
+        [
+            Kind::Rein,
+            Kind::HandRolled,
+            Kind::StressBare,
+            Kind::RealisticRein,
+            Kind::RealisticHandRolled,
+            Kind::RealisticBare,
+        ]
+        .into_iter()
+        .find(|kind| kind.word() == word)
     }
 }
 
@@ -52,6 +74,9 @@ pub(crate) struct Run {
     pub(crate) cancels: u64,
     pub(crate) cancel_p50_ms: f64,
     pub(crate) cancel_p99_ms: f64,
+    /// Allocations over the same stretch (0: not counted).
+    #[serde(default)]
+    pub(crate) allocations: u64,
     /// Resident set size before the agents started, and its peak during the run, in KiB.
     pub(crate) rss_before_kib: u64,
     pub(crate) peak_rss_kib: u64,
@@ -63,6 +88,11 @@ impl Run {
     /// Turns per second.
     pub(crate) fn turns_per_s(&self) -> f64 {
         self.turns as f64 / self.elapsed_s
+    }
+
+    /// CPU time per ended turn, in µs.
+    pub(crate) fn cpu_per_turn_us(&self) -> f64 {
+        self.cpu_s * 1e6 / self.turns as f64
     }
 
     /// Peak RSS above the start, per agent, in KiB.
@@ -94,6 +124,32 @@ pub(crate) fn spawn(kind: Kind, agents: usize, turns: u32) -> anyhow::Result<Run
     let run: Run = serde_json::from_str(line.trim()).context("the child's report")?;
     anyhow::ensure!(run.failures.is_empty(), "the {} run failed: {:?}", kind.word(), run.failures);
     Ok(run)
+}
+
+/// Runs the child of `kind` (`--child KIND AGENTS TURNS`).
+pub(crate) fn run(kind: Kind, agents: usize, turns: u32) -> ExitCode {
+    match kind {
+        Kind::Rein | Kind::HandRolled | Kind::StressBare => {
+            crate::stress::child(kind, agents, turns)
+        }
+        Kind::RealisticRein | Kind::RealisticHandRolled | Kind::RealisticBare => {
+            crate::realistic::child(kind, agents, turns)
+        }
+    }
+}
+
+/// Prints what a child measured as one JSON line (its exit status says whether it did).
+pub(crate) fn print(measured: anyhow::Result<Run>) -> ExitCode {
+    match measured.and_then(|run| Ok(serde_json::to_string(&run)?)) {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("child: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// The process's resident set size now and its peak so far, in KiB (`VmRSS`, `VmHWM`).

@@ -111,6 +111,7 @@ pub(crate) async fn run(config: &StressConfig) -> anyhow::Result<Run> {
         cancel_p99_ms: latency.p99_ms,
         rss_before_kib,
         peak_rss_kib,
+        allocations: 0,
         failures: Vec::new(),
     })
 }

@@ -51,9 +51,9 @@ impl PlainSession {
     async fn append(&mut self, events: Vec<Event>) -> anyhow::Result<()> {
         let time = WallClock.now_ms();
         let first = self.next_seq;
-        let batch: Vec<Envelope> =
+        let batch: std::sync::Arc<[Envelope]> =
             (first..).zip(events).map(|(seq, event)| Envelope { seq, time, event }).collect();
-        self.store.append(&self.id, &batch).await?;
+        self.store.append_shared(&self.id, &batch).await?;
         self.next_seq += batch.len() as u64;
         Ok(())
     }

@@ -57,6 +57,17 @@ impl<S: SessionStore> SessionStore for Stamped<S> {
         self.inner.append(session, events)
     }
 
+    fn append_shared<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a Arc<[Envelope]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        let kind = events.first().map_or("", |e| e.event.kind());
+        let stamp = Stamp { at: Instant::now(), kind };
+        self.stamps.lock().unwrap_or_else(PoisonError::into_inner).push(stamp);
+        self.inner.append_shared(session, events)
+    }
+
     fn claim<'a>(
         &'a self,
         session: &'a str,

@@ -72,13 +72,13 @@ pub(crate) fn after_step(
 pub(crate) fn assistant_message(
     turn: u32,
     step: u32,
-    chunks: &[String],
+    text: String,
     completion: &Completion,
 ) -> AssistantMessage {
     AssistantMessage {
         turn,
         step,
-        text: chunks.concat(),
+        text,
         tool_calls: (!completion.tool_calls.is_empty()).then(|| completion.tool_calls.clone()),
         usage: completion.usage,
     }
@@ -188,13 +188,13 @@ mod tests {
         let call = ToolCall { id: "c1".into(), name: "echo".into(), arguments: json!({}) };
         let usage = Usage { input_tokens: 1, output_tokens: 2 };
         let with_calls = Completion { tool_calls: vec![call.clone()], usage: Some(usage) };
-        let message = assistant_message(2, 3, &["do".into(), "ne".into()], &with_calls);
+        let message = assistant_message(2, 3, "done".into(), &with_calls);
         assert_eq!(message.text, "done");
         assert_eq!((message.turn, message.step), (2, 3));
         assert_eq!(message.tool_calls, Some(vec![call]));
         assert_eq!(message.usage, Some(usage));
 
-        let plain = assistant_message(1, 1, &[], &Completion::default());
+        let plain = assistant_message(1, 1, String::new(), &Completion::default());
         assert_eq!(plain.text, "");
         assert_eq!(plain.tool_calls, None, "no toolCalls field when there are none");
     }

@@ -116,7 +116,8 @@ type Forward = dyn Fn(String) -> Result<(), SinkClosed> + Send + Sync;
 
 /// Where an adapter streams an attempt's raw text chunks, in order. The runtime's sink forwards
 /// each chunk to the attempt's step as a message; [`ChunkSink::channel`] makes one for testing
-/// an adapter alone.
+/// an adapter alone, [`ChunkSink::new`] one that hands each chunk to a function (what a program
+/// that drives an adapter itself uses to take its chunks where they arrive).
 #[derive(Clone)]
 pub struct ChunkSink(Arc<Forward>);
 
@@ -127,10 +128,9 @@ impl std::fmt::Debug for ChunkSink {
 }
 
 impl ChunkSink {
-    /// A sink that hands each chunk to `forward`.
-    pub(crate) fn new(
-        forward: impl Fn(String) -> Result<(), SinkClosed> + Send + Sync + 'static,
-    ) -> Self {
+    /// A sink that hands each chunk to `forward`, in the adapter's task, as it is sent; an
+    /// error from `forward` is what [`ChunkSink::send`] answers.
+    pub fn new(forward: impl Fn(String) -> Result<(), SinkClosed> + Send + Sync + 'static) -> Self {
         Self(Arc::new(forward))
     }
 

@@ -3,6 +3,8 @@
 //! - `phase`: the session actor's phase (a turn runs, between turns, idle, hibernating) and its
 //!   pure decisions: what it does next after every message, how a turn's end is closed.
 //! - `message`: the session actor's messages (what a handle asks, through the directory).
+//! - `closing`: a cancelled turn's closing batch in flight through the log, which answers the
+//!   cancel's caller itself once it is durable.
 //! - `directory`: which sessions are awake (have an actor), and the hand-off that lets one
 //!   hibernate without losing a message.
 //! - `turn_handle`: what a prompt returns — the turn's events and its outcome.
@@ -31,6 +33,7 @@ use crate::session_log::LogError;
 
 pub(crate) mod actor;
 mod answer;
+mod closing;
 pub(crate) mod directory;
 
 mod last_route;

@@ -124,6 +124,7 @@ pub use step_routes::{StepRouteProjection, StepRoutes};
 
 use actor::{OpenArgs, SessionLogActor};
 use message::LogMsg;
+pub(crate) use state::Batch;
 use state::LogState;
 
 /// A handle on an open session's log. Clones share the same log.
@@ -335,9 +336,36 @@ impl SessionLog {
     /// notifies subscribers and returns the batch as written. An empty batch writes nothing and
     /// returns empty.
     pub async fn append(&self, events: Vec<Event>) -> Result<Vec<Envelope>, AppendError> {
+        self.write(events).await.map(|written| written.to_vec())
+    }
+
+    /// [`SessionLog::append`], the batch as written shared with the store and the subscribers
+    /// (no copy of it).
+    pub(crate) async fn write(&self, events: Vec<Event>) -> Result<Batch, AppendError> {
         let (reply, appended) = oneshot::channel();
         self.actor.send_message(LogMsg::Append(events, reply)).map_err(|_| AppendError::Closed)?;
         appended.await.unwrap_or(Err(AppendError::Closed))
+    }
+
+    /// [`SessionLog::write`] of `events`, then what `view` makes of the state of the projection
+    /// under `key` (as [`SessionLog::view`]), in one operation of the log's actor: a step writes
+    /// its `request/start` and reads the history its request carries in one round trip.
+    pub(crate) async fn write_and_view<P: Projection, T: Send + 'static>(
+        &self,
+        events: Vec<Event>,
+        key: &'static str,
+        view: impl FnOnce(&P::State) -> T + Send + 'static,
+    ) -> Result<(Batch, Result<T, LogError>), AppendError> {
+        let done = self
+            .run(move |log, reply| {
+                Box::pin(async move {
+                    let written = log.append(events).await;
+                    let _ = reply
+                        .send(written.map(|batch| (batch, log.view::<P::State, T>(key, view))));
+                })
+            })
+            .await;
+        done.unwrap_or(Err(AppendError::Closed))
     }
 
     /// Closes turn `turn` with `reason` in one batch: `step/end` for its open step and
@@ -350,6 +378,16 @@ impl SessionLog {
         reason: TurnEndReason,
         idle: bool,
     ) -> Result<Vec<Envelope>, AppendError> {
+        self.close_turn_shared(turn, reason, idle).await.map(|written| written.to_vec())
+    }
+
+    /// [`SessionLog::close_turn`], the batch as written shared (see [`SessionLog::write`]).
+    pub(crate) async fn close_turn_shared(
+        &self,
+        turn: u32,
+        reason: TurnEndReason,
+        idle: bool,
+    ) -> Result<Batch, AppendError> {
         let closed = self
             .run(move |log, reply| {
                 Box::pin(async move {
@@ -358,6 +396,31 @@ impl SessionLog {
             })
             .await;
         closed.unwrap_or(Err(AppendError::Closed))
+    }
+
+    /// Closes turn `turn` as [`SessionLog::close_turn`] does, without waiting: `then` runs in
+    /// the log's actor as soon as the store acknowledged the batch (or with why not), with what
+    /// `read` made of the state of the projection under `key` then (`None`: no such projection).
+    /// If the log is closed, `then` is dropped without running.
+    pub(crate) fn close_turn_then<S: 'static, T: Send + 'static>(
+        &self,
+        turn: u32,
+        reason: TurnEndReason,
+        idle: bool,
+        key: &'static str,
+        read: impl FnOnce(&S) -> T + Send + 'static,
+        then: impl FnOnce(Result<Batch, AppendError>, Option<T>) + Send + 'static,
+    ) {
+        let op: message::Op = Box::new(move |log| {
+            Box::pin(async move {
+                let written = log.close_turn(turn, reason, idle).await;
+                then(written, log.view(key, read).ok());
+                // Whoever `then` woke runs next (the scheduler's slot for the task woken last),
+                // not after whatever this log's next message would wake first.
+                tokio::task::yield_now().await;
+            })
+        });
+        let _ = self.actor.send_message(LogMsg::Run(op));
     }
 
     /// Runs `op` on the log's state in its turn and returns what it sent back; `None` when the
@@ -398,6 +461,32 @@ impl SessionLog {
             .run(move |log, reply| {
                 Box::pin(async move {
                     let _ = reply.send(log.subscribe_from(seq).await);
+                })
+            })
+            .await;
+        subscribed.ok_or(LogError::Closed)?
+    }
+
+    /// [`SessionLog::subscribe`], each committed batch as one message (a turn handle's stream).
+    pub(crate) async fn subscribe_batches(&self) -> Result<UnboundedReceiver<Batch>, LogError> {
+        let subscribed = self
+            .run(|log, reply| {
+                let _ = reply.send(log.subscribe_batches());
+                Box::pin(async {})
+            })
+            .await;
+        subscribed.ok_or(LogError::Closed)
+    }
+
+    /// [`SessionLog::subscribe_from`], the later events as batches.
+    pub(crate) async fn subscribe_batches_from(
+        &self,
+        seq: u64,
+    ) -> Result<(Vec<Envelope>, UnboundedReceiver<Batch>), LogError> {
+        let subscribed = self
+            .run(move |log, reply| {
+                Box::pin(async move {
+                    let _ = reply.send(log.subscribe_batches_from(seq).await);
                 })
             })
             .await;

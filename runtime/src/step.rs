@@ -116,8 +116,8 @@ pub(crate) struct StepState {
     attempt: u32,
     /// `step/start` is written.
     started: bool,
-    /// The chunks of the attempt in progress.
-    chunks: Vec<String>,
+    /// The text the attempt in progress streamed so far (its chunks, written).
+    text: String,
     /// Its chunks streamed and not yet written.
     pending: PendingChunks,
     /// The tool calls of the successful attempt.
@@ -150,21 +150,25 @@ impl StepState {
 
     /// Appends a batch; a refusal is the runtime's own failure.
     async fn append(&self, events: Vec<Event>) -> Result<(), Fault> {
-        self.ctx.log.append(events).await.map(|_| ()).map_err(|error| {
+        self.ctx.log.write(events).await.map(|_| ()).map_err(|error| {
             Fault(runtime_failure(format!("the session log refused an append: {error}")))
         })
     }
 
-    /// The request of `attempt`, from the durable history.
-    async fn request(&self, attempt: u32) -> Result<Request, Fault> {
-        let messages = self
+    /// Writes `batch` (the attempt's `request/start`) and builds the request of `attempt` from
+    /// the durable history, read in the same operation of the log.
+    async fn start_request(&self, attempt: u32, batch: Vec<Event>) -> Result<Request, Fault> {
+        let (_, messages) = self
             .ctx
             .log
-            .view::<HistoryProjection, _>(HISTORY, |history| history.messages())
+            .write_and_view::<HistoryProjection, _>(batch, HISTORY, |history| history.messages())
             .await
             .map_err(|error| {
-                Fault(runtime_failure(format!("the request could not be built: {error}")))
+                Fault(runtime_failure(format!("the session log refused an append: {error}")))
             })?;
+        let messages = messages.map_err(|error| {
+            Fault(runtime_failure(format!("the request could not be built: {error}")))
+        })?;
         Ok(Request {
             session: self.ctx.session_id.to_string(),
             turn: self.ctx.turn,
@@ -233,10 +237,9 @@ impl StepActor {
             return Ok(());
         }
         state.attempt = attempt;
-        state.chunks = Vec::new();
+        state.text = String::new();
         state.pending = PendingChunks::default();
-        let request = state.request(attempt).await?;
-        let model = request.model.clone();
+        let model = state.route.model();
         // A root span: the step's messages run inside the previous attempt's span.
         state.span = tracing::info_span!(
             parent: None,
@@ -262,7 +265,7 @@ impl StepActor {
             provider,
             model,
         }));
-        state.append(batch).await?;
+        let request = state.start_request(attempt, batch).await?;
         state.started = true;
         let Some(route) = state.route.served.clone() else {
             let message = format!("no provider route named {:?}", state.route.name);
@@ -327,14 +330,16 @@ impl StepActor {
             return Ok(());
         }
         let (turn, step, attempt) = (state.ctx.turn, state.step, state.attempt);
+        let mut streamed = std::mem::take(&mut state.text);
         let events = texts
-            .iter()
+            .into_iter()
             .map(|text| {
-                Event::AssistantChunk(AssistantChunk { turn, step, attempt, text: text.clone() })
+                streamed.push_str(&text);
+                Event::AssistantChunk(AssistantChunk { turn, step, attempt, text })
             })
             .collect();
         state.append(events).await?;
-        state.chunks.extend(texts);
+        state.text = streamed;
         Ok(())
     }
 
@@ -458,8 +463,8 @@ impl StepActor {
         state: &mut StepState,
         completion: Completion,
     ) -> Result<(), Fault> {
-        let message =
-            agent_loop::assistant_message(state.ctx.turn, state.step, &state.chunks, &completion);
+        let text = std::mem::take(&mut state.text);
+        let message = agent_loop::assistant_message(state.ctx.turn, state.step, text, &completion);
         state.calls = completion.tool_calls;
         let mut batch = vec![Event::AssistantMessage(message)];
         batch.extend(state.tool_call(0));
@@ -634,7 +639,7 @@ impl Actor for StepActor {
             scope,
             attempt: 0,
             started: false,
-            chunks: Vec::new(),
+            text: String::new(),
             pending: PendingChunks::default(),
             calls: Vec::new(),
             failure: None,

@@ -34,6 +34,8 @@
 //! resolves after the store holds the records at the promised [`Durability`]. So `append` is a
 //! future that resolves exactly then; the session log answers its caller only after it.
 
+use std::sync::Arc;
+
 use crate::event::Envelope;
 use crate::future::BoxFuture;
 
@@ -239,6 +241,18 @@ pub trait SessionStore: Send + Sync + 'static {
         session: &'a str,
         events: &'a [Envelope],
     ) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// [`SessionStore::append`] of a batch its caller shares (the session log hands every batch
+    /// to the store, its subscribers and its caller as one allocation): a store that keeps
+    /// events in memory keeps the batch itself instead of a copy. The default appends the
+    /// slice; a store that wraps another should forward this too.
+    fn append_shared<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a Arc<[Envelope]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.append(session, events)
+    }
 
     /// Claims `session` for writing until the returned [`Claim`] is dropped (see [`claim`]): a
     /// second claimant through the same store waits for the first to let go; a session another

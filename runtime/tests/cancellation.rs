@@ -28,6 +28,22 @@ use rein_testkit::scripted::{Scripted, call, fail_streamed, reply, stall};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+/// A plugin that takes a second over every failure and does not listen to the turn's token: the
+/// step that offered it the failure stops only once it answered (the walk settles first).
+struct Stubborn;
+
+impl Plugin for Stubborn {
+    fn name(&self) -> &str {
+        "stubborn"
+    }
+    fn recover(self: Arc<Self>, _: rein_runtime::plugin::Recovery) -> BoxFuture<'static, Verdict> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Verdict::Next
+        })
+    }
+}
+
 /// A tool that waits an hour unless cancelled.
 struct Slow;
 
@@ -204,6 +220,47 @@ async fn a_cancel_after_the_turn_decided_its_end_does_not_land_and_the_end_stand
     assert_eq!(reason, TurnEndReason::Aborted { cause: CancelCause::User });
     runtime.shutdown().await;
     assert_valid(&store.events("s"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_landed_cancel_answers_once_the_turn_is_closed_and_the_next_turn_need_not_wait() {
+    let adapter = Scripted::new(vec![fail_streamed("SERVER", &[]), reply(&["again"])]);
+    let store = MemoryStore::new();
+    let runtime = runtime(&store, adapter, vec![Arc::new(Stubborn)]).await;
+    let session = runtime.session("s").await.unwrap();
+    let mut turn = session.prompt("hello").unwrap();
+    until(&mut turn, "request/error").await; // the plugin takes its second over it
+
+    let cancelled = tokio::time::Instant::now();
+    assert!(session.cancel(CancelCause::User).await.unwrap());
+    // Answered once the closing batch is durable, while the plugin still decides: no waiting.
+    assert_eq!(cancelled.elapsed(), Duration::ZERO);
+    let aborted = TurnEndReason::Aborted { cause: CancelCause::User };
+    let events = store.events("s");
+    assert_eq!(kinds(&events[events.len() - 3..]), ["step/end", "turn/end", "agent/idle"]);
+    let end = events.iter().rev().find_map(|e| match &e.event {
+        rein_runtime::event::Event::TurnEnd(end) => Some(end.reason.clone()),
+        _ => None,
+    });
+    assert_eq!(end, Some(aborted.clone()), "in the log when the cancel answers");
+    assert_eq!(turn.outcome().await.unwrap().reason, aborted, "resolved with the answer");
+
+    // The next prompt runs at once, while turn 1's step still waits for the plugin's second;
+    // nothing of turn 1 is written after its turn/end, and shutdown waits for its actors.
+    let next = session.prompt("next").unwrap();
+    assert_eq!(next.outcome().await.unwrap().reason, TurnEndReason::Completed);
+    assert_eq!(cancelled.elapsed(), Duration::ZERO, "turn 2 did not wait for turn 1's actors");
+    runtime.shutdown().await;
+    assert!(cancelled.elapsed() >= Duration::from_secs(1), "shutdown waited for them");
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    let events = store.events("s");
+    assert_valid(&events);
+    let turn_one: Vec<&str> =
+        kinds(&events).into_iter().take_while(|kind| *kind != "agent/idle").collect();
+    assert_eq!(turn_one.last(), Some(&"turn/end"), "turn 1 ends with its closing batch");
+    let turn_of = |e: &Envelope| serde_json::to_value(&e.event).unwrap()["data"]["turn"].as_u64();
+    let late = events.iter().skip(turn_one.len()).filter(|e| turn_of(e) == Some(1)).count();
+    assert_eq!(late, 0, "nothing of turn 1 after its turn/end");
 }
 
 #[tokio::test(start_paused = true)]

@@ -5,7 +5,8 @@
 //!   with what its plugin decides for the workload ([`decide`]): `llm-retry` retries the first
 //!   [`RETRIES`]`.0` transient failures of a chain, `compaction` passes (the workload overflows
 //!   no context), `auto-retry` retries the next [`RETRIES`]`.1`; each delay is the next of the
-//!   workload's backoff, jittered — the delays the hand-rolled loop waits.
+//!   workload's backoff, jittered, or the provider's `Retry-After` when it is within the
+//!   backoff's ceiling — the delays the hand-rolled loops wait.
 //! - **The walk** ([`walk`]) offers the failure to each plugin in order until one decides; on
 //!   a retry it appends `llm/retry`, waits the delay racing the step's token, appends
 //!   `llm/retry-started` and tells the step to retry; at the end of the chain the step stops
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef};
-use rein::runtime::event::{Event, LlmRetryStarted, StepRef};
+use rein::runtime::event::{Event, LlmRetry, LlmRetryStarted, StepRef};
 use rein::runtime::failure::Failure;
 use rein::runtime::store::StoreError;
 use tokio::sync::oneshot;
@@ -23,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Ctx;
 use super::step::{Resolution, StepMsg};
-use crate::agents_workload::{RETRIES, backoff, jittered, retry_event};
+use crate::agents_workload::{BACKOFF_MS, RETRIES, backoff, jittered, retry_event};
 use crate::bare_log::{LogMsg, append};
 
 /// The failure codes `llm-retry` retries (its default transient codes).
@@ -76,21 +77,25 @@ impl Actor for BarePlugin {
         PluginMsg::Offer(failure, retries, reply): PluginMsg,
         (): &mut (),
     ) -> Result<(), ActorProcessingErr> {
-        let _ = reply.send(decide(self.0, failure.code(), retries));
+        let _ = reply.send(decide(self.0, &failure, retries));
         Ok(())
     }
 }
 
-/// What `stand_in` answers a failure with code `code` after `retries` retries of its chain.
-fn decide(stand_in: StandIn, code: &str, retries: u64) -> Verdict {
-    let retries = retries as usize;
+/// What `stand_in` answers `failure` after `retries` retries of its chain: the next delay of the
+/// backoff, or the provider's `Retry-After` when it is within the backoff's ceiling.
+fn decide(stand_in: StandIn, failure: &Failure, retries: u64) -> Verdict {
+    let (code, retries) = (failure.code(), retries as usize);
     let retry = match stand_in {
         StandIn::LlmRetry => TRANSIENT.contains(&code) && retries < RETRIES.0,
         StandIn::Compaction => false,
         StandIn::AutoRetry => retries < RETRIES.0 + RETRIES.1,
     };
-    match backoff().nth(retries) {
-        Some(delay) if retry => Verdict::RetryAfter(jittered(delay)),
+    let ceiling = Duration::from_millis(BACKOFF_MS.1);
+    let asked = failure.provider_retry_after_ms().map(|ms| Duration::from_secs_f64(ms / 1000.0));
+    match (backoff().nth(retries), asked) {
+        (Some(_), Some(asked)) if retry && asked <= ceiling => Verdict::RetryAfter(asked),
+        (Some(delay), _) if retry => Verdict::RetryAfter(jittered(delay)),
         _ => Verdict::Next,
     }
 }
@@ -141,7 +146,12 @@ async fn walk_chain(
         let id = chain.map_or_else(|| Arc::from(uuid::Uuid::new_v4().to_string()), |c| c.id);
         let chain = Chain { id, retries: retries + 1 };
         let failure = Arc::unwrap_or_clone(failure);
-        let retry = retry_event(&chain.id, chain.retries, at, delay, failure);
+        // One chain for the stand-ins' retries (auto-retry's follow llm-retry's).
+        let retry = LlmRetry {
+            provider: ctx.route.0.clone(),
+            max_retries: Some((RETRIES.0 + RETRIES.1) as u64),
+            ..retry_event(&chain.id, chain.retries, at, delay, failure)
+        };
         append(log, vec![Event::LlmRetry(retry)]).await?;
         tokio::select! {
             biased;

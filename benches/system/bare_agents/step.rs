@@ -1,6 +1,7 @@
 //! The bare step actor: drives its attempts by messages. It appends `step/start` +
-//! `request/start` and sends the attempt to the provider actor; appends each chunk that comes
-//! back; on success appends `assistant/message` (with `tool/call`s, whose task's results it
+//! `request/start` (reading the history its request carries in the same log operation) and sends
+//! the attempt to the provider actor; appends the chunks that came back since its last batch as
+//! one batch; on success appends `assistant/message` (with `tool/call`s, whose task's results it
 //! appends with `step/end`); on failure appends `request/error` and runs the waterfall walk as
 //! its task, whose answer is the next attempt or the step's end. It stops with how it ended in
 //! its state; its `post_stop` cancels its token (the attempt, the walk and its wait race it) and
@@ -15,23 +16,22 @@ use rein::runtime::event::{
     ToolResult,
 };
 use rein::runtime::failure::Failure;
-use rein::runtime::provider::{Completion, Messages, Request};
+use rein::runtime::provider::{Completion, Request};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Ctx;
 use super::plugin::{Chain, walk};
-use super::provider::ProviderMsg;
+use super::provider::{Pending, ProviderMsg};
 use super::turn::TurnShared;
-use crate::agents_workload::ROUTE;
-use crate::bare_log::{LogMsg, append};
+use crate::bare_log::{LogMsg, append, append_and_read};
 
 /// What the step is told.
 pub(super) enum StepMsg {
-    /// A chunk of the running attempt.
-    Chunk(String),
-    /// The running attempt's outcome (after its chunks).
-    Done(Result<Completion, Failure>),
+    /// Attempt `.0` pushed chunks into its buffer.
+    Chunks(u32),
+    /// Attempt `.0`'s outcome (after its chunks).
+    Done(u32, Result<Completion, Failure>),
     /// The waterfall's answer to the failed attempt.
     Resolved(Resolution),
     /// The results of the tool calls, in order.
@@ -72,8 +72,9 @@ pub(super) struct StepArgs {
 pub(super) struct StepState {
     args: StepArgs,
     attempt: u32,
-    /// The running attempt's chunks.
-    chunks: Vec<String>,
+    /// The running attempt's chunk buffer, and its text so far.
+    pending: Pending,
+    text: String,
     /// The step's retry chain, once it retried.
     chain: Option<Chain>,
     token: CancellationToken,
@@ -90,25 +91,33 @@ impl StepState {
 
     fn request_start(&self) -> Event {
         let StepRef { turn, step } = self.at();
-        let (provider, model) = (ROUTE.0.to_owned(), ROUTE.1.to_owned());
+        let (provider, model) = (self.args.ctx.route.0.clone(), self.args.ctx.route.1.clone());
         Event::RequestStart(RequestStart { turn, step, attempt: self.attempt, provider, model })
     }
 
-    /// Sends the attempt to the provider actor.
-    fn call(&self, myself: &ActorRef<StepMsg>) -> Result<(), ActorProcessingErr> {
+    /// Appends `batch` (ending with the attempt's `request/start`), reading the history, and sends
+    /// the attempt to the provider actor.
+    async fn start(
+        &mut self,
+        myself: &ActorRef<StepMsg>,
+        batch: Vec<Event>,
+    ) -> Result<(), ActorProcessingErr> {
+        let messages = append_and_read(&self.args.log, batch).await?;
         let StepArgs { ctx, session, turn, step, .. } = &self.args;
         let request = Request {
             session: session.to_string(),
             turn: *turn,
             step: *step,
             attempt: self.attempt,
-            provider: ROUTE.0.to_owned(),
-            model: ROUTE.1.to_owned(),
-            messages: Messages::new(),
+            provider: ctx.route.0.clone(),
+            model: ctx.route.1.clone(),
+            messages,
             tools: Vec::new(),
             generation: Default::default(),
         };
-        let call = ProviderMsg::Call(request, myself.clone(), self.token.clone());
+        (self.pending, self.text) = (Pending::default(), String::new());
+        let call =
+            ProviderMsg::Call(request, myself.clone(), self.pending.clone(), self.token.clone());
         ctx.provider.send_message(call)?;
         Ok(())
     }
@@ -135,12 +144,14 @@ impl Actor for BareStep {
         _: ActorRef<StepMsg>,
         args: StepArgs,
     ) -> Result<StepState, ActorProcessingErr> {
+        let token = args.shared.token.child_token();
         Ok(StepState {
             args,
             attempt: 1,
-            chunks: Vec::new(),
+            pending: Pending::default(),
+            text: String::new(),
             chain: None,
-            token: CancellationToken::new(),
+            token,
             task: None,
             ended: None,
         })
@@ -155,9 +166,9 @@ impl Actor for BareStep {
             return Ok(());
         }
         let at = state.at();
-        append(&state.args.log, vec![Event::StepStart(at), state.request_start()]).await?;
+        let batch = vec![Event::StepStart(at), state.request_start()];
         state.args.shared.open_step.store(at.step, Ordering::Release);
-        state.call(&myself)
+        state.start(&myself, batch).await
     }
 
     async fn handle(
@@ -169,13 +180,25 @@ impl Actor for BareStep {
         let StepRef { turn, step } = state.at();
         let (attempt, log) = (state.attempt, &state.args.log);
         match message {
-            StepMsg::Chunk(text) => {
-                let chunk = AssistantChunk { turn, step, attempt, text: text.clone() };
-                append(log, vec![Event::AssistantChunk(chunk)]).await?;
-                state.chunks.push(text);
+            StepMsg::Chunks(of) | StepMsg::Done(of, _) if of != attempt => {}
+            StepMsg::Chunks(_) => {
+                let texts = state.pending.take();
+                if texts.is_empty() {
+                    return Ok(());
+                }
+                let mut streamed = std::mem::take(&mut state.text);
+                let batch = texts
+                    .into_iter()
+                    .map(|text| {
+                        streamed.push_str(&text);
+                        Event::AssistantChunk(AssistantChunk { turn, step, attempt, text })
+                    })
+                    .collect();
+                append(log, batch).await?;
+                state.text = streamed;
             }
-            StepMsg::Done(Ok(completion)) => {
-                let text = std::mem::take(&mut state.chunks).concat();
+            StepMsg::Done(_, Ok(completion)) => {
+                let text = std::mem::take(&mut state.text);
                 let calls = completion.tool_calls;
                 let message = AssistantMessage {
                     turn,
@@ -223,9 +246,9 @@ impl Actor for BareStep {
                 state.args.shared.open_step.store(0, Ordering::Release);
                 state.end(&myself, StepEnd::ToolsRan);
             }
-            StepMsg::Done(Err(failure)) => {
-                state.chunks.clear();
-                let provider = ROUTE.0.to_owned();
+            StepMsg::Done(_, Err(failure)) => {
+                state.text.clear();
+                let provider = state.args.ctx.route.0.clone();
                 let error =
                     RequestError { turn, step, attempt, provider, failure: failure.clone() };
                 append(log, vec![Event::RequestError(error)]).await?;
@@ -249,8 +272,8 @@ impl Actor for BareStep {
                     return Ok(());
                 }
                 state.attempt += 1;
-                append(log, vec![state.request_start()]).await?;
-                state.call(&myself)?;
+                let batch = vec![state.request_start()];
+                state.start(&myself, batch).await?;
             }
             StepMsg::Resolved(Resolution::Stop(failure)) => {
                 state.end(&myself, StepEnd::Failed(failure));

@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 use rein::runtime::event::{CancelCause, TurnEndReason};
+use tokio_util::sync::CancellationToken;
 
 use super::Ctx;
 use super::step::{BareStep, StepArgs, StepEnd, StepMsg, StepState};
@@ -21,6 +22,8 @@ pub(super) struct TurnShared {
     pub(super) cause: OnceLock<CancelCause>,
     /// The step whose `step/start` is durable and whose `step/end` is not written (0: none).
     pub(super) open_step: AtomicU32,
+    /// Fired by the session's cancel; every step's token is a child of it.
+    pub(super) token: CancellationToken,
 }
 
 pub(super) struct BareTurn;

@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
 
-use crate::event::{Envelope, Event};
+use crate::event::Event;
 use crate::session::TurnOutcome;
+use crate::session_log::Batch;
 use crate::store::SessionStore;
 
 /// How often a follower reads without being told.
@@ -50,8 +51,9 @@ impl Follows {
         }
     }
 
-    /// Follows turn `turn` of `session` (in `partition`) from `seq` `from`: sends each event to
-    /// `events` (while anyone listens) and resolves to the turn's outcome at its `turn/end`.
+    /// Follows turn `turn` of `session` (in `partition`) from `seq` `from`: sends the events of
+    /// each read, up to the turn's `turn/end`, to `events` as one batch (while anyone listens)
+    /// and resolves to the turn's outcome at that `turn/end`.
     /// Reads that fail (the database away) are tried again at the next notice or poll.
     pub(crate) async fn follow(
         &self,
@@ -60,24 +62,30 @@ impl Follows {
         session: &str,
         turn: u32,
         from: u64,
-        events: mpsc::UnboundedSender<Envelope>,
+        events: mpsc::UnboundedSender<Batch>,
     ) -> TurnOutcome {
         let notify = Arc::new(Notify::new());
         self.lock().entry(partition).or_default().push(Arc::clone(&notify));
         let _registered = Registered { follows: self, partition, notify: Arc::clone(&notify) };
         let mut next = from;
         loop {
-            if let Ok(read) = store.load_from(session, next).await {
-                for event in read {
-                    next = event.seq + 1;
-                    let ended = match &event.event {
-                        Event::TurnEnd(end) if end.turn == turn => Some(end.reason.clone()),
-                        _ => None,
-                    };
-                    let _ = events.send(event);
-                    if let Some(reason) = ended {
-                        return TurnOutcome { turn, reason };
-                    }
+            if let Ok(mut read) = store.load_from(session, next).await {
+                let end = read.iter().position(
+                    |event| matches!(&event.event, Event::TurnEnd(end) if end.turn == turn),
+                );
+                if let Some(end) = end {
+                    read.truncate(end + 1);
+                }
+                let reason = end.and_then(|end| match &read[end].event {
+                    Event::TurnEnd(end) => Some(end.reason.clone()),
+                    _ => None,
+                });
+                if let Some(last) = read.last() {
+                    next = last.seq + 1;
+                    let _ = events.send(Batch::from(read));
+                }
+                if let Some(reason) = reason {
+                    return TurnOutcome { turn, reason };
                 }
             }
             tokio::select! {

@@ -76,10 +76,12 @@ use std::time::Duration;
 use ractor::{
     Actor, ActorCell, ActorProcessingErr, ActorRef, ActorRuntime, SpawnErr, SupervisionEvent,
 };
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
+use super::closing::{Closed, Closing};
 use super::directory::Lease;
-use super::last_route::{LAST_ROUTE, LastRouteProjection};
+use super::last_route::{LAST_ROUTE, LastRoute, LastRouteProjection};
 use super::message::{ClientMsg, SessionMsg};
 use super::phase::{self, Action, Ending, Grace, Phase, Running, View};
 use super::turn_handle::{self, Started, TurnHandle, TurnOutcome, TurnSink};
@@ -93,7 +95,7 @@ use crate::event::{AgentIdle, CancelCause, Event, TurnEndReason, TurnStart, User
 use crate::history::HistoryProjection;
 use crate::provider::Generation;
 use crate::resume::plan::{self, Decision, Plan};
-use crate::session_log::{AppendError, LogError, OpenOptions, OpenTurn, SessionLog};
+use crate::session_log::{AppendError, Batch, LogError, OpenOptions, OpenTurn, SessionLog};
 use crate::step::TurnCtx;
 use crate::turn::{TurnActor, TurnArgs, TurnReport, TurnState};
 
@@ -152,6 +154,12 @@ pub(crate) struct SessionState {
     ended: Option<Box<(TurnSink, TurnOutcome)>>,
     /// How many times the grace timer was armed (a `GraceOver` of an earlier arming is stale).
     armed: u64,
+    /// The actors of turns a cancellation closed, until they stopped (their steps and the waits
+    /// of both settle): the session does not hibernate before.
+    stopping: Vec<ActorRef<()>>,
+    /// A cancelled turn whose closing batch the log is writing (see `closing`): no turn starts
+    /// before the session heard it was written.
+    closing: Option<u32>,
     /// The turn a crash left open, resumed once the actor started.
     resume: Option<Plan>,
     /// The handle on the turn this wake resumed, until `Session::resumed` takes it.
@@ -277,7 +285,7 @@ impl SessionActor {
         let (turn, route) = (plan.turn, plan.route.clone());
         tracing::info!(session.id = %self.id, turn, step = plan.step, pending = plan.pending(), "resuming a turn a crash left open");
         state.lease.turn_open(true);
-        match log.append(vec![plan.resumed()]).await {
+        match log.write(vec![plan.resumed()]).await {
             Ok(written) => {
                 let from_seq = written.first().map_or(0, |e| e.seq);
                 let store = Arc::clone(&self.shared.store);
@@ -332,6 +340,12 @@ impl SessionActor {
             }
         };
         let turn = state.next_turn;
+        // A retry reruns where the last turn's latest attempt went, as known when it starts (a
+        // cancelled turn's route comes with its closing, after the retry may have been asked).
+        let route = match work {
+            Work::Retry => state.last_route.clone().or_else(|| self.shared.default_route.clone()),
+            Work::Prompt(..) => route,
+        };
         let route = route.unwrap_or_default();
         let mut batch = Vec::with_capacity(2);
         let generation = match work {
@@ -343,8 +357,8 @@ impl SessionActor {
         };
         batch.push(Event::TurnStart(TurnStart { turn }));
         // A caller already reading the turn's events gets them all live, from the first.
-        let live = if sink.streams() { log.subscribe().await.ok() } else { None };
-        let from_seq = match log.append(batch).await {
+        let live = if sink.streams() { log.subscribe_batches().await.ok() } else { None };
+        let from_seq = match log.write(batch).await {
             Ok(written) => written.first().map_or(0, |e| e.seq),
             Err(error @ AppendError::Rejected(_)) => {
                 let message = error.to_string();
@@ -406,7 +420,7 @@ impl SessionActor {
     ) {
         let idle = phase::turn_end(&self.view(state)).idle;
         if let Ok(log) = state.log.clone() {
-            match log.close_turn(turn, reason.clone(), idle).await {
+            match log.close_turn_shared(turn, reason.clone(), idle).await {
                 Ok(_) => {}
                 Err(error @ AppendError::Rejected(_)) => {
                     tracing::warn!(session.id = %self.id, turn, %error, "a validator refused the turn's closing events");
@@ -465,6 +479,7 @@ impl SessionActor {
         resolve_ended(state);
         let running = take_running(state).map(|running| {
             running.actor.stop(None);
+            state.stopping.push(running.actor);
             running.sink
         });
         let queued = std::mem::take(&mut state.queue).into_iter().map(|queued| queued.sink);
@@ -487,6 +502,8 @@ impl SessionActor {
             queued: !state.queue.is_empty(),
             log_failed: state.log.is_err(),
             no_grace: self.shared.idle_grace.is_zero(),
+            closing: state.closing.is_some(),
+            stopping: !state.stopping.is_empty(),
         }
     }
 
@@ -519,7 +536,7 @@ impl SessionActor {
     async fn write_idle(&self, state: &mut SessionState) -> bool {
         state.phase = Phase::Idle;
         if let Ok(log) = state.log.clone() {
-            match log.append(vec![Event::AgentIdle(AgentIdle {})]).await {
+            match log.write(vec![Event::AgentIdle(AgentIdle {})]).await {
                 Ok(_) => {}
                 Err(error @ AppendError::Rejected(_)) => {
                     tracing::warn!(session.id = %self.id, %error, "a validator refused agent/idle");
@@ -575,24 +592,96 @@ impl SessionActor {
         myself.stop(None);
     }
 
-    /// Stops the running turn with `cause` (its stop cascades to its step; it reports `aborted`);
-    /// true exactly when it will. A turn that already decided to end on its own keeps its end:
-    /// false (see `CancelScope::seal`).
-    fn cancel(state: &mut SessionState, cause: CancelCause) -> bool {
+    /// Cancels the running turn with `cause`: `reply` learns whether it ends `aborted` — false
+    /// when it already decided to end on its own, which it keeps (see `CancelScope::seal`).
+    ///
+    /// A cancellation that lands fires the turn's token here (every wait of the turn — a
+    /// provider stream, a plugin's backoff, a tool — ends now), stops the turn actor (the stop
+    /// cascades to its step through the link) and closes the turn in the log in one operation,
+    /// without waiting for the actors: the log's turn guard refuses anything of the turn written
+    /// after its `turn/end`, so the log is the same. The log answers the caller itself once the
+    /// closing batch is durable, and then this actor (`closing`: no turn starts before). The
+    /// turn's actors finish stopping meanwhile (`stopping`: the session does not hibernate
+    /// before they are gone); the next turn need not wait for them.
+    fn cancel(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        cause: CancelCause,
+        reply: Option<oneshot::Sender<bool>>,
+    ) {
         drop_queue(state, cause.clone());
-        match &state.phase {
-            Phase::Running(running) => {
-                let landed = running.scope.record(cause);
-                if landed {
-                    running.actor.stop(None);
-                }
-                landed
-            }
+        let landed = match &state.phase {
+            Phase::Running(running) => running.scope.record(cause.clone()),
             _ => false,
+        };
+        let running = if landed { take_running(state) } else { None };
+        let Some(Running { turn, actor, scope, sink, route }) = running else {
+            if let Some(reply) = reply {
+                let _ = reply.send(false);
+            }
+            return;
+        };
+        scope.cancel(cause.clone());
+        actor.stop(None);
+        state.stopping.push(actor);
+        let reason = TurnEndReason::Aborted { cause: scope.cause().unwrap_or(cause) };
+        // The queue was dropped: the closing batch carries `agent/idle`.
+        state.phase = Phase::Idle;
+        state.last_route = Some(route);
+        state.last = Some(Box::new((turn, reason.clone())));
+        let outcome = TurnOutcome { turn, reason: reason.clone() };
+        let closing = Closing::new(myself.clone(), sink, outcome, reply);
+        match &state.log {
+            Ok(log) => {
+                state.closing = Some(turn);
+                // The log's actor is the last one this handler wakes: it runs next. With the
+                // closing batch it reads the route the turn's latest attempt used.
+                let route = |last: &LastRoute| last.route.clone();
+                log.close_turn_then(
+                    turn,
+                    reason,
+                    true,
+                    LAST_ROUTE,
+                    route,
+                    move |written, route| {
+                        closing.done(written, route.flatten());
+                    },
+                );
+            }
+            // Nothing can be written any more (the caller is answered as by the log).
+            Err(_) => closing.done(Ok(Batch::from([])), None),
         }
     }
 
-    async fn client(&self, state: &mut SessionState, message: ClientMsg) {
+    /// A cancelled turn's closing batch was written (the turn is closed: its lease no longer
+    /// holds it open), or could not be (the log failed).
+    fn closed(&self, state: &mut SessionState, Closed { turn, route, failed }: Closed) {
+        if state.closing == Some(turn) {
+            state.closing = None;
+        }
+        if route.is_some() && state.last.as_deref().is_some_and(|(last, _)| *last == turn) {
+            state.last_route = route;
+        }
+        match failed {
+            None => state.lease.turn_open(false),
+            Some((error, sink)) => match &state.log {
+                Ok(log) => {
+                    let why = failure(log, &error);
+                    self.lost(state, why, Some(sink));
+                }
+                // The session learnt first that its log failed (the closing went with it).
+                Err(failed) => sink.finish(Err(failed.clone())),
+            },
+        }
+    }
+
+    async fn client(
+        &self,
+        myself: &ActorRef<SessionMsg>,
+        state: &mut SessionState,
+        message: ClientMsg,
+    ) {
         state.handled += 1;
         match message {
             ClientMsg::Open(reply) => {
@@ -612,9 +701,8 @@ impl SessionActor {
                 };
                 match allowed {
                     Ok(()) => {
-                        let route =
-                            state.last_route.clone().or_else(|| self.shared.default_route.clone());
-                        state.queue.push_back(Queued { work: Work::Retry, route, sink });
+                        // Its route is decided as it starts (see `start`).
+                        state.queue.push_back(Queued { work: Work::Retry, route: None, sink });
                         let _ = reply.send(Ok(()));
                     }
                     Err(error) => {
@@ -622,12 +710,10 @@ impl SessionActor {
                     }
                 }
             }
-            ClientMsg::Cancel(cause, reply) => {
-                let _ = reply.send(Self::cancel(state, cause));
-            }
+            ClientMsg::Cancel(cause, reply) => self.cancel(myself, state, cause, Some(reply)),
             ClientMsg::Close(reply) => {
-                Self::cancel(state, CancelCause::Parent);
                 state.ending.close(reply);
+                self.cancel(myself, state, CancelCause::Parent, None);
             }
             ClientMsg::Events(reply) => {
                 let events = match &state.log {
@@ -644,7 +730,7 @@ impl SessionActor {
             }
             ClientMsg::ConfigChanged(change) => {
                 if let Ok(log) = state.log.clone() {
-                    match log.append(vec![Event::ConfigChanged(change)]).await {
+                    match log.write(vec![Event::ConfigChanged(change)]).await {
                         Ok(_) => {}
                         Err(error @ AppendError::Rejected(_)) => {
                             tracing::warn!(session.id = %self.id, %error, "a validator refused config/changed");
@@ -664,7 +750,7 @@ impl SessionActor {
         state: &mut SessionState,
     ) {
         match message {
-            SessionMsg::Client(message) => self.client(state, message).await,
+            SessionMsg::Client(message) => self.client(myself, state, message).await,
             SessionMsg::GraceOver(generation) => {
                 let current = matches!(&state.phase, Phase::Grace(g) if g.generation == generation);
                 if current && phase::grace_over(&self.view(state)) == Action::Hibernate {
@@ -675,7 +761,10 @@ impl SessionActor {
             }
             SessionMsg::Shutdown => {
                 state.ending.shutdown();
-                Self::cancel(state, CancelCause::Disposed);
+                self.cancel(myself, state, CancelCause::Disposed, None);
+            }
+            SessionMsg::Closed(closed) => {
+                self.closed(state, closed);
             }
         }
         self.settle(myself, state).await;
@@ -692,6 +781,8 @@ impl SessionActor {
             let id = cell.get_id();
             matches!(&state.phase, Phase::Running(running) if running.actor.get_id() == id)
         };
+        let is_stopping =
+            |cell: &ActorCell| state.stopping.iter().any(|actor| actor.get_id() == cell.get_id());
         let hibernating = matches!(state.phase, Phase::Hibernating);
         let is_log = |cell: &ActorCell| {
             state.log.as_ref().is_ok_and(|log| log.cell().get_id() == cell.get_id())
@@ -706,6 +797,13 @@ impl SessionActor {
             }
             SupervisionEvent::ActorFailed(cell, error) if is_turn(&cell) => {
                 self.turn_gone(state, Err(error.to_string())).await;
+            }
+            // A cancelled turn's actor stopped (or crashed while stopping), its turn closed.
+            SupervisionEvent::ActorTerminated(cell, _, _)
+            | SupervisionEvent::ActorFailed(cell, _)
+                if is_stopping(&cell) =>
+            {
+                state.stopping.retain(|actor| actor.get_id() != cell.get_id());
             }
             SupervisionEvent::ActorTerminated(cell, _, _) if is_log(&cell) && !hibernating => {
                 self.lost(state, "the session log closed".to_owned(), None);
@@ -787,6 +885,8 @@ impl Actor for SessionActor {
         };
         Ok(SessionState {
             resume: init.resume.take(),
+            stopping: Vec::new(),
+            closing: None,
             resumed: None,
             log,
             next_turn: init.next_turn,

@@ -5,6 +5,7 @@
 
 use tokio::sync::oneshot;
 
+use super::closing::Closed;
 use super::turn_handle::{TurnHandle, TurnSink};
 use super::{Prompt, SessionError};
 use crate::event::{CancelCause, ConfigChanged, Envelope};
@@ -17,6 +18,8 @@ pub(crate) enum SessionMsg {
     GraceOver(u64),
     /// The runtime shuts down: cancel the running turn (`disposed`), drop the queue, hibernate.
     Shutdown,
+    /// A cancelled turn's closing batch was written (or not), by the log (see `closing`).
+    Closed(Closed),
 }
 
 /// A client's request.

@@ -144,6 +144,11 @@ pub(crate) struct View {
     pub(crate) log_failed: bool,
     /// The runtime's idle grace period is zero.
     pub(crate) no_grace: bool,
+    /// A cancelled turn's closing batch is on its way through the log (the session has not
+    /// heard it was written).
+    pub(crate) closing: bool,
+    /// The actors of a turn a cancellation closed are still stopping.
+    pub(crate) stopping: bool,
 }
 
 /// What the session does next.
@@ -170,8 +175,14 @@ pub(crate) fn next(view: &View) -> Action {
     match view.now {
         Now::Running | Now::Hibernating => Action::Wait,
         _ if view.queued && view.asked == Asked::Shutdown => Action::DropQueue,
+        // The session learns that a cancelled turn is closed before it goes on (its last route
+        // comes with it: what a retry reruns on).
+        _ if view.closing => Action::Wait,
         _ if view.queued => Action::StartNext,
         Now::Between => Action::WriteIdle,
+        // A cancelled turn's actors finish stopping before the session arms its grace timer or
+        // hibernates (it is told again when they are gone); a next turn need not wait for them.
+        _ if view.stopping => Action::Wait,
         Now::Idle | Now::Grace
             if view.asked != Asked::Nothing || view.no_grace || view.log_failed =>
         {
@@ -215,6 +226,8 @@ mod tests {
         queued: false,
         log_failed: false,
         no_grace: false,
+        closing: false,
+        stopping: false,
     };
 
     #[test]
@@ -279,6 +292,35 @@ mod tests {
                 View { now: Now::Between, no_grace: true, ..QUIET },
                 Action::WriteIdle,
             ),
+            // A cancelled turn: until the session heard its closing batch was written, nothing
+            // starts; then a queued prompt starts even while the turn's actors still stop, but
+            // the session stays awake until they are gone. A shutdown still drops the queue.
+            (
+                "a queued prompt waits for the closing",
+                View { closing: true, ..queued },
+                Action::Wait,
+            ),
+            (
+                "a queued prompt does not wait for the cancelled turn's actors",
+                View { stopping: true, ..queued },
+                Action::StartNext,
+            ),
+            ("no grace timer before they are gone", View { stopping: true, ..QUIET }, Action::Wait),
+            (
+                "no hibernation before they are gone",
+                View { stopping: true, asked: Asked::Close, no_grace: true, ..QUIET },
+                Action::Wait,
+            ),
+            (
+                "nor before the closing is heard",
+                View { closing: true, asked: Asked::Shutdown, ..QUIET },
+                Action::Wait,
+            ),
+            (
+                "shutting down while they stop",
+                View { stopping: true, closing: true, asked: Asked::Shutdown, ..queued },
+                Action::DropQueue,
+            ),
         ];
         for (case, view, expected) in cases {
             assert_eq!(next(&view), expected, "{case}");
@@ -296,10 +338,12 @@ mod tests {
         };
         for now in [Now::Running, Now::Between, Now::Idle, Now::Grace, Now::Hibernating] {
             for asked in [Asked::Nothing, Asked::Close, Asked::Shutdown] {
-                for (queued, log_failed, no_grace) in
-                    (0..8).map(|bits| (bits & 1 != 0, bits & 2 != 0, bits & 4 != 0))
-                {
-                    let mut view = View { now, asked, queued, log_failed, no_grace };
+                for bits in 0..32 {
+                    let flag = |bit: u32| bits & (1 << bit) != 0;
+                    let (queued, log_failed, no_grace) = (flag(0), flag(1), flag(2));
+                    let (closing, stopping) = (flag(3), flag(4));
+                    let mut view =
+                        View { now, asked, queued, log_failed, no_grace, closing, stopping };
                     for _ in 0..4 {
                         match after(view, next(&view)) {
                             Some(then) => view = then,

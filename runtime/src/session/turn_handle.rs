@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::SessionError;
 use crate::event::{Envelope, Event, TurnEndReason};
 use crate::future::BoxFuture;
-use crate::session_log::SessionLog;
+use crate::session_log::{Batch, SessionLog};
 use crate::store::SessionStore;
 
 /// How a turn ended.
@@ -49,9 +49,9 @@ pub(crate) struct Started {
     pub(crate) from_seq: u64,
     source: Source,
     store: Arc<dyn SessionStore>,
-    /// Every event from the turn's first one, when the handle asked for events in time (or
+    /// Every batch from the turn's first one, when the handle asked for events in time (or
     /// what follows the turn on another node).
-    live: Option<mpsc::UnboundedReceiver<Envelope>>,
+    live: Option<mpsc::UnboundedReceiver<Batch>>,
 }
 
 /// Where the turn runs.
@@ -69,7 +69,7 @@ impl Started {
         from_seq: u64,
         log: SessionLog,
         store: Arc<dyn SessionStore>,
-        live: Option<mpsc::UnboundedReceiver<Envelope>>,
+        live: Option<mpsc::UnboundedReceiver<Batch>>,
     ) -> Self {
         Self { turn, from_seq, source: Source::Local(log), store, live }
     }
@@ -81,7 +81,7 @@ impl Started {
         from_seq: u64,
         session: Arc<str>,
         store: Arc<dyn SessionStore>,
-        live: mpsc::UnboundedReceiver<Envelope>,
+        live: mpsc::UnboundedReceiver<Batch>,
     ) -> Self {
         Self { turn, from_seq, source: Source::Remote(session), store, live: Some(live) }
     }
@@ -119,15 +119,72 @@ enum Position {
     Waiting(oneshot::Receiver<Started>),
     /// Started; nothing read yet.
     Started(Started),
-    /// Reading: caught-up events first, then the subscription.
-    Reading {
-        turn: u32,
-        pending: VecDeque<Envelope>,
-        live: Option<mpsc::UnboundedReceiver<Envelope>>,
-        next_seq: u64,
-    },
+    /// Reading: caught-up events first, then the subscription's batches.
+    Reading(Reading),
     /// The turn's `turn/end` was yielded, or the turn never started.
     Ended,
+}
+
+/// Where a reading stream stands.
+struct Reading {
+    turn: u32,
+    /// Events read back from the store, not yet yielded.
+    pending: VecDeque<Envelope>,
+    /// The batch being yielded, and the index of its next event.
+    batch: Option<(Batch, usize)>,
+    /// The log's later batches.
+    live: Option<mpsc::UnboundedReceiver<Batch>>,
+    /// Events below it were yielded.
+    next_seq: u64,
+}
+
+/// What the next step of a reading stream is. Returned and matched at once, never stored: the
+/// event moves out of it as it would out of a boxed one.
+#[allow(clippy::large_enum_variant)]
+enum Read {
+    /// This event (the stream goes on, or ended with it).
+    Event(Envelope),
+    /// Nothing more: the stream ended.
+    Ended,
+    /// Wait for the next batch.
+    Pending,
+}
+
+impl Reading {
+    /// The next event of the turn, if one is at hand or the live receiver has one ready: no
+    /// allocation and no await for the events of a batch that arrived.
+    fn poll_read(&mut self, cx: &mut std::task::Context<'_>) -> Read {
+        loop {
+            let event = if let Some(event) = self.pending.pop_front() {
+                event
+            } else if let Some((batch, at)) = &mut self.batch {
+                match batch.get(*at) {
+                    Some(event) => {
+                        *at += 1;
+                        event.clone()
+                    }
+                    None => {
+                        self.batch = None;
+                        continue;
+                    }
+                }
+            } else {
+                match self.live.as_mut().map(|live| live.poll_recv(cx)) {
+                    Some(std::task::Poll::Ready(Some(batch))) => {
+                        self.batch = Some((batch, 0));
+                        continue;
+                    }
+                    Some(std::task::Poll::Pending) => return Read::Pending,
+                    Some(std::task::Poll::Ready(None)) | None => return Read::Ended,
+                }
+            };
+            if event.seq < self.next_seq {
+                continue;
+            }
+            self.next_seq = event.seq + 1;
+            return Read::Event(event);
+        }
+    }
 }
 
 /// A prompted (or retried) turn: stream its events, await its outcome.
@@ -181,10 +238,9 @@ pub struct TurnHandle {
     streams: Arc<AtomicBool>,
 }
 
-/// What one step of the stream gave: the event (none: the stream ended), where the stream now
-/// stands, and the turn's number once seen.
+/// What a step of the stream that waited gave: where the stream now stands, and the turn's
+/// number once seen.
 struct Advanced {
-    event: Option<Envelope>,
     position: Position,
     turn: Option<u32>,
 }
@@ -222,13 +278,13 @@ fn ends(event: &Envelope, turn: u32) -> bool {
 /// live receiver — from the open log, or all from the store when the session hibernated.
 async fn catch_up(
     started: &mut Started,
-) -> (VecDeque<Envelope>, Option<mpsc::UnboundedReceiver<Envelope>>) {
+) -> (VecDeque<Envelope>, Option<mpsc::UnboundedReceiver<Batch>>) {
     if let Some(live) = started.live.take() {
         return (VecDeque::new(), Some(live));
     }
     let (subscribed, session) = match &mut started.source {
         Source::Local(log) => {
-            (log.subscribe_from(started.from_seq).await.ok(), log.session().to_owned())
+            (log.subscribe_batches_from(started.from_seq).await.ok(), log.session().to_owned())
         }
         Source::Remote(session) => (None, session.to_string()),
     };
@@ -250,12 +306,15 @@ async fn catch_up(
     (out, live)
 }
 
-/// One step of the stream: from `position`, the next event and where the stream then stands.
+/// The stream's steps that wait for the turn to start or read back what it committed: from
+/// `position`, where the stream then stands (reading, or ended).
 async fn advance(mut position: Position, streams: Arc<AtomicBool>) -> Advanced {
     let mut turn = None;
     loop {
         match position {
-            Position::Ended => return Advanced { event: None, position: Position::Ended, turn },
+            Position::Ended | Position::Reading(_) => {
+                return Advanced { position, turn };
+            }
             Position::Waiting(started) => {
                 // Asked before the turn started: the session subscribes for this handle.
                 streams.store(true, Ordering::Release);
@@ -264,39 +323,18 @@ async fn advance(mut position: Position, streams: Arc<AtomicBool>) -> Advanced {
                         turn = Some(started.turn);
                         position = Position::Started(started);
                     }
-                    Err(_) => return Advanced { event: None, position: Position::Ended, turn },
+                    Err(_) => return Advanced { position: Position::Ended, turn },
                 }
             }
             Position::Started(mut started) => {
                 let (pending, live) = catch_up(&mut started).await;
-                position = Position::Reading {
+                position = Position::Reading(Reading {
                     turn: started.turn,
                     pending,
+                    batch: None,
                     live,
                     next_seq: started.from_seq,
-                };
-            }
-            Position::Reading { turn: this, mut pending, mut live, next_seq } => {
-                let event = match pending.pop_front() {
-                    Some(event) => Some(event),
-                    None => match live.as_mut() {
-                        Some(live) => live.recv().await,
-                        None => None,
-                    },
-                };
-                let Some(event) = event else {
-                    return Advanced { event: None, position: Position::Ended, turn };
-                };
-                if event.seq < next_seq {
-                    position = Position::Reading { turn: this, pending, live, next_seq };
-                    continue;
-                }
-                let position = if ends(&event, this) {
-                    Position::Ended
-                } else {
-                    Position::Reading { turn: this, pending, live, next_seq: event.seq + 1 }
-                };
-                return Advanced { event: Some(event), position, turn };
+                });
             }
         }
     }
@@ -310,17 +348,38 @@ impl futures::Stream for TurnHandle {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Envelope>> {
         let this = &mut *self;
-        let advancing = this.advancing.get_or_insert_with(|| {
-            let position = std::mem::replace(&mut this.position, Position::Ended);
-            Box::pin(advance(position, Arc::clone(&this.streams)))
-        });
-        let Advanced { event, position, turn } = std::task::ready!(advancing.as_mut().poll(cx));
-        this.advancing = None;
-        this.position = position;
-        if turn.is_some() {
-            this.turn = turn;
+        loop {
+            if this.advancing.is_none()
+                && let Position::Reading(reading) = &mut this.position
+            {
+                return match reading.poll_read(cx) {
+                    Read::Pending => std::task::Poll::Pending,
+                    Read::Ended => {
+                        this.position = Position::Ended;
+                        std::task::Poll::Ready(None)
+                    }
+                    Read::Event(event) => {
+                        if ends(&event, reading.turn) {
+                            this.position = Position::Ended;
+                        }
+                        std::task::Poll::Ready(Some(event))
+                    }
+                };
+            }
+            if this.advancing.is_none() && matches!(this.position, Position::Ended) {
+                return std::task::Poll::Ready(None);
+            }
+            let advancing = this.advancing.get_or_insert_with(|| {
+                let position = std::mem::replace(&mut this.position, Position::Ended);
+                Box::pin(advance(position, Arc::clone(&this.streams)))
+            });
+            let Advanced { position, turn } = std::task::ready!(advancing.as_mut().poll(cx));
+            this.advancing = None;
+            this.position = position;
+            if turn.is_some() {
+                this.turn = turn;
+            }
         }
-        std::task::Poll::Ready(event)
     }
 }
 

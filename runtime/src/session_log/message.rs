@@ -4,8 +4,8 @@
 use tokio::sync::oneshot;
 
 use super::AppendError;
-use super::state::LogState;
-use crate::event::{Envelope, Event};
+use super::state::{Batch, LogState};
+use crate::event::Event;
 use crate::future::BoxFuture;
 
 /// An operation on the log's state, carrying its own reply port.
@@ -14,7 +14,7 @@ pub(crate) type Op = Box<dyn for<'a> FnOnce(&'a mut LogState) -> BoxFuture<'a, (
 /// A message to a session-log actor.
 pub(crate) enum LogMsg {
     /// Append a batch; answered after the store's ack.
-    Append(Vec<Event>, oneshot::Sender<Result<Vec<Envelope>, AppendError>>),
+    Append(Vec<Event>, oneshot::Sender<Result<Batch, AppendError>>),
     /// Any other operation (reads, subscriptions, registrations).
     Run(Op),
 }

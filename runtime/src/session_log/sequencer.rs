@@ -18,6 +18,8 @@
 //! acknowledged it. A batch a validator rejected, or that the store failed to write, leaves the
 //! next `seq` where it was, so the log stays contiguous.
 
+use std::sync::Arc;
+
 use crate::event::{Envelope, Event};
 
 /// A loaded log whose `seq`s are not `0, 1, 2, …`.
@@ -56,8 +58,9 @@ impl Sequencer {
         self.next_seq
     }
 
-    /// Stamps `events` as the next batch, at clock reading `now`. Changes nothing.
-    pub(crate) fn stamp(&self, events: Vec<Event>, now: u64) -> Vec<Envelope> {
+    /// Stamps `events` as the next batch, at clock reading `now`. Changes nothing. The batch is
+    /// one allocation, the one the log then shares (see `state`).
+    pub(crate) fn stamp(&self, events: Vec<Event>, now: u64) -> Arc<[Envelope]> {
         let time = now.max(self.last_time);
         events
             .into_iter()
@@ -151,6 +154,6 @@ mod tests {
     fn events_keep_their_order_within_a_batch() {
         let events = vec![Event::UserMessage(UserMessage { text: "a".into() }), idle()];
         let batch = Sequencer::default().stamp(events.clone(), 1);
-        assert_eq!(batch.into_iter().map(|e| e.event).collect::<Vec<_>>(), events);
+        assert_eq!(batch.iter().map(|e| e.event.clone()).collect::<Vec<_>>(), events);
     }
 }

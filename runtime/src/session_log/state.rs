@@ -42,6 +42,28 @@ use super::sequencer::Sequencer;
 use super::turn_guard;
 use super::{AppendError, LogError, OpenOptions};
 
+/// A batch as written: one allocation the store (a memory store keeps it), the subscribers and
+/// the caller share, instead of a copy of every event for each.
+pub(crate) type Batch = Arc<[Envelope]>;
+
+/// Where committed events go.
+enum Subscriber {
+    /// Each event on its own (a [`SessionLog::subscribe`](super::SessionLog::subscribe)r's).
+    Events(mpsc::UnboundedSender<Envelope>),
+    /// Each batch as one message (a turn handle's stream: it clones the events it yields).
+    Batches(mpsc::UnboundedSender<Batch>),
+}
+
+impl Subscriber {
+    /// Sends `batch`; false when the receiver is gone.
+    fn send(&self, batch: &Batch) -> bool {
+        match self {
+            Subscriber::Events(tx) => batch.iter().all(|e| tx.send(e.clone()).is_ok()),
+            Subscriber::Batches(tx) => tx.send(Arc::clone(batch)).is_ok(),
+        }
+    }
+}
+
 /// The state of one session's log.
 pub(crate) struct LogState {
     session: Arc<str>,
@@ -52,7 +74,7 @@ pub(crate) struct LogState {
     sequencer: Sequencer,
     registry: Registry,
     validators: Vec<Box<dyn Validator>>,
-    subscribers: Vec<mpsc::UnboundedSender<Envelope>>,
+    subscribers: Vec<Subscriber>,
     /// The store failed an append: the log takes nothing more (see the module docs).
     failed: Option<String>,
 }
@@ -114,12 +136,9 @@ impl LogState {
     }
 
     /// Appends a batch (see the module docs for the order of the steps).
-    pub(crate) async fn append(
-        &mut self,
-        events: Vec<Event>,
-    ) -> Result<Vec<Envelope>, AppendError> {
+    pub(crate) async fn append(&mut self, events: Vec<Event>) -> Result<Batch, AppendError> {
         if events.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Batch::from([]));
         }
         let batch = self.sequencer.stamp(events, self.clock.now_ms());
         let span = self.span(&batch);
@@ -149,7 +168,7 @@ impl LogState {
         turn: u32,
         reason: TurnEndReason,
         idle: bool,
-    ) -> Result<Vec<Envelope>, AppendError> {
+    ) -> Result<Batch, AppendError> {
         let closing = self
             .registry
             .view::<OpenTurn, _>(OpenTurnProjection::KEY, |open| open.closing(turn, reason));
@@ -165,9 +184,9 @@ impl LogState {
     pub(crate) async fn append_unchecked(
         &mut self,
         events: Vec<Event>,
-    ) -> Result<Vec<Envelope>, StoreError> {
+    ) -> Result<Batch, StoreError> {
         if events.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Batch::from([]));
         }
         let batch = self.sequencer.stamp(events, self.clock.now_ms());
         let span = self.span(&batch);
@@ -184,11 +203,11 @@ impl LogState {
     }
 
     /// Writes a stamped batch, waits for the store's ack, then makes it visible.
-    async fn commit(&mut self, batch: Vec<Envelope>) -> Result<Vec<Envelope>, StoreError> {
+    async fn commit(&mut self, batch: Batch) -> Result<Batch, StoreError> {
         if self.failed.is_some() {
             return Err(StoreError::Closed);
         }
-        if let Err(error) = self.store.append(&self.session, &batch).await {
+        if let Err(error) = self.store.append_shared(&self.session, &batch).await {
             tracing::error!(%error, "append failed in the store: the session log ends here");
             self.failed = Some(error.to_string());
             return Err(error);
@@ -202,9 +221,9 @@ impl LogState {
         Ok(batch)
     }
 
-    fn notify(&mut self, batch: &[Envelope]) {
+    fn notify(&mut self, batch: &Batch) {
         // A subscriber whose receiver is gone is dropped; the others get every event in order.
-        self.subscribers.retain(|tx| batch.iter().all(|e| tx.send(e.clone()).is_ok()));
+        self.subscribers.retain(|subscriber| subscriber.send(batch));
     }
 
     /// The events committed from `seq` on, and a receiver of every later one.
@@ -212,22 +231,37 @@ impl LogState {
         &mut self,
         seq: u64,
     ) -> Result<(Vec<Envelope>, mpsc::UnboundedReceiver<Envelope>), LogError> {
-        let next = self.sequencer.next_seq();
-        let committed = if seq >= next {
-            Vec::new()
-        } else {
-            let tail = self.store.load_from(&self.session, seq).await?;
-            check_tail(&self.session, seq, next, &tail)?;
-            tail
-        };
+        let committed = self.committed_from(seq).await?;
         Ok((committed, self.subscribe()))
+    }
+
+    /// The events committed from `seq` on, read back from the store.
+    async fn committed_from(&mut self, seq: u64) -> Result<Vec<Envelope>, LogError> {
+        let next = self.sequencer.next_seq();
+        committed(&*self.store, &self.session, seq, next).await
     }
 
     /// A receiver of every event committed from now on.
     pub(crate) fn subscribe(&mut self) -> mpsc::UnboundedReceiver<Envelope> {
         let (tx, rx) = mpsc::unbounded_channel();
-        self.subscribers.push(tx);
+        self.subscribers.push(Subscriber::Events(tx));
         rx
+    }
+
+    /// A receiver of every batch committed from now on.
+    pub(crate) fn subscribe_batches(&mut self) -> mpsc::UnboundedReceiver<Batch> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.subscribers.push(Subscriber::Batches(tx));
+        rx
+    }
+
+    /// [`LogState::subscribe_from`], the later events as batches.
+    pub(crate) async fn subscribe_batches_from(
+        &mut self,
+        seq: u64,
+    ) -> Result<(Vec<Envelope>, mpsc::UnboundedReceiver<Batch>), LogError> {
+        let committed = self.committed_from(seq).await?;
+        Ok((committed, self.subscribe_batches()))
     }
 
     /// Installs a validator after replaying the existing log into it as one committed batch.
@@ -270,6 +304,21 @@ impl LogState {
     pub(crate) async fn events(&mut self) -> Result<Vec<Envelope>, LogError> {
         history(&*self.store, &self.session, self.sequencer.next_seq()).await
     }
+}
+
+/// The events `seq..next` of `session`, read back from `store`.
+async fn committed(
+    store: &dyn SessionStore,
+    session: &str,
+    seq: u64,
+    next: u64,
+) -> Result<Vec<Envelope>, LogError> {
+    if seq >= next {
+        return Ok(Vec::new());
+    }
+    let tail = store.load_from(session, seq).await?;
+    check_tail(session, seq, next, &tail)?;
+    Ok(tail)
 }
 
 /// Checks that `tail`, read from `seq` on, holds exactly the events `seq..written` this log

@@ -33,6 +33,8 @@ fn turn_of(event: &Event) -> Option<u32> {
         Event::ToolCall(e) => Some(e.turn),
         Event::ToolResult(e) => Some(e.turn),
         Event::ContextCompacted(e) => Some(e.turn),
+        Event::RouteSwitched(e) => Some(e.turn),
+        Event::RetryThrottled(e) => Some(e.turn),
         Event::TurnEnd(e) => Some(e.turn),
         _ => None,
     }
@@ -40,10 +42,11 @@ fn turn_of(event: &Event) -> Option<u32> {
 
 /// Checks a stamped batch against where the turn lifecycle stands (`open`, before the batch).
 pub(crate) fn check(open: &OpenTurn, batch: &[Envelope]) -> Result<(), Rejection> {
-    let mut open = open.clone();
+    // What the check reads of the lifecycle, folded through the batch as `OpenTurn` folds it.
+    let (mut open_turn, mut last_turn) = (open.turn, open.last_turn);
     for envelope in batch {
         if let Some(turn) = turn_of(&envelope.event) {
-            let ended = turn <= open.last_turn && open.turn != Some(turn);
+            let ended = turn <= last_turn && open_turn != Some(turn);
             if ended {
                 return Err(Rejection {
                     seq: envelope.seq,
@@ -55,7 +58,11 @@ pub(crate) fn check(open: &OpenTurn, batch: &[Envelope]) -> Result<(), Rejection
                 });
             }
         }
-        open.apply(&envelope.event);
+        match &envelope.event {
+            Event::TurnStart(start) => (open_turn, last_turn) = (Some(start.turn), start.turn),
+            Event::TurnEnd(_) => open_turn = None,
+            _ => {}
+        }
     }
     Ok(())
 }
@@ -64,7 +71,8 @@ pub(crate) fn check(open: &OpenTurn, batch: &[Envelope]) -> Result<(), Rejection
 mod tests {
     use super::*;
     use crate::event::{
-        AgentIdle, LlmRetryStarted, StepRef, TurnEnd, TurnEndReason, TurnStart, UserMessage,
+        AgentIdle, LlmRetryStarted, RetryThrottled, RouteSwitched, StepRef, TurnEnd, TurnEndReason,
+        TurnStart, UserMessage,
     };
 
     fn stamp(events: Vec<Event>) -> Vec<Envelope> {
@@ -99,6 +107,23 @@ mod tests {
         Event::LlmRetryStarted(LlmRetryStarted { retry_id: "r".into(), turn, step: 1, retry: 1 })
     }
 
+    fn late_switch(turn: u32) -> Event {
+        let (from, to, code) = ("a".into(), "b".into(), "SERVER".into());
+        Event::RouteSwitched(RouteSwitched {
+            turn,
+            step: 1,
+            from,
+            to,
+            code,
+            reason: "eager".into(),
+        })
+    }
+
+    fn late_throttle(turn: u32) -> Event {
+        let (provider, plugin, code) = ("a".into(), "llm-retry".into(), "SERVER".into());
+        Event::RetryThrottled(RetryThrottled { turn, step: 1, provider, plugin, code })
+    }
+
     #[test]
     fn only_events_of_an_ended_turn_are_refused() {
         let user = || Event::UserMessage(UserMessage { text: "hi".into() });
@@ -126,6 +151,20 @@ mod tests {
                 Some(0),
             ),
             ("a second turn/end", vec![started(1), ended(1)], vec![ended(1)], Some(0)),
+            // A plugin of a cancelled turn, still deciding while the next turn runs.
+            (
+                "a route switch after its end",
+                vec![started(1), ended(1), started(2)],
+                vec![late_switch(1)],
+                Some(0),
+            ),
+            (
+                "a throttled retry after its end",
+                vec![started(1), ended(1), started(2)],
+                vec![late_throttle(1)],
+                Some(0),
+            ),
+            ("a route switch of the open turn", vec![started(1)], vec![late_switch(1)], None),
             ("ended within the batch", vec![started(1)], vec![ended(1), late_start(1)], Some(1)),
             ("no turn named", vec![started(1), ended(1)], vec![idle()], None),
             // A turn nobody started yet is the validators' business, not the guard's.

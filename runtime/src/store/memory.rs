@@ -13,7 +13,8 @@
 //! consolidating every small free chunk in the heap. With a hundred thousand sessions appending
 //! at once (a mass cancel), that consolidation was a quarter of the runtime's CPU. Batches stay
 //! small; reading a log back copies them out in order, as it copied the vector before, and reading
-//! it from a `seq` on finds the first batch it needs by a binary search.
+//! it from a `seq` on finds the first batch it needs by a binary search. A batch the session log
+//! shares ([`SessionStore::append_shared`]) is kept as it is, not copied.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -58,7 +59,7 @@ pub struct MemoryStore {
 /// it is appended to).
 #[derive(Debug, Default)]
 struct Log {
-    batches: Vec<Box<[Envelope]>>,
+    batches: Vec<Arc<[Envelope]>>,
     len: u64,
     head: Head,
 }
@@ -101,6 +102,38 @@ impl MemoryStore {
     }
 }
 
+impl MemoryStore {
+    /// Appends `events` to `session`'s log as one batch (`batch` makes the one it keeps).
+    fn keep(
+        &self,
+        session: &str,
+        events: &[Envelope],
+        batch: impl FnOnce() -> Arc<[Envelope]>,
+    ) -> Result<(), StoreError> {
+        check_session_id(session)?;
+        if events.is_empty() {
+            return Ok(());
+        }
+        let mut logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = logs.get(session).map_or(0, |log| log.len);
+        check_continues(session, next, events)?;
+        let keep = |log: &mut Log| {
+            log.batches.push(batch());
+            log.len += events.len() as u64;
+            events.iter().for_each(|event| log.head.apply(event));
+        };
+        match logs.get_mut(session) {
+            Some(log) => keep(log),
+            None => {
+                let mut log = Log::default();
+                keep(&mut log);
+                logs.insert(session.to_owned(), log);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl SessionStore for MemoryStore {
     fn durability(&self) -> Durability {
         Durability::Os
@@ -111,20 +144,15 @@ impl SessionStore for MemoryStore {
         session: &'a str,
         events: &'a [Envelope],
     ) -> BoxFuture<'a, Result<(), StoreError>> {
-        Box::pin(async move {
-            check_session_id(session)?;
-            if events.is_empty() {
-                return Ok(());
-            }
-            let mut logs = self.logs.lock().unwrap_or_else(PoisonError::into_inner);
-            let next = logs.get(session).map_or(0, |log| log.len);
-            check_continues(session, next, events)?;
-            let log = logs.entry(session.to_owned()).or_default();
-            log.batches.push(events.into());
-            log.len += events.len() as u64;
-            events.iter().for_each(|event| log.head.apply(event));
-            Ok(())
-        })
+        Box::pin(async move { self.keep(session, events, || events.into()) })
+    }
+
+    fn append_shared<'a>(
+        &'a self,
+        session: &'a str,
+        events: &'a Arc<[Envelope]>,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move { self.keep(session, events, || Arc::clone(events)) })
     }
 
     fn claim<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>> {
