@@ -79,10 +79,10 @@ use ractor::{
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::closing::{Closed, Closing};
+use super::closing::Closing;
 use super::directory::Lease;
 use super::last_route::{LAST_ROUTE, LastRoute, LastRouteProjection};
-use super::message::{ClientMsg, SessionMsg};
+use super::message::{ClientMsg, Closed, SessionMsg};
 use super::phase::{self, Action, Ending, Grace, Phase, Running, View};
 use super::turn_handle::{self, Started, TurnHandle, TurnOutcome, TurnSink};
 use super::{SessionError, Sessions};

@@ -3,21 +3,21 @@
 //!
 //! A cancellation that lands closes its turn in one log operation (see `actor`, `cancel`). The
 //! session does not wait for it: the log runs [`Closing::done`] right after the store's ack,
-//! which tells the session ([`Closed`], a message) and then answers the caller — the cancel's
+//! which tells the session (`Closed`, a message) and then answers the caller — the cancel's
 //! reply and the turn's outcome. So the cancel's caller is answered by the log itself, one
 //! hand-off after the session took the cancel, instead of the log answering the session and the
 //! session the caller: each hand-off is a wait behind every task the other agents made ready,
 //! and the session's own bookkeeping is not on the caller's path.
 //!
 //! The session hears first and the caller last: a caller that goes on at once (another prompt)
-//! finds the session's mailbox holding the [`Closed`] before its message. A closing that never
+//! finds the session's mailbox holding the `Closed` before its message. A closing that never
 //! ran (the log stopped first) tells the session as a failure on drop, with the turn's sink, so
 //! no caller is left waiting.
 
 use ractor::ActorRef;
 use tokio::sync::oneshot;
 
-use super::message::SessionMsg;
+use super::message::{Closed, SessionMsg};
 use super::turn_handle::{TurnOutcome, TurnSink};
 use crate::session_log::{AppendError, Batch};
 
@@ -29,16 +29,6 @@ pub(crate) struct Closing {
     outcome: Option<(TurnSink, TurnOutcome)>,
     /// The cancel's reply (none for a close or a shutdown).
     reply: Option<oneshot::Sender<bool>>,
-}
-
-/// What the session hears once a cancelled turn's closing batch was written (or not).
-pub(crate) struct Closed {
-    /// The turn closed.
-    pub(crate) turn: u32,
-    /// The route of the turn's latest attempt, as the log folded it (none: it made none).
-    pub(crate) route: Option<String>,
-    /// Why it could not be written, and the turn's sink to answer (the session's log failed).
-    pub(crate) failed: Option<(AppendError, TurnSink)>,
 }
 
 impl Closing {

@@ -5,10 +5,10 @@
 
 use tokio::sync::oneshot;
 
-use super::closing::Closed;
 use super::turn_handle::{TurnHandle, TurnSink};
 use super::{Prompt, SessionError};
 use crate::event::{CancelCause, ConfigChanged, Envelope};
+use crate::session_log::AppendError;
 
 /// A message to a session actor.
 pub(crate) enum SessionMsg {
@@ -32,4 +32,14 @@ pub(crate) enum ClientMsg {
     Events(oneshot::Sender<Result<Vec<Envelope>, SessionError>>),
     Resumed(oneshot::Sender<Option<TurnHandle>>),
     ConfigChanged(ConfigChanged),
+}
+
+/// What the session hears once a cancelled turn's closing batch was written (or not).
+pub(crate) struct Closed {
+    /// The turn closed.
+    pub(crate) turn: u32,
+    /// The route of the turn's latest attempt, as the log folded it (none: it made none).
+    pub(crate) route: Option<String>,
+    /// Why it could not be written, and the turn's sink to answer (the session's log failed).
+    pub(crate) failed: Option<(AppendError, TurnSink)>,
 }
