@@ -120,7 +120,7 @@ fn two_nodes_survive_a_kill_a_pause_and_a_database_restart_with_every_guarantee(
 #[test]
 fn a_cluster_needs_its_database_and_cluster_flags_need_a_cluster() {
     let url = "postgres://rein@127.0.0.1:1/none";
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["--nodes", "2"], "--nodes: needs --store postgres --url URL"),
         (&["--nodes", "2", "--store", "postgres"], "--nodes: needs --store postgres --url URL"),
         (&["--nodes", "0", "--store", "postgres", "--url", url], "--nodes"),
@@ -133,6 +133,14 @@ fn a_cluster_needs_its_database_and_cluster_flags_need_a_cluster() {
         (
             &["--nodes", "2", "--store", "postgres", "--url", url, "--pg-restart-rate", "0.1"],
             "--pg-restart-rate: needs --pg-restart COMMAND",
+        ),
+        (
+            &["--nodes", "2", "--store", "postgres", "--url", url, "--outage-ms", "1000"],
+            "--outage-ms: not with --nodes",
+        ),
+        (
+            &["--nodes", "2", "--store", "postgres", "--url", url, "--route-health", "on"],
+            "--route-health: not with --nodes",
         ),
     ];
     for (args, want) in cases {
