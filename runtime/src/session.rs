@@ -40,6 +40,7 @@ mod last_route;
 pub(crate) mod message;
 mod phase;
 pub(crate) mod placement;
+mod rewake;
 pub(crate) mod turn_handle;
 
 pub use answer::{Answer, AnswerDelta, AnswerStream, Answered};

@@ -16,6 +16,7 @@ use rein_runtime::runtime::{Route, Runtime, RuntimeBuilder};
 use rein_runtime::session::RetryRefused;
 use rein_runtime::session::SessionError;
 use rein_runtime::store::SessionStore;
+use rein_runtime::store::faulty::FaultyStore;
 use rein_runtime::store::memory::MemoryStore;
 use rein_testkit::log::{assert_valid, kinds, turn_ends};
 use rein_testkit::plugins::{TestPlugin, Trace};
@@ -421,6 +422,37 @@ async fn a_panicking_validator_fails_the_log_not_the_runtime_and_the_next_prompt
 
     let outcome = session.prompt("hello").unwrap().outcome().await.unwrap();
     assert_eq!((outcome.turn, outcome.reason), (1, TurnEndReason::Completed));
+    runtime.shutdown().await;
+    assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
+    assert_valid(&store.events("s"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_turn_cut_by_a_store_that_went_away_is_resumed_once_it_is_back_without_a_call() {
+    let store = MemoryStore::new();
+    let faulty = Arc::new(FaultyStore::new(store.clone()));
+    // The answer comes after a second: the store goes away while the attempt waits for it.
+    let adapter = Scripted::new(vec![after(1_000, reply(&["late"])), reply(&["again"])]);
+    let builder = builder(&store, adapter).store(Arc::clone(&faulty) as Arc<dyn SessionStore>);
+    let (runtime, session) = runtime::start(builder).await;
+
+    let turn = session.prompt("one").unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    faulty.unreachable(true);
+    let outcome = turn.outcome().await;
+    assert!(matches!(&outcome, Err(SessionError::LogFailed { .. })), "{outcome:?}");
+
+    // While the store is away the session cannot reopen: the turn stays open in its log.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(turn_ends(&store.events("s")), [], "{:?}", kinds(&store.events("s")));
+
+    // Back: the session is woken again (within the wait's 5 s cap) and its reopened log resumes
+    // the turn, which ends — no call was made.
+    faulty.unreachable(false);
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let events = store.events("s");
+    assert_eq!(turn_ends(&events).len(), 1, "{:?}", kinds(&events));
+    assert!(kinds(&events).contains(&"turn/resumed"), "{:?}", kinds(&events));
     runtime.shutdown().await;
     assert_eq!((runtime.census().actors(), runtime.census().tasks()), (0, 0));
     assert_valid(&store.events("s"));

@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ractor::{ActorId, ActorRef, MessagingErr, SpawnErr};
-use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
 use tokio_util::task::task_tracker::TaskTrackerToken;
 
@@ -62,8 +61,9 @@ pub(crate) struct Directory {
 /// (hibernating, failing, killed), dropping the state drops the lease, which forgets the entry
 /// if it is still this actor's and counts the actor out of the live ones. If the actor ended
 /// abnormally while a turn of its session was open — or hibernated after its log failed with a
-/// turn open — the lease wakes the session again at once, so that the reopened log closes that
-/// turn (`interrupted`) without waiting for the next call.
+/// turn open — the lease wakes the session again at once (and again while that open fails for
+/// a reason that may pass: `rewake`), so that the reopened log resumes or closes that turn
+/// without waiting for the next call.
 pub(crate) struct Lease {
     sessions: Arc<Sessions>,
     id: Arc<str>,
@@ -102,10 +102,7 @@ impl Drop for Lease {
         // fenced) is resumed by the node that serves it, never here.
         let here = self.sessions.is_local(&self.id);
         if wake && here && self.turn_open && tokio::runtime::Handle::try_current().is_ok() {
-            let (reply, _) = oneshot::channel();
-            if let Err(error) = directory.send(&self.sessions, &self.id, ClientMsg::Open(reply)) {
-                tracing::warn!(session.id = %self.id, %error, "could not wake the session to close its interrupted turn");
-            }
+            super::rewake::repair(&self.sessions, &self.id);
         }
     }
 }

@@ -50,6 +50,7 @@ pub struct FaultyStore<S = MemoryStore> {
     appends: AtomicU64,
     gates: Mutex<VecDeque<oneshot::Receiver<()>>>,
     failing_settings: AtomicBool,
+    unreachable: AtomicBool,
 }
 
 impl<S: SessionStore> FaultyStore<S> {
@@ -64,6 +65,7 @@ impl<S: SessionStore> FaultyStore<S> {
             appends: AtomicU64::new(0),
             gates: Mutex::new(VecDeque::new()),
             failing_settings: AtomicBool::new(false),
+            unreachable: AtomicBool::new(false),
         }
     }
 
@@ -102,6 +104,24 @@ impl<S: SessionStore> FaultyStore<S> {
         self.failing_settings.store(on, Ordering::SeqCst);
     }
 
+    /// While `on`, the store is away as a database is during a restart: every append, claim
+    /// and load fails (`ConnectionRefused`).
+    pub fn unreachable(&self, on: bool) {
+        self.unreachable.store(on, Ordering::SeqCst);
+    }
+
+    /// The error of a store that is away, if it is.
+    fn away(&self, session: &str) -> Result<(), StoreError> {
+        if !self.unreachable.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        let source = std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "the store is unreachable (fault injected)",
+        );
+        Err(StoreError::Io { path: format!("{session}.jsonl"), source })
+    }
+
     /// How many appends this store was asked for so far (failed ones included).
     pub fn appends(&self) -> u64 {
         self.appends.load(Ordering::SeqCst)
@@ -133,6 +153,7 @@ impl<S: SessionStore> SessionStore for FaultyStore<S> {
                 gate.await.map_err(|_| StoreError::Closed)?;
             }
             // Decided once the append goes ahead: a held append meets the faults of that moment.
+            self.away(session)?;
             let fails = self.failing.load(Ordering::SeqCst)
                 || self.fail_at.lock().unwrap_or_else(PoisonError::into_inner).contains(&number);
             if fails {
@@ -147,10 +168,16 @@ impl<S: SessionStore> SessionStore for FaultyStore<S> {
     }
 
     fn claim<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Claim, StoreError>> {
+        if let Err(error) = self.away(session) {
+            return Box::pin(async move { Err(error) });
+        }
         self.inner.claim(session)
     }
 
     fn load<'a>(&'a self, session: &'a str) -> BoxFuture<'a, Result<Option<Loaded>, StoreError>> {
+        if let Err(error) = self.away(session) {
+            return Box::pin(async move { Err(error) });
+        }
         let Some(torn) = self.torn.clone() else { return self.inner.load(session) };
         Box::pin(async move {
             let events = self.inner.load(session).await?.map(|l| l.events).unwrap_or_default();
