@@ -241,6 +241,21 @@ fn plugin_specs(
     Ok(specs)
 }
 
+/// Collects the reports of the agents that end within `within` into `reports`; those still
+/// running then are aborted (they were hung).
+async fn gather<R: 'static>(agents: &mut JoinSet<R>, within: Duration, reports: &mut Vec<R>) {
+    let joined = tokio::time::timeout(within, async {
+        while let Some(joined) = agents.join_next().await {
+            if let Ok(report) = joined {
+                reports.push(report);
+            }
+        }
+    });
+    if joined.await.is_err() {
+        agents.abort_all();
+    }
+}
+
 /// The runtime of a run, not yet built: the simulated route (behind [`Down`] when the run
 /// watches its route), the run's clock and jitter, the `pause` tool when answers call it, and
 /// the chain ([`plugin_specs`], kept so that plugins can be made again).
@@ -431,18 +446,7 @@ pub async fn run(
     };
     let shutdown_finished = tokio::time::timeout(deadline, runtime.shutdown()).await.is_ok();
     // Agents whose turns shutdown ended.
-    if tokio::time::timeout(deadline, async {
-        while let Some(joined) = agents.join_next().await {
-            if let Ok(report) = joined {
-                reports.push(report);
-            }
-        }
-    })
-    .await
-    .is_err()
-    {
-        agents.abort_all();
-    }
+    gather(&mut agents, deadline, &mut reports).await;
     let census = runtime.census();
     let leaks = Leaks {
         actors: census.actors() as u64,
@@ -478,19 +482,14 @@ pub async fn run(
 
     let mut latencies = Latencies::default();
     let mut cancellations = Cancellations::default();
-    let (mut agent_errors, mut agent_error_examples) = (0, Vec::new());
+    let mut errors = summary::Errors::default();
     for report in &reports {
         for latency in &report.latencies {
             latencies.record(*latency);
         }
         cancellations.requested += report.requested;
         cancellations.landed += report.landed;
-        agent_errors += report.errors;
-        for example in &report.error_examples {
-            if agent_error_examples.len() < LISTED {
-                agent_error_examples.push(example.clone());
-            }
-        }
+        errors.merge(&report.errors);
     }
     cancellations.latency = latencies.summary();
     let plugins =
@@ -513,8 +512,8 @@ pub async fn run(
         tally,
         other_logs,
         resumed: pending.resumed.len() as u64,
-        agent_errors,
-        agent_error_examples,
+        agent_errors: errors.count,
+        agent_error_examples: errors.examples,
         hung: hung.len() as u64,
         hung_turns,
         cancellations,

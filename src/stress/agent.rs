@@ -19,7 +19,7 @@ use super::acks::AckSender;
 use super::chaos::Request;
 use super::plan::{self, Rates};
 use super::progress::Progress;
-use super::summary::LISTED;
+use super::summary::Errors;
 
 /// The session id of agent `index`.
 pub(crate) fn session_id(index: usize) -> String {
@@ -127,9 +127,7 @@ pub(crate) struct AgentReport {
     /// Those that found the turn running.
     pub(crate) landed: u64,
     /// Errors from the runtime (not counting those after the run was stopped).
-    pub(crate) errors: u64,
-    /// The first few.
-    pub(crate) error_examples: Vec<String>,
+    pub(crate) errors: Errors,
 }
 
 impl AgentReport {
@@ -141,10 +139,7 @@ impl AgentReport {
     }
 
     fn error(&mut self, message: String) {
-        self.errors += 1;
-        if self.error_examples.len() < LISTED {
-            self.error_examples.push(message);
-        }
+        self.errors.add(message);
     }
 }
 
@@ -350,7 +345,7 @@ mod tests {
             }
             assert_eq!((report.requested, report.landed), (1, 1), "round {round}");
             assert_eq!(report.latencies.len(), 1, "round {round}");
-            assert_eq!(report.errors, 0, "{:?}", report.error_examples);
+            assert_eq!(report.errors.count, 0, "{:?}", report.errors.examples);
             shared.runtime.shutdown().await;
             let ends: Vec<String> = store
                 .events("agent-00000")

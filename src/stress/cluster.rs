@@ -341,18 +341,7 @@ async fn drive(
     let _ = stop.send(true);
     let faults = controller.await.unwrap_or_default();
     // The agents still running stop at their next step (they were hung).
-    if tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(joined) = agents.join_next().await {
-            if let Ok(report) = joined {
-                reports.push(report);
-            }
-        }
-    })
-    .await
-    .is_err()
-    {
-        agents.abort_all();
-    }
+    super::gather(&mut agents, Duration::from_secs(10), &mut reports).await;
     drop(shared);
     let plugins = chaos.await.unwrap_or_default();
     let _ = poller.await;
@@ -507,7 +496,7 @@ fn summary(
     };
     let mut requests = report::Requests::default();
     let (mut local, mut cross) = (Latencies::default(), Latencies::default());
-    let (mut agent_errors, mut agent_error_examples) = (0, Vec::new());
+    let mut errors = crate::stress::summary::Errors::default();
     let mut all = Latencies::default();
     let mut cancellations = Cancellations::default();
     for r in &driven.reports {
@@ -530,12 +519,7 @@ fn summary(
         }
         cancellations.requested += r.local_cancels.requested + r.cross_cancels.requested;
         cancellations.landed += r.local_cancels.landed + r.cross_cancels.landed;
-        agent_errors += r.errors;
-        for example in &r.error_examples {
-            if agent_error_examples.len() < LISTED {
-                agent_error_examples.push(example.clone());
-            }
-        }
+        errors.merge(&r.errors);
     }
     requests.local_cancels = CancelKind { latency: local.summary(), ..requests.local_cancels };
     requests.cross_node_cancels =
@@ -585,8 +569,8 @@ fn summary(
         tally,
         other_logs,
         resumed: 0,
-        agent_errors,
-        agent_error_examples,
+        agent_errors: errors.count,
+        agent_error_examples: errors.examples,
         hung: driven.hung.len() as u64,
         hung_turns,
         cancellations,

@@ -28,6 +28,32 @@ use super::route::RouteSummary;
 /// How many violations, errors and hung turns a summary lists by name (all are counted).
 pub const LISTED: usize = 10;
 
+/// Errors counted, the first [`LISTED`] of them kept as they were told.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Errors {
+    /// How many.
+    pub(crate) count: u64,
+    /// The first few.
+    pub(crate) examples: Vec<String>,
+}
+
+impl Errors {
+    /// Counts `message`, keeping it if fewer than [`LISTED`] are kept.
+    pub(crate) fn add(&mut self, message: String) {
+        self.count += 1;
+        if self.examples.len() < LISTED {
+            self.examples.push(message);
+        }
+    }
+
+    /// Counts `other`'s errors too, keeping its examples while there is room.
+    pub(crate) fn merge(&mut self, other: &Errors) {
+        self.count += other.count;
+        let room = LISTED.saturating_sub(self.examples.len());
+        self.examples.extend(other.examples.iter().take(room).cloned());
+    }
+}
+
 /// What the logs say, folded over every session.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -38,7 +38,7 @@ use crate::stress::agent::{Watch, session_id};
 use crate::stress::chaos::Request;
 use crate::stress::plan::{self, Rates, StressRng};
 use crate::stress::progress::Progress;
-use crate::stress::summary::LISTED;
+use crate::stress::summary::{Errors, LISTED};
 
 /// The longest wait between two tries of a request.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
@@ -89,8 +89,8 @@ pub(crate) struct AgentReport {
     pub(crate) followed: u64,
     pub(crate) local_cancels: Cancels,
     pub(crate) cross_cancels: Cancels,
-    pub(crate) errors: u64,
-    pub(crate) error_examples: Vec<String>,
+    /// Errors from the runtime (not counting those after the run was stopped).
+    pub(crate) errors: Errors,
 }
 
 impl AgentReport {
@@ -102,10 +102,7 @@ impl AgentReport {
     }
 
     fn error(&mut self, message: String) {
-        self.errors += 1;
-        if self.error_examples.len() < LISTED {
-            self.error_examples.push(message);
-        }
+        self.errors.add(message);
     }
 }
 
