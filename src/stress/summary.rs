@@ -594,6 +594,30 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn errors_are_all_counted_and_the_first_listed_kept() {
+        let told = |n: usize, from: usize| {
+            let mut errors = Errors::default();
+            (from..from + n).for_each(|i| errors.add(format!("e{i}")));
+            errors
+        };
+        // (one agent's errors, another's, the count, the examples kept, the first kept)
+        let listed = LISTED as u64;
+        let cases: [(usize, usize, u64, usize, Option<&str>); 5] = [
+            (0, 0, 0, 0, None),
+            (3, 4, 7, 7, Some("e0")),
+            (0, 2, 2, 2, Some("e100")),
+            (LISTED + 2, 0, listed + 2, LISTED, Some("e0")),
+            (6, 6, 12, LISTED, Some("e0")),
+        ];
+        for (a, b, count, kept, first) in cases {
+            let mut all = told(a, 0);
+            all.merge(&told(b, 100));
+            assert_eq!((all.count, all.examples.len()), (count, kept), "{a} + {b}");
+            assert_eq!(all.examples.first().map(String::as_str), first, "{a} + {b}");
+        }
+    }
+
     fn log(events: Vec<Event>) -> Vec<Envelope> {
         events
             .into_iter()
