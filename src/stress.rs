@@ -241,6 +241,27 @@ fn plugin_specs(
     Ok(specs)
 }
 
+/// Reads back the log of every agent of a run of `agents` agents, in id order, and hands it to
+/// `each`; returns how many other logs the store holds (not this run's to judge).
+async fn each_log(
+    store: &dyn SessionStore,
+    agents: usize,
+    mut each: impl FnMut(&str, &[crate::runtime::event::Envelope]),
+) -> Result<u64, String> {
+    let mut other_logs = 0;
+    let mut sessions = store.sessions().await.map_err(|e| format!("cannot list the logs: {e}"))?;
+    sessions.sort();
+    for session in sessions {
+        if !agent::is_agent_session(&session, agents) {
+            other_logs += 1;
+            continue;
+        }
+        let loaded = store.load(&session).await.map_err(|e| format!("{session}: {e}"))?;
+        each(&session, &loaded.map(|l| l.events).unwrap_or_default());
+    }
+    Ok(other_logs)
+}
+
 /// Collects the reports of the agents that end within `within` into `reports`; those still
 /// running then are aborted (they were hung).
 async fn gather<R: 'static>(agents: &mut JoinSet<R>, within: Duration, reports: &mut Vec<R>) {
@@ -466,19 +487,11 @@ pub async fn run(
     // Only the logs this run opened are judged; others in the store are left alone.
     let mut tally = Tally::default();
     let mut route_tally = RouteTally::new(outage_window.as_ref().map(|window| window.end));
-    let mut other_logs = 0;
-    let mut sessions = store.sessions().await.map_err(|e| format!("cannot list the logs: {e}"))?;
-    sessions.sort();
-    for session in sessions {
-        if !agent::is_agent_session(&session, config.agents) {
-            other_logs += 1;
-            continue;
-        }
-        let loaded = store.load(&session).await.map_err(|e| format!("{session}: {e}"))?;
-        let events = loaded.map(|l| l.events).unwrap_or_default();
-        tally.add_log(&session, &events);
-        route_tally.add_log(&events);
-    }
+    let other_logs = each_log(&*store, config.agents, |session, events| {
+        tally.add_log(session, events);
+        route_tally.add_log(events);
+    })
+    .await?;
 
     let mut latencies = Latencies::default();
     let mut cancellations = Cancellations::default();

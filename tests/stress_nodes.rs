@@ -11,24 +11,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::Command;
-
 use rein_testkit::PgCluster;
+use rein_testkit::cli::Run;
 use serde_json::Value;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
+/// `rein ARGS` in a directory of its own, with a clean environment.
 fn rein(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_rein")).args(args).output().expect("rein runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
+    let dir = tempfile::tempdir().unwrap();
+    rein_testkit::cli::rein(dir.path(), args, &[], "")
 }
 
 /// Seed 5 at these rates sets off, out of 96 turns (8 agents × 12): a pause and a database
@@ -74,7 +64,7 @@ fn two_nodes_survive_a_kill_a_pause_and_a_database_restart_with_every_guarantee(
     ]);
     assert!(!run.stdout.contains(rein_testkit::postgres::PASSWORD), "{}", run.stdout);
     assert!(!run.stderr.contains(rein_testkit::postgres::PASSWORD), "{}", run.stderr);
-    assert_eq!(run.code, 0, "stdout:\n{}\nstderr:\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, Some(0), "{run:?}");
     let summary: Value = serde_json::from_str(run.stdout.trim()).unwrap();
     let at = |path: &str| -> u64 {
         path.split('.')
@@ -114,7 +104,7 @@ fn two_nodes_survive_a_kill_a_pause_and_a_database_restart_with_every_guarantee(
 
     // Every log, read by another program, passes the finished-log check.
     let checked = rein(&["check", "--finished", "--postgres", &url]);
-    assert_eq!(checked.code, 0, "{}\n{}", checked.stdout, checked.stderr);
+    assert_eq!(checked.code, Some(0), "{checked:?}");
 }
 
 #[test]
@@ -147,7 +137,7 @@ fn a_cluster_needs_its_database_and_cluster_flags_need_a_cluster() {
         let mut all = vec!["stress"];
         all.extend_from_slice(args);
         let run = rein(&all);
-        assert_eq!(run.code, 2, "{args:?}: {}", run.stderr);
+        assert_eq!(run.code, Some(2), "{args:?}: {run:?}");
         assert!(run.stderr.contains(want), "{args:?}: {}", run.stderr);
         assert!(run.stdout.is_empty(), "{args:?}: {}", run.stdout);
     }

@@ -40,20 +40,7 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
         return Ok(Vec::new());
     };
     let (agents, turns) = if options.quick { (AGENTS.1, TURNS.1) } else { (AGENTS.0, TURNS.0) };
-    let workload = [
-        "--agents",
-        agents,
-        "--turns",
-        turns,
-        "--dispose-rate",
-        "0",
-        "--config-rate",
-        "0",
-        "--lease-ms",
-        LEASE_MS,
-        "--partitions",
-        "64",
-    ];
+    let workload = ["--agents", agents, "--turns", turns];
     let one = stress(&cluster.create_database("one"), "1", &workload)?;
     let three = stress(&cluster.create_database("three"), "3", &workload)?;
     let per_s = |summary: &Value| summary["cluster"]["turnsPerSecond"].as_f64().unwrap_or(0.0);
@@ -82,14 +69,6 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
             "300",
             "--cancel-rate",
             "0.5",
-            "--dispose-rate",
-            "0",
-            "--config-rate",
-            "0",
-            "--lease-ms",
-            LEASE_MS,
-            "--partitions",
-            "64",
         ],
     )?;
     let requests = &cancelled["cluster"]["requests"];
@@ -138,14 +117,6 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
             "0.4",
             "--cancel-rate",
             "0",
-            "--dispose-rate",
-            "0",
-            "--config-rate",
-            "0",
-            "--lease-ms",
-            LEASE_MS,
-            "--partitions",
-            "64",
             "--node-kill-rate",
             "0.02",
             "--seed",
@@ -168,11 +139,17 @@ pub(crate) fn run(options: &Options) -> anyhow::Result<Vec<Metric>> {
     Ok(metrics)
 }
 
-/// `rein stress --nodes NODES --json` on `url` with `args`: its summary, once every check
-/// passed.
+/// What every run shares: no plugin chaos (a node's API cannot dispose of a plugin, and
+/// settings changes are not what is measured), [`LEASE_MS`], 64 partitions.
+const EVERY_RUN: [&str; 8] =
+    ["--dispose-rate", "0", "--config-rate", "0", "--lease-ms", LEASE_MS, "--partitions", "64"];
+
+/// `rein stress --nodes NODES --json` on `url` with [`EVERY_RUN`]'s flags and `args`: its
+/// summary, once every check passed.
 fn stress(url: &str, nodes: &str, args: &[&str]) -> anyhow::Result<Value> {
     let output = Command::new(env!("CARGO_BIN_EXE_rein"))
         .args(["stress", "--nodes", nodes, "--store", "postgres", "--url", url, "--json"])
+        .args(EVERY_RUN)
         .args(args)
         .output()
         .context("rein stress --nodes")?;

@@ -1,6 +1,7 @@
 //! Several nodes in one process, on one throwaway PostgreSQL (SPEC §12): the partitions shared
 //! out and handed over when a node joins, a prompt and a cancel sent to a node that does not
-//! serve the session, a fenced append refused without a write. Processes killed for real are in
+//! serve the session, a burst of forwarded prompts run once each and in order, a fenced append
+//! refused without a write. Processes killed for real are in
 //! the repository's `tests/nodes.rs` (the `rein node` binary).
 //!
 //! Without PostgreSQL the tests say how to install it and pass, except with `CI=true`.
@@ -205,4 +206,60 @@ async fn raw(url: &str) -> tokio_postgres::Client {
     let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
     tokio::spawn(connection);
     client
+}
+
+/// Many requests forwarded at once: a node that serves sessions takes the commands that wait
+/// together in one statement and runs each session's in the order they were sent — a burst of
+/// prompts through a node that serves none of the sessions all run, once each, in order. (How
+/// fast a burst is served is measured by the system benchmark's `nodes` group.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_forwarded_prompts_runs_every_prompt_once_in_the_order_sent() {
+    let Some(cluster) = PgCluster::start() else { return };
+    let url = cluster.create_database("burst");
+    let (a, runtime_a) = node(&url, "a", Scripted::always(scripted::reply(&["ok"]))).await;
+    until(&a, "a holds every partition", |held| held.len() == 8).await;
+    let (b, runtime_b) = node(&url, "b", Scripted::always(scripted::reply(&["ok"]))).await;
+    until(&b, "b takes its share", |held| held.len() == 4).await;
+    until(&a, "a gave half back", |held| held.len() == 4).await;
+
+    // 24 sessions b serves, each sent 3 prompts through a at once: 72 commands arrive together.
+    let ids: Vec<String> =
+        (0..).map(|i| format!("burst-{i}")).filter(|s| b.serves(s)).take(24).collect();
+    let mut sessions = Vec::new();
+    for id in &ids {
+        sessions.push(runtime_a.session(id).await.unwrap());
+    }
+    let mut turns = Vec::new();
+    for session in &sessions {
+        for n in 1..=3 {
+            turns.push((
+                session.id().to_owned(),
+                n,
+                session.prompt(format!("prompt {n}")).unwrap(),
+            ));
+        }
+    }
+    for (id, n, turn) in turns {
+        let outcome = turn.await.unwrap();
+        assert_eq!((outcome.turn, &outcome.reason), (n, &TurnEndReason::Completed), "{id}");
+    }
+    assert_eq!(runtime_a.awake_sessions(), 0, "a ran nothing");
+    for session in &sessions {
+        let events = session.events().await.unwrap();
+        let asked: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match &e.event {
+                Event::UserMessage(m) => Some(m.text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(asked, ["prompt 1", "prompt 2", "prompt 3"], "{}", session.id());
+        let violations = check_finished_log(&events);
+        assert!(violations.is_empty(), "{}: {violations:?}", session.id());
+    }
+
+    a.drain().await;
+    b.drain().await;
+    runtime_a.shutdown().await;
+    runtime_b.shutdown().await;
 }

@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 
+use crate::runtime::store::Durability;
 use crate::runtime::store::postgres::PostgresStore;
 use crate::runtime::store::postgres::partition::partition_of;
-use crate::runtime::store::{Durability, SessionStore};
 use crate::stress::acks::AckSender;
 use crate::stress::agent::{Watch, is_agent_session, session_id};
 use crate::stress::route::RouteTally;
@@ -401,28 +401,19 @@ async fn check(
     let mut tally = Tally::default();
     let mut route = RouteTally::new(None);
     let mut checks = Checks::default();
-    let mut other_logs = 0;
     let mut resumed: Vec<(u32, u64, u64)> = Vec::new();
     let (mut delays, mut late) = (Latencies::default(), Latencies::default());
-    let mut sessions = store.sessions().await.map_err(|e| format!("cannot list the logs: {e}"))?;
-    sessions.sort();
     let empty = BTreeMap::new();
-    for session in sessions {
-        if !is_agent_session(&session, config.agents) {
-            other_logs += 1;
-            continue;
-        }
-        let loaded = store.load(&session).await.map_err(|e| format!("{session}: {e}"))?;
-        let events = loaded.map(|l| l.events).unwrap_or_default();
-        tally.add_log(&session, &events);
-        route.add_log(&events);
-        let by = written.get(&session).unwrap_or(&empty);
+    let other_logs = super::each_log(&store, config.agents, |session, events| {
+        tally.add_log(session, events);
+        route.add_log(events);
+        let by = written.get(session).unwrap_or(&empty);
         checks.writers.checked += by.len() as u64;
-        checks.writers.add(verify::writers(&session, &events, by));
-        for resume in verify::resumes(&session, &events) {
+        checks.writers.add(verify::writers(session, events, by));
+        for resume in verify::resumes(session, events) {
             checks.resumed.turns += 1;
             delays.record(Duration::from_millis(resume.silent_ms));
-            resumed.push((partition_of(&session, partitions), resume.began, resume.at));
+            resumed.push((partition_of(session, partitions), resume.began, resume.at));
             match resume.wait {
                 Some(verify::Wait::Continued { late_ms }) => {
                     checks.resumed.retry_waits_continued += 1;
@@ -438,12 +429,13 @@ async fn check(
                 None => {}
             }
         }
-        if let Some(report) = acked.get(session.as_str()) {
+        if let Some(report) = acked.get(session) {
             checks.acks.checked += report.acked.len() as u64;
-            checks.acks.add(verify::missing_acks(&session, &events, &report.acked));
+            checks.acks.add(verify::missing_acks(session, events, &report.acked));
             checks.acks.add(report.conflicts.clone());
         }
-    }
+    })
+    .await?;
     checks.resumed.delay = delays.summary();
     checks.resumed.retry_wait_late = late.summary();
     let (mut after_kill, mut kill_to, mut after_pause) =
