@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc};
 
-use crate::event::Event;
+use crate::event::{Envelope, Event, TurnEndReason};
 use crate::session::TurnOutcome;
 use crate::session_log::Batch;
 use crate::store::SessionStore;
@@ -70,16 +70,7 @@ impl Follows {
         let mut next = from;
         loop {
             if let Ok(mut read) = store.load_from(session, next).await {
-                let end = read.iter().position(
-                    |event| matches!(&event.event, Event::TurnEnd(end) if end.turn == turn),
-                );
-                if let Some(end) = end {
-                    read.truncate(end + 1);
-                }
-                let reason = end.and_then(|end| match &read[end].event {
-                    Event::TurnEnd(end) => Some(end.reason.clone()),
-                    _ => None,
-                });
+                let reason = up_to_end(&mut read, turn);
                 if let Some(last) = read.last() {
                     next = last.seq + 1;
                     let _ = events.send(Batch::from(read));
@@ -93,6 +84,17 @@ impl Follows {
                 () = tokio::time::sleep(POLL) => {}
             }
         }
+    }
+}
+
+/// Cuts `read` after turn `turn`'s `turn/end`, if it holds it, and says how the turn ended.
+fn up_to_end(read: &mut Vec<Envelope>, turn: u32) -> Option<TurnEndReason> {
+    let end =
+        read.iter().position(|e| matches!(&e.event, Event::TurnEnd(end) if end.turn == turn))?;
+    read.truncate(end + 1);
+    match &read[end].event {
+        Event::TurnEnd(end) => Some(end.reason.clone()),
+        _ => None,
     }
 }
 
@@ -110,6 +112,42 @@ impl Drop for Registered<'_> {
             list.retain(|n| !Arc::ptr_eq(n, &self.notify));
             if list.is_empty() {
                 followers.remove(&self.partition);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{AgentIdle, TurnEnd};
+
+    /// A read of `events`: `Some(n)` a `turn/end` of turn `n`, `None` any other event.
+    fn read(events: &[Option<u32>]) -> Vec<Envelope> {
+        let event = |end: &Option<u32>| match end {
+            Some(turn) => Event::TurnEnd(TurnEnd { turn: *turn, reason: TurnEndReason::Completed }),
+            None => Event::AgentIdle(AgentIdle {}),
+        };
+        let envelope = |(seq, end)| Envelope { seq, time: 0, event: event(end) };
+        (0u64..).zip(events).map(envelope).collect()
+    }
+
+    #[test]
+    fn a_read_is_cut_after_the_followed_turns_end_and_says_how_it_ended() {
+        // (the read, the turn followed, what is left of the read, whether the turn ended)
+        let cases: [(&[Option<u32>], u32, usize, bool); 5] = [
+            (&[], 2, 0, false),
+            (&[None, None], 2, 2, false),
+            (&[None, Some(2), None, None], 2, 2, true),
+            (&[Some(1), None], 2, 2, false), // an earlier turn's end is not this one's
+            (&[None, Some(2), Some(3)], 2, 2, true),
+        ];
+        for (events, turn, left, ended) in cases {
+            let mut events = read(events);
+            let reason = up_to_end(&mut events, turn);
+            assert_eq!((events.len(), reason.is_some()), (left, ended), "{events:?}");
+            if ended {
+                assert_eq!(reason, Some(TurnEndReason::Completed));
             }
         }
     }
